@@ -1,0 +1,19 @@
+"""constant and iota."""
+
+from __future__ import annotations
+
+from jax import lax
+
+from shlo2jax.registry import register_op
+
+
+@register_op("stablehlo.constant", "mhlo.constant", prepare=lambda op: op.attrs["value"])
+def constant(ctx, op):
+    # A numpy array: lax embeds it as a literal, with no device transfer while tracing.
+    return op.params
+
+
+@register_op("stablehlo.iota", "mhlo.iota")
+def iota(ctx, op):
+    rtype = op.result_types[0]
+    return lax.broadcasted_iota(rtype.dtype, rtype.shape, op.attrs["iota_dimension"])

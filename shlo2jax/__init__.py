@@ -1,0 +1,15 @@
+"""shlo2jax: StableHLO programs as ordinary JAX functions."""
+
+from shlo2jax.errors import (ElidedDataError, LoadError, Shlo2JaxError, TranslationError,
+                             UnsupportedError)
+from shlo2jax.loader import load
+from shlo2jax.program import Function, Program
+from shlo2jax.registry import register_custom_call, register_op
+from shlo2jax.translate import TOKEN, Token
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "load", "Program", "Function", "register_op", "register_custom_call", "TOKEN", "Token",
+    "Shlo2JaxError", "LoadError", "ElidedDataError", "UnsupportedError", "TranslationError",
+]

@@ -1,0 +1,3 @@
+from shlo2jax.cli import main
+
+raise SystemExit(main())

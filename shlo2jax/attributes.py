@@ -1,0 +1,358 @@
+"""MLIR attributes -> plain Python values, decoded once at load time.
+
+Handlers never see an `ir.Attribute`: integers, floats, strings, tuples,
+numpy arrays, and small records for the StableHLO structured attributes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from shlo2jax import types as T
+from shlo2jax.errors import ElidedDataError
+
+
+class Opaque(NamedTuple):
+    """An attribute with no decoder; kept as its MLIR text."""
+    text: str
+
+
+class GatherDims(NamedTuple):
+    offset_dims: tuple
+    collapsed_slice_dims: tuple
+    operand_batching_dims: tuple
+    start_indices_batching_dims: tuple
+    start_index_map: tuple
+    index_vector_dim: int
+
+
+class ScatterDims(NamedTuple):
+    update_window_dims: tuple
+    inserted_window_dims: tuple
+    input_batching_dims: tuple
+    scatter_indices_batching_dims: tuple
+    scatter_dims_to_operand_dims: tuple
+    index_vector_dim: int
+
+
+class DotDims(NamedTuple):
+    lhs_batching_dimensions: tuple
+    rhs_batching_dimensions: tuple
+    lhs_contracting_dimensions: tuple
+    rhs_contracting_dimensions: tuple
+
+
+class ConvDims(NamedTuple):
+    input_batch_dimension: int
+    input_feature_dimension: int
+    input_spatial_dimensions: tuple
+    kernel_input_feature_dimension: int
+    kernel_output_feature_dimension: int
+    kernel_spatial_dimensions: tuple
+    output_batch_dimension: int
+    output_feature_dimension: int
+    output_spatial_dimensions: tuple
+
+
+class DotAlgorithm(NamedTuple):
+    lhs_precision_type: Any
+    rhs_precision_type: Any
+    accumulation_type: Any
+    lhs_component_count: int
+    rhs_component_count: int
+    num_primitive_operations: int
+    allow_imprecise_accumulation: bool
+
+
+class ResultAccuracy(NamedTuple):
+    atol: float
+    rtol: float
+    ulps: int
+    mode: str
+
+
+class ChannelHandle(NamedTuple):
+    handle: int
+    type: int
+
+
+class OutputOperandAlias(NamedTuple):
+    output_tuple_indices: tuple
+    operand_index: int
+    operand_tuple_indices: tuple
+
+
+# ---------------------------------------------------------------- dense data
+
+_NUMPY_BUFFER_DTYPES = frozenset(np.dtype(d) for d in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+    np.uint32, np.uint64, np.float16, np.float32, np.float64))
+
+_LITERAL_RE = re.compile(
+    r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)|true|false|0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)|"
+    r"[-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?")
+
+
+def _bits_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize])
+
+
+def _int_from_storage(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Byte-per-element storage of a sub-byte integer -> values of `dtype`."""
+    bits = T.bit_width(dtype)
+    values = raw.astype(np.int64) & ((1 << bits) - 1)
+    if not T.is_unsigned(dtype):
+        values = np.where(values >= 1 << (bits - 1), values - (1 << bits), values)
+    return values.astype(dtype)
+
+
+def _from_hex(hex_text: str, ttype: T.TensorType) -> np.ndarray:
+    raw = bytes.fromhex(hex_text)
+    dtype = ttype.dtype
+    if dtype in _NUMPY_BUFFER_DTYPES or T.is_complex(dtype) or dtype.itemsize * 8 == T.bit_width(dtype):
+        flat = np.frombuffer(raw, dtype=_bits_dtype(dtype) if not T.is_complex(dtype) else dtype)
+        if not T.is_complex(dtype):
+            flat = flat.view(dtype)
+    else:  # i1 and sub-byte types: one byte per element
+        storage = np.frombuffer(raw, dtype=np.uint8)
+        if dtype == np.bool_:
+            flat = storage != 0
+        elif T.is_integer(dtype):
+            flat = _int_from_storage(storage, dtype)
+        else:
+            flat = (storage & ((1 << T.bit_width(dtype)) - 1)).view(dtype)
+    return _shape(flat, ttype)
+
+
+def _shape(flat: np.ndarray, ttype: T.TensorType) -> np.ndarray:
+    shape = ttype.shape
+    size = int(np.prod(shape, dtype=np.int64))
+    if flat.size == 1 and size != 1:
+        return np.full(shape, flat.reshape(()), dtype=flat.dtype)
+    if flat.size != size:
+        raise ValueError(f"dense data has {flat.size} elements, {ttype} needs {size}")
+    return flat.reshape(shape)
+
+
+def _scalar(token: str, dtype: np.dtype):
+    """One printed element -> a 0-d array of `dtype`, bit-exact for hex floats."""
+    if token in ("true", "false"):
+        return np.array(token == "true", dtype=dtype)
+    if T.is_float(dtype) or T.is_complex(dtype):
+        component = np.dtype(np.float32 if dtype == np.complex64 else np.float64) \
+            if T.is_complex(dtype) else dtype
+        if token.startswith("0x"):
+            bits = int(token, 16)
+            if component in _NUMPY_BUFFER_DTYPES or component.itemsize * 8 == T.bit_width(component):
+                return np.array(bits, dtype=_bits_dtype(component)).view(component)
+            return np.array(bits, dtype=np.uint8).view(component)
+        return np.array(float(token)).astype(component)
+    value = int(token, 0)
+    if T.is_integer(dtype) and not T.is_unsigned(dtype) and token.startswith("0x"):
+        bits = T.bit_width(dtype)
+        if value >= 1 << (bits - 1):
+            value -= 1 << bits
+    return np.array(value).astype(dtype)
+
+
+def _from_literal(body: str, ttype: T.TensorType) -> np.ndarray:
+    dtype = ttype.dtype
+    values = []
+    for m in _LITERAL_RE.finditer(body):
+        if m.group(1) is not None:
+            re_part, im_part = _scalar(m.group(1), dtype), _scalar(m.group(2), dtype)
+            values.append(np.array(re_part + 1j * im_part.astype(re_part.dtype), dtype=dtype))
+        else:
+            values.append(_scalar(m.group(0), dtype))
+    flat = np.array(values, dtype=dtype) if values else np.zeros((0,), dtype)
+    return _shape(flat, ttype)
+
+
+def dense_from_text(text: str, ttype: T.TensorType) -> np.ndarray:
+    """`dense<...>` as MLIR prints it -> numpy array of the tensor's dtype."""
+    start = text.index("dense<") + len("dense<")
+    depth, end = 1, start
+    while depth:
+        ch = text[end]
+        depth += ch == "<"
+        depth -= ch == ">"
+        end += 1
+    body = text[start:end - 1].strip()
+    if body.startswith('"0x'):
+        return _from_hex(body[3:-1], ttype)
+    return _from_literal(body, ttype)
+
+
+def dense_elements(attr, ttype: T.TensorType) -> np.ndarray:
+    """A DenseElementsAttr -> numpy array. Fast buffer path for plain dtypes."""
+    if ttype.dtype in _NUMPY_BUFFER_DTYPES:
+        if attr.is_splat:
+            return np.full(ttype.shape, np.array(attr.get_splat_value().value, dtype=ttype.dtype)
+                           if ttype.dtype != np.bool_ else bool(attr.get_splat_value().value),
+                           dtype=ttype.dtype)
+        return np.array(attr, copy=True).reshape(ttype.shape)
+    return dense_from_text(str(attr), ttype)
+
+
+def dense_resource(attr, ttype: T.TensorType, placeholder_rng=None) -> np.ndarray:
+    text = str(attr)
+    if "__elided__" in text:
+        if placeholder_rng is None:
+            raise ElidedDataError(
+                f"constant of type {ttype} is `dense_resource<__elided__>`: the file carries no "
+                "data for it. Load with placeholder_data=True (CLI: --placeholder-data) to fill "
+                "elided constants with seeded random data of the declared type.")
+        return placeholder_array(ttype, placeholder_rng)
+    raise T.UnsupportedTypeError(f"dense_resource constant without elision: {text[:80]}")
+
+
+def placeholder_array(ttype: T.TensorType, rng: np.random.Generator) -> np.ndarray:
+    """Seeded data of the declared type, small enough in magnitude to keep a model finite."""
+    dtype, shape = ttype.dtype, ttype.shape
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if T.is_integer(dtype):
+        return rng.integers(0, 4 if not T.is_unsigned(dtype) else 3, shape).astype(dtype)
+    if T.is_complex(dtype):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype) * 0.05
+    return (rng.standard_normal(shape) * 0.05).astype(dtype)
+
+
+# ---------------------------------------------------------------- attributes
+
+def _ints(values) -> tuple:
+    return tuple(int(v) for v in values)
+
+
+def _element_type_name(t) -> Any:
+    if t is None:
+        return None
+    return str(t)
+
+
+_STRUCTURED = (
+    (stablehlo.GatherDimensionNumbers, lambda a: GatherDims(
+        _ints(a.offset_dims), _ints(a.collapsed_slice_dims), _ints(a.operand_batching_dims),
+        _ints(a.start_indices_batching_dims), _ints(a.start_index_map), int(a.index_vector_dim))),
+    (stablehlo.ScatterDimensionNumbers, lambda a: ScatterDims(
+        _ints(a.update_window_dims), _ints(a.inserted_window_dims), _ints(a.input_batching_dims),
+        _ints(a.scatter_indices_batching_dims), _ints(a.scattered_dims_to_operand_dims),
+        int(a.index_vector_dim))),
+    (stablehlo.DotDimensionNumbers, lambda a: DotDims(
+        _ints(a.lhs_batching_dimensions), _ints(a.rhs_batching_dimensions),
+        _ints(a.lhs_contracting_dimensions), _ints(a.rhs_contracting_dimensions))),
+    (stablehlo.ConvDimensionNumbers, lambda a: ConvDims(
+        int(a.input_batch_dimension), int(a.input_feature_dimension),
+        _ints(a.input_spatial_dimensions), int(a.kernel_input_feature_dimension),
+        int(a.kernel_output_feature_dimension), _ints(a.kernel_spatial_dimensions),
+        int(a.output_batch_dimension), int(a.output_feature_dimension),
+        _ints(a.output_spatial_dimensions))),
+    (stablehlo.DotAlgorithm, lambda a: DotAlgorithm(
+        _element_type_name(a.lhs_precision_type), _element_type_name(a.rhs_precision_type),
+        _element_type_name(a.accumulation_type), int(a.lhs_component_count),
+        int(a.rhs_component_count), int(a.num_primitive_operations),
+        bool(a.allow_imprecise_accumulation))),
+    (stablehlo.ChannelHandle, lambda a: ChannelHandle(int(a.handle), int(a.channel_type))),
+    (stablehlo.OutputOperandAlias, lambda a: OutputOperandAlias(
+        _ints(a.output_tuple_indices), int(a.operand_index), _ints(a.operand_tuple_indices))),
+    (stablehlo.ComparisonDirectionAttr, lambda a: a.value),
+    (stablehlo.ComparisonTypeAttr, lambda a: a.value),
+    (stablehlo.PrecisionAttr, lambda a: a.value),
+    (stablehlo.FftTypeAttr, lambda a: a.value),
+    (stablehlo.RngAlgorithmAttr, lambda a: a.value),
+    (stablehlo.RngDistributionAttr, lambda a: a.value),
+    (stablehlo.TransposeAttr, lambda a: a.value),
+    (stablehlo.ResultAccuracyAttr, lambda a: ResultAccuracy(
+        float(a.atol), float(a.rtol), int(a.ulps), str(a.mode))),
+)
+
+
+def decode(attr, placeholder_rng=None) -> Any:
+    """Any attribute -> a plain Python value (recursively for arrays/dicts)."""
+    if isinstance(attr, ir.BoolAttr):
+        return bool(attr.value)
+    if isinstance(attr, ir.IntegerAttr):
+        return int(attr.value)
+    if isinstance(attr, ir.FloatAttr):
+        return float(attr.value)
+    if isinstance(attr, ir.StringAttr):
+        return attr.value
+    if isinstance(attr, (ir.DenseI64ArrayAttr, ir.DenseI32ArrayAttr)):
+        return tuple(int(v) for v in attr)
+    if isinstance(attr, ir.DenseBoolArrayAttr):
+        return tuple(bool(v) for v in attr)
+    if isinstance(attr, ir.DenseElementsAttr):
+        return dense_elements(attr, T.parse_type(str(attr.type)))
+    if isinstance(attr, ir.FlatSymbolRefAttr):
+        return attr.value
+    if isinstance(attr, ir.ArrayAttr):
+        return tuple(decode(a, placeholder_rng) for a in attr)
+    if isinstance(attr, ir.DictAttr):
+        return {named.name: decode(named.attr, placeholder_rng) for named in attr}
+    if isinstance(attr, ir.UnitAttr):
+        return True
+    if isinstance(attr, ir.TypeAttr):
+        return str(attr.value)
+    if isinstance(attr, ir.DenseResourceElementsAttr):
+        return dense_resource(attr, T.parse_type(str(attr.type)), placeholder_rng)
+    for cls, convert in _STRUCTURED:
+        if cls.isinstance(attr):
+            return convert(cls(attr))
+    return Opaque(str(attr))
+
+
+def decode_op_attributes(operation, placeholder_rng=None) -> dict:
+    """All attributes of an operation; a complex-valued dense attribute that the
+    bindings cannot downcast is recovered from the op's printed form."""
+    result = {}
+    attributes = operation.attributes
+    for i in range(len(attributes)):
+        try:
+            named = attributes[i]
+            result[named.name] = decode(named.attr, placeholder_rng)
+        except TypeError:
+            name = _attribute_name(operation, i)
+            result[name] = _decode_from_asm(operation, name)
+    return result
+
+
+def _attribute_name(operation, index: int) -> str:
+    # NamedAttribute downcasting failed, so take the name from the generic form.
+    text = operation.get_asm(print_generic_op_form=True, large_elements_limit=None)
+    names = re.findall(r"([A-Za-z_][\w.$]*) = ", text[text.index("<{") if "<{" in text else 0:])
+    return names[index]
+
+
+def _decode_from_asm(operation, name: str):
+    text = operation.get_asm(print_generic_op_form=True)
+    at = text.index(f"{name} = ") + len(name) + 3
+    m = re.compile(r"dense<").match(text, at)
+    if not m:
+        return Opaque(text[at:at + 200])
+    # The type follows the literal: `dense<...> : tensor<...>`.
+    tail = text[at:]
+    depth, i = 0, 0
+    for i, ch in enumerate(tail):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+            if depth == 0:
+                break
+    type_text = tail[i + 1:].lstrip()
+    assert type_text.startswith(":")
+    type_text = type_text[1:].lstrip()
+    depth, j = 0, 0
+    for j, ch in enumerate(type_text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+            if depth == 0:
+                break
+    return dense_from_text(tail[:i + 1], T.parse_type(type_text[:j + 1]))

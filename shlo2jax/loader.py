@@ -1,0 +1,106 @@
+"""`load()`: any StableHLO artifact -> `Program`, through jaxlib's MLIR bindings."""
+
+from __future__ import annotations
+
+import os
+from typing import Union
+
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from shlo2jax._jax_internals import make_ir_context
+from shlo2jax.errors import LoadError
+from shlo2jax.module import decode_module
+from shlo2jax.program import Program
+
+_MLIR_BYTECODE_MAGIC = b"ML\xefR"
+
+
+def _diagnostic(e: Exception) -> str:
+    return str(e).strip()
+
+
+def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str = "") -> ir.Module:
+    """MLIR text, MLIR bytecode or a VHLO portable artifact -> a verified `ir.Module`."""
+    where = f" {source_name}" if source_name else ""
+    with context:
+        if isinstance(source, bytes) and source.startswith(_MLIR_BYTECODE_MAGIC):
+            try:
+                module = stablehlo.deserialize_portable_artifact(context, source)
+            except Exception as vhlo_error:  # not VHLO: plain (stablehlo) bytecode
+                try:
+                    module = ir.Module.parse(source)
+                except Exception as e:
+                    raise LoadError(f"cannot read MLIR bytecode{where}: {_diagnostic(e)} "
+                                    f"(as a VHLO artifact: {_diagnostic(vhlo_error)})") from None
+        else:
+            text = source.decode("utf-8") if isinstance(source, bytes) else source
+            try:
+                module = ir.Module.parse(text)
+            except Exception as e:
+                raise LoadError(f"cannot parse MLIR{where}: {_diagnostic(e)}") from None
+        try:
+            ok = module.operation.verify()
+        except Exception as e:
+            raise LoadError(f"module{where} does not verify: {_diagnostic(e)}") from None
+        if not ok:
+            raise LoadError(f"module{where} does not verify")
+    return module
+
+
+def _from_exported(exported, options) -> Program:
+    return load(bytes(exported.mlir_module_serialized), source_name=f"jax.export:{exported.fun_name}",
+                **options)
+
+
+def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: str = "",
+         strict: bool = True) -> Program:
+    """Loads a StableHLO program.
+
+    `source` is MLIR text (a str), a path to a `.mlir` / `.mlir.bc` / `.bc` file,
+    MLIR bytecode or a VHLO portable artifact (bytes), a `jax.export.Exported`,
+    or the bytes of a serialized `Exported` (`Exported.serialize()`).
+
+    `placeholder_data=True` fills `dense_resource<__elided__>` constants with
+    data seeded by `seed` instead of refusing to load. With `strict` (default),
+    every unsupported op or type is reported together in one `UnsupportedError`.
+    """
+    options = dict(placeholder_data=placeholder_data, seed=seed, strict=strict)
+    try:
+        from jax import export as jax_export
+        if isinstance(source, jax_export.Exported):
+            return _from_exported(source, options)
+    except ImportError:  # pragma: no cover - jax always has export in the pinned range
+        pass
+    if isinstance(source, os.PathLike) or (
+            isinstance(source, str) and "\n" not in source and "{" not in source
+            and len(source) < 4096 and os.path.exists(source)):
+        path = os.fspath(source)
+        with open(path, "rb") as f:
+            data = f.read()
+        return load(data, source_name=source_name or path, **options)
+    if isinstance(source, (bytearray, memoryview)):
+        source = bytes(source)
+    if isinstance(source, str) and "\n" not in source and source.endswith((".mlir", ".bc")):
+        raise LoadError(f"no such file: {source}")
+    if isinstance(source, bytes) and not source.startswith(_MLIR_BYTECODE_MAGIC):
+        exported = _try_deserialize_exported(source)
+        if exported is not None:
+            return _from_exported(exported, options)
+    context = make_ir_context()
+    mlir_module = parse_mlir(source, context, source_name)
+    with context:
+        module = decode_module(mlir_module, source_name=source_name, placeholder_data=placeholder_data,
+                               seed=seed, strict=strict)
+    return Program(module, mlir_module, source_name)
+
+
+def _try_deserialize_exported(data: bytes):
+    stripped = data.lstrip()
+    if stripped[:1] in (b"m", b"f", b"/", b"#", b"!") or stripped.startswith(b"module"):
+        return None  # MLIR text
+    try:
+        from jax import export as jax_export
+        return jax_export.deserialize(bytearray(data))
+    except Exception:
+        return None

@@ -1,0 +1,227 @@
+"""The decoded program: MLIR walked once into plain Python records.
+
+After decoding, tracing touches no MLIR object: every op is an `Op` with integer
+value ids, decoded attributes, result types and its resolved handler.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from shlo2jax import attributes
+from shlo2jax import registry
+from shlo2jax import types as T
+from shlo2jax.errors import ElidedDataError, LoadError, UnsupportedError
+
+_TERMINATORS = frozenset({"func.return", "stablehlo.return", "mhlo.return", "chlo.return",
+                          "sdy.return"})
+
+
+class Region:
+    """One single-block region: arguments, ops, and the terminator's operands."""
+    __slots__ = ("args", "arg_types", "ops", "outputs", "captures")
+
+    def __init__(self, args, arg_types, ops, outputs, captures):
+        self.args: tuple = args
+        self.arg_types: tuple = arg_types
+        self.ops: list = ops
+        self.outputs: tuple = outputs
+        self.captures: tuple = captures  # ids used inside but defined outside
+
+    def __repr__(self):
+        return f"Region({len(self.args)} args, {len(self.ops)} ops)"
+
+
+class Op:
+    __slots__ = ("name", "operands", "results", "result_types", "attrs", "regions",
+                 "location", "handler", "params", "index")
+
+    def __init__(self, name, operands, results, result_types, attrs, regions, location):
+        self.name: str = name
+        self.operands: tuple = operands
+        self.results: tuple = results
+        self.result_types: tuple = result_types
+        self.attrs: dict = attrs
+        self.regions: tuple = regions
+        self.location: str = location
+        self.handler: Optional[Callable] = None
+        self.params: Any = attrs  # what `prepare` made of attrs (attrs itself when no prepare)
+        self.index: int = -1  # position in the module's op order (for probes/locating)
+
+    def __repr__(self):
+        return f"Op({self.name} at {self.location})"
+
+
+class FunctionDef:
+    __slots__ = ("name", "public", "body", "input_types", "output_types", "arg_attrs",
+                 "result_attrs", "location")
+
+    def __init__(self, name, public, body, input_types, output_types, arg_attrs, result_attrs,
+                 location):
+        self.name, self.public, self.body = name, public, body
+        self.input_types: tuple = input_types
+        self.output_types: tuple = output_types
+        self.arg_attrs: tuple = arg_attrs
+        self.result_attrs: tuple = result_attrs
+        self.location = location
+
+
+class ModuleDef:
+    def __init__(self, name, functions, attrs, ops):
+        self.name: Optional[str] = name
+        self.functions: dict[str, FunctionDef] = functions
+        self.attrs: dict = attrs
+        self.ops: list = ops  # every op, in program order (nested regions included)
+
+    def op_histogram(self) -> dict:
+        hist: dict = {}
+        for op in self.ops:
+            hist[op.name] = hist.get(op.name, 0) + 1
+        return dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+_LOC_FILE_RE = re.compile(r'"-"')
+
+
+def format_location(loc, source_name: str) -> str:
+    text = str(loc)
+    if text.startswith("loc(") and text.endswith(")"):
+        text = text[4:-1]
+    if source_name:
+        text = _LOC_FILE_RE.sub(lambda _: f'"{source_name}"', text)
+    return text
+
+
+class _Decoder:
+    def __init__(self, source_name: str, placeholder_rng, strict_custom_calls: bool = True):
+        self.source_name = source_name
+        self.placeholder_rng = placeholder_rng
+        self.value_ids: dict = {}
+        self.next_id = 0
+        self.problems: list = []
+        self.ops: list = []
+
+    def new_id(self, value) -> int:
+        vid = self.next_id
+        self.next_id += 1
+        self.value_ids[value] = vid
+        return vid
+
+    def parse_type(self, mlir_type, op_name: str, location: str):
+        try:
+            return T.parse_type(str(mlir_type))
+        except T.UnsupportedTypeError as e:
+            self.problems.append((op_name, location, f"unsupported type: {e}"))
+            return None
+
+    def region(self, mlir_region, op_name: str, location: str) -> Region:
+        blocks = list(mlir_region.blocks)
+        if len(blocks) != 1:
+            self.problems.append((op_name, location,
+                                  f"region with {len(blocks)} blocks (only single-block regions)"))
+            return Region((), (), [], (), ())
+        block = blocks[0]
+        args = tuple(self.new_id(a) for a in block.arguments)
+        arg_types = tuple(self.parse_type(a.type, op_name, location) for a in block.arguments)
+        ops, outputs = [], ()
+        defined, used = set(args), set()
+        for view in block.operations:
+            operation = view.operation
+            if operation.name in _TERMINATORS:
+                outputs = tuple(self.value_ids[v] for v in operation.operands)
+                used.update(outputs)
+                continue
+            op, op_used = self.op(operation)
+            ops.append(op)
+            used.update(op_used)
+            defined.update(op.results)
+        captures = tuple(sorted(used - defined))
+        return Region(args, arg_types, ops, outputs, captures)
+
+    def op(self, operation):
+        name = operation.name
+        location = format_location(operation.location, self.source_name)
+        operands = tuple(self.value_ids[v] for v in operation.operands)
+        result_types = tuple(self.parse_type(r.type, name, location) for r in operation.results)
+        results = tuple(self.new_id(r) for r in operation.results)
+        try:
+            attrs = attributes.decode_op_attributes(operation, self.placeholder_rng)
+        except ElidedDataError as e:
+            raise ElidedDataError(f"{name} at {location}: {e}") from None
+        except (ValueError, T.UnsupportedTypeError) as e:
+            self.problems.append((name, location, f"cannot decode attributes: {e}"))
+            attrs = {}
+        regions = tuple(self.region(r, name, location) for r in operation.regions)
+        op = Op(name, operands, results, result_types, attrs, regions, location)
+        op.index = len(self.ops)
+        self.ops.append(op)
+        used = set(operands)
+        for r in regions:
+            used.update(r.captures)
+        self.resolve(op)
+        return op, used
+
+    def resolve(self, op: Op):
+        rule = registry.lookup(op.name)
+        if rule is None:
+            self.problems.append((op.name, op.location, "no translation for this op"))
+            return
+        op.handler = rule.handler
+        if rule.prepare is not None and None not in op.result_types:
+            try:
+                op.params = rule.prepare(op)
+            except registry.Unsupported as e:
+                self.problems.append((op.name, op.location, str(e)))
+
+
+def _function(decoder: _Decoder, func_op) -> FunctionDef:
+    operation = func_op.operation
+    attrs = operation.attributes
+    name = attrs["sym_name"].value
+    public = "sym_visibility" not in attrs or attrs["sym_visibility"].value == "public"
+    location = format_location(operation.location, decoder.source_name)
+    ftype = attrs["function_type"].value
+    input_types = tuple(decoder.parse_type(t, f"func.func @{name}", location) for t in ftype.inputs)
+    output_types = tuple(decoder.parse_type(t, f"func.func @{name}", location) for t in ftype.results)
+
+    def per_value_attrs(key, count):
+        if key not in attrs:
+            return tuple({} for _ in range(count))
+        return tuple(attributes.decode(d) for d in attrs[key])
+
+    arg_attrs = per_value_attrs("arg_attrs", len(input_types))
+    result_attrs = per_value_attrs("res_attrs", len(output_types))
+    body = decoder.region(operation.regions[0], f"func.func @{name}", location)
+    return FunctionDef(name, public, body, input_types, output_types, arg_attrs, result_attrs,
+                       location)
+
+
+def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool = False,
+                  seed: int = 0, strict: bool = True) -> ModuleDef:
+    """Walks an `ir.Module` once. With `strict`, every unsupported op/type is raised together."""
+    rng = np.random.default_rng(seed) if placeholder_data else None
+    decoder = _Decoder(source_name, rng)
+    operation = mlir_module.operation
+    module_attrs = {}
+    for i in range(len(operation.attributes)):
+        named = operation.attributes[i]
+        try:
+            module_attrs[named.name] = attributes.decode(named.attr)
+        except (TypeError, ValueError):
+            module_attrs[named.name] = attributes.Opaque(str(named.attr))
+    name = module_attrs.get("sym_name")
+    functions = {}
+    for view in mlir_module.body.operations:
+        if view.operation.name == "func.func":
+            fdef = _function(decoder, view)
+            functions[fdef.name] = fdef
+    module = ModuleDef(name, functions, module_attrs, decoder.ops)
+    module.problems = decoder.problems
+    if strict and decoder.problems:
+        raise UnsupportedError(decoder.problems)
+    if not functions:
+        raise LoadError("the module defines no func.func")
+    return module

@@ -1,0 +1,62 @@
+"""The op registry: one handler per op name, plus an optional load-time `prepare`.
+
+A handler is `handler(ctx, op, *operands) -> result` (or a sequence of results
+for multi-result ops). `prepare(op) -> dict` runs once at load time and turns the
+op's generic decoded attributes into exactly what the handler needs; raising
+`Unsupported` there reports the op at load time instead of at trace time.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+
+class Unsupported(Exception):
+    """Raised by a `prepare` function: this op instance cannot be translated (the message says why)."""
+
+
+class OpRule:
+    __slots__ = ("name", "handler", "prepare")
+
+    def __init__(self, name: str, handler: Callable, prepare: Optional[Callable]):
+        self.name, self.handler, self.prepare = name, handler, prepare
+
+
+OP_RULES: dict[str, OpRule] = {}
+CUSTOM_CALL_RULES: dict[str, OpRule] = {}
+
+
+def register_op(*names: str, prepare: Optional[Callable] = None):
+    """Decorator: `@register_op("stablehlo.add")` registers a handler for those op names."""
+    def wrap(handler):
+        for name in names:
+            OP_RULES[name] = OpRule(name, handler, prepare)
+        return handler
+    return wrap
+
+
+def register_custom_call(target: str, handler: Optional[Callable] = None, *,
+                         prepare: Optional[Callable] = None):
+    """Registers a handler for `stablehlo.custom_call @target`; usable as a decorator.
+
+    User registrations replace built-in ones of the same target.
+    """
+    def wrap(fn):
+        CUSTOM_CALL_RULES[target] = OpRule(target, fn, prepare)
+        return fn
+    return wrap(handler) if handler is not None else wrap
+
+
+def lookup(name: str) -> Optional[OpRule]:
+    _load_builtin_rules()
+    return OP_RULES.get(name)
+
+
+_loaded = False
+
+
+def _load_builtin_rules():
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        import shlo2jax.ops  # noqa: F401  (registers every family)

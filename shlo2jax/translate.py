@@ -1,0 +1,146 @@
+"""The translation loop: run a decoded region on JAX values.
+
+An environment maps value ids to JAX values; each op's handler maps its operand
+values to result values; every result is checked against the declared type.
+Regions become Python callables handed to lax; func.call targets are traced once
+(as `jax.jit` callees) and reused at every call site.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import jax
+import numpy as np
+
+from shlo2jax import types as T
+from shlo2jax.errors import Shlo2JaxError, TranslationError
+from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
+
+
+class Token:
+    """A `!stablehlo.token` value: carries ordering only, no data."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "Token()"
+
+
+TOKEN = Token()
+
+
+class Translator:
+    """Per-program translation state: cached callees and optional observers."""
+
+    def __init__(self, module: ModuleDef):
+        self.module = module
+        self._callees: dict[str, Callable] = {}
+        # Observers see (op, results) after every op, in program order, at trace time.
+        # The conformance runner records checks through `recorder`.
+        self.recorder: Optional[list] = None
+
+    def callee(self, name: str) -> Callable:
+        """A func.call target: traced once per signature, reused at every call site."""
+        fn = self._callees.get(name)
+        if fn is None:
+            fdef = self.module.functions.get(name)
+            if fdef is None:
+                raise KeyError(f"func.call to undefined function @{name}")
+            fn = self.function_body(fdef)
+            if not _has_token(fdef) and self.recorder is None:
+                fn = jax.jit(fn)
+            self._callees[name] = fn
+        return fn
+
+    def function_body(self, fdef: FunctionDef) -> Callable:
+        def body(*args):
+            outs = evaluate(self, fdef.body, args, {})
+            return tuple(outs)
+        body.__name__ = fdef.name
+        body.__qualname__ = fdef.name
+        return body
+
+
+def _has_token(fdef: FunctionDef) -> bool:
+    return any(isinstance(t, (T.TokenType, T.TupleType)) for t in fdef.input_types + fdef.output_types)
+
+
+class Scope:
+    """What a handler may need beyond its operands: regions as callables, the translator."""
+    __slots__ = ("translator", "env")
+
+    def __init__(self, translator: Translator, env: dict):
+        self.translator, self.env = translator, env
+
+    def region(self, region: Region) -> Callable:
+        """The region as a function of its block arguments returning a list of outputs."""
+        translator, env = self.translator, self.env
+
+        def run(*args):
+            return evaluate(translator, region, args, env)
+        return run
+
+
+def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> list:
+    """Runs `region` on `args`; `outer_env` provides the values it captures."""
+    env = {vid: outer_env[vid] for vid in region.captures}
+    if len(args) != len(region.args):
+        raise TypeError(f"region takes {len(region.args)} arguments, got {len(args)}")
+    env.update(zip(region.args, args))
+    scope = Scope(translator, env)
+    for op in region.ops:
+        try:
+            out = op.handler(scope, op, *[env[i] for i in op.operands])
+        except Shlo2JaxError:
+            raise
+        except Exception as e:  # any failure inside a handler is reported against its op
+            raise TranslationError(op.name, op.location, f"{type(e).__name__}: {e}") from e
+        results = op.results
+        if len(results) == 1:
+            check_value(op, 0, out, op.result_types[0])
+            env[results[0]] = out
+        else:
+            out = tuple(out)
+            if len(out) != len(results):
+                raise TranslationError(op.name, op.location,
+                                       f"produced {len(out)} results, declared {len(results)}")
+            for i, (vid, value, rtype) in enumerate(zip(results, out, op.result_types)):
+                check_value(op, i, value, rtype)
+                env[vid] = value
+    return [env[i] for i in region.outputs]
+
+
+def check_value(op: Op, index: int, value, rtype) -> None:
+    """A result must have exactly its declared shape and dtype: a slip is a bug, not a warning."""
+    if type(rtype) is T.TensorType:
+        shape = getattr(value, "shape", None)
+        dtype = getattr(value, "dtype", None)
+        if rtype.quant is not None:
+            from shlo2jax.quant import check_quantized_value
+            check_quantized_value(op, index, value, rtype)
+            return
+        if shape is None or dtype is None:
+            raise TranslationError(op.name, op.location,
+                                   f"result #{index} is {type(value).__name__}, declared {rtype}")
+        if dtype != rtype.dtype or len(shape) != len(rtype.shape) or any(
+                d is not None and d != s for d, s in zip(rtype.shape, shape)):
+            raise TranslationError(
+                op.name, op.location,
+                f"result #{index} has type {_describe(value)}, declared {rtype}")
+    elif type(rtype) is T.TokenType:
+        if not isinstance(value, Token):
+            raise TranslationError(op.name, op.location,
+                                   f"result #{index} is {type(value).__name__}, declared a token")
+    elif type(rtype) is T.TupleType:
+        if not isinstance(value, tuple) or len(value) != len(rtype.elements):
+            raise TranslationError(op.name, op.location,
+                                   f"result #{index} is not a {len(rtype.elements)}-tuple")
+        for element, etype in zip(value, rtype.elements):
+            check_value(op, index, element, etype)
+
+
+def _describe(value) -> str:
+    try:
+        return str(T.tensor_type(value.shape, value.dtype))
+    except KeyError:
+        return f"{value.dtype}{list(value.shape)}"

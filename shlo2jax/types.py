@@ -1,0 +1,206 @@
+"""StableHLO types as plain Python values, and the one element-type table.
+
+Every spec element type maps to exactly one numpy / ml_dtypes dtype and back.
+Types are decoded from their MLIR spelling once and cached: a module with
+tens of thousands of ops repeats the same few dozen types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Optional, Union
+
+import ml_dtypes
+import numpy as np
+
+# MLIR spelling -> dtype. Signless integers (`i32`) are signed, as in the spec.
+ELEMENT_DTYPES: dict[str, np.dtype] = {
+    "i1": np.dtype(np.bool_),
+    "i2": np.dtype(ml_dtypes.int2),
+    "si2": np.dtype(ml_dtypes.int2),
+    "i4": np.dtype(ml_dtypes.int4),
+    "si4": np.dtype(ml_dtypes.int4),
+    "i8": np.dtype(np.int8),
+    "si8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "si16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "si32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "si64": np.dtype(np.int64),
+    "ui2": np.dtype(ml_dtypes.uint2),
+    "ui4": np.dtype(ml_dtypes.uint4),
+    "ui8": np.dtype(np.uint8),
+    "ui16": np.dtype(np.uint16),
+    "ui32": np.dtype(np.uint32),
+    "ui64": np.dtype(np.uint64),
+    "f4E2M1FN": np.dtype(ml_dtypes.float4_e2m1fn),
+    "f6E2M3FN": np.dtype(ml_dtypes.float6_e2m3fn),
+    "f6E3M2FN": np.dtype(ml_dtypes.float6_e3m2fn),
+    "f8E3M4": np.dtype(ml_dtypes.float8_e3m4),
+    "f8E4M3": np.dtype(ml_dtypes.float8_e4m3),
+    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
+    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "f8E4M3B11FNUZ": np.dtype(ml_dtypes.float8_e4m3b11fnuz),
+    "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "f8E8M0FNU": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f16": np.dtype(np.float16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "complex<f32>": np.dtype(np.complex64),
+    "complex<f64>": np.dtype(np.complex128),
+}
+
+# dtype -> canonical MLIR spelling (signless for signed integers, as MLIR prints them).
+DTYPE_NAMES: dict[np.dtype, str] = {}
+for _name, _dtype in ELEMENT_DTYPES.items():
+    if not _name.startswith("si"):
+        DTYPE_NAMES.setdefault(_dtype, _name)
+
+# XLA has no primitive for these; values of these types can be held and
+# converted but arithmetic on them needs a custom lowering.
+XLA_UNSUPPORTED_DTYPES = frozenset(
+    {np.dtype(ml_dtypes.float6_e2m3fn), np.dtype(ml_dtypes.float6_e3m2fn)})
+
+
+def dtype_name(dtype) -> str:
+    return DTYPE_NAMES[np.dtype(dtype)]
+
+
+def bit_width(dtype) -> int:
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return 1
+    if dtype in (ELEMENT_DTYPES["i2"], ELEMENT_DTYPES["ui2"]):
+        return 2
+    if dtype in (ELEMENT_DTYPES["i4"], ELEMENT_DTYPES["ui4"], ELEMENT_DTYPES["f4E2M1FN"]):
+        return 4
+    if dtype in XLA_UNSUPPORTED_DTYPES:
+        return 6
+    return dtype.itemsize * 8
+
+
+def is_float(dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or (dtype.kind == "V" and dtype.name.startswith(("float", "bfloat")))
+
+
+def is_complex(dtype) -> bool:
+    return np.dtype(dtype).kind == "c"
+
+
+def is_integer(dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind in "iu" or dtype.name in ("int2", "int4", "uint2", "uint4")
+
+
+def is_unsigned(dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind == "u" or dtype.name in ("uint2", "uint4")
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorType:
+    """`tensor<...>`: shape (None for `?`), element dtype, and the MLIR spelling."""
+    shape: tuple
+    dtype: np.dtype
+    element: str
+    quant: Optional[object] = None  # a quant.QuantizedType for `!quant.uniform` elements
+    bounds: Optional[tuple] = None  # `#stablehlo.bounds<...>` per dimension, or None
+
+    @property
+    def is_static(self) -> bool:
+        return all(d is not None for d in self.shape)
+
+    def __str__(self):
+        dims = "".join(("?" if d is None else str(d)) + "x" for d in self.shape)
+        return f"tensor<{dims}{self.element}>"
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenType:
+    def __str__(self):
+        return "!stablehlo.token"
+
+
+@dataclasses.dataclass(frozen=True)
+class TupleType:
+    elements: tuple
+
+    def __str__(self):
+        return "tuple<" + ", ".join(map(str, self.elements)) + ">"
+
+
+Type = Union[TensorType, TokenType, TupleType]
+
+
+class UnsupportedTypeError(Exception):
+    """A type this library cannot represent; the message is the MLIR spelling."""
+
+
+_TENSOR_RE = re.compile(r"^tensor<((?:[0-9?]+x)*)(.+?)(?:,\s*(#.*))?>$")
+_TYPE_CACHE: dict[str, Type] = {}
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    if text[start:].strip():
+        parts.append(text[start:].strip())
+    return parts
+
+
+def _parse_bounds(encoding: Optional[str]):
+    if not encoding:
+        return None
+    m = re.match(r"#stablehlo\.bounds<(.*)>$", encoding.strip())
+    if not m:
+        raise UnsupportedTypeError(f"tensor encoding {encoding}")
+    return tuple(None if b.strip() == "?" else int(b) for b in m.group(1).split(","))
+
+
+def parse_type(spelling: str) -> Type:
+    """Decodes a type from its MLIR spelling (as `str(ir.Type)` prints it)."""
+    cached = _TYPE_CACHE.get(spelling)
+    if cached is not None:
+        return cached
+    text = spelling.strip()
+    if text == "!stablehlo.token":
+        result = TokenType()
+    elif text.startswith("tuple<"):
+        result = TupleType(tuple(parse_type(t) for t in _split_top_level(text[6:-1])))
+    else:
+        m = _TENSOR_RE.match(text)
+        if not m:
+            if text in ELEMENT_DTYPES:  # a bare element type is not a value type
+                raise UnsupportedTypeError(f"{text} (scalars must be rank-0 tensors)")
+            raise UnsupportedTypeError(text)
+        dims = tuple(None if d == "?" else int(d) for d in m.group(1).split("x")[:-1])
+        element = m.group(2)
+        bounds = _parse_bounds(m.group(3))
+        if element.startswith("!quant."):
+            from shlo2jax.quant import parse_quantized_element  # only quantized modules pay
+            qtype = parse_quantized_element(element)
+            result = TensorType(dims, qtype.storage_dtype, element, qtype, bounds)
+        else:
+            dtype = ELEMENT_DTYPES.get(element)
+            if dtype is None:
+                raise UnsupportedTypeError(f"element type {element} in {text}")
+            result = TensorType(dims, dtype, element, None, bounds)
+    _TYPE_CACHE[spelling] = result
+    return result
+
+
+def tensor_type(shape, dtype) -> TensorType:
+    dtype = np.dtype(dtype)
+    return TensorType(tuple(shape), dtype, dtype_name(dtype))
