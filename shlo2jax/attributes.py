@@ -308,24 +308,21 @@ def decode(attr, placeholder_rng=None) -> Any:
 
 def decode_op_attributes(operation, placeholder_rng=None) -> dict:
     """All attributes of an operation; a complex-valued dense attribute that the
-    bindings cannot downcast is recovered from the op's printed form."""
+    bindings cannot downcast is recovered from the op's printed form.
+
+    Attributes are fetched by name: indexed access aborts the process (not a
+    Python exception) on an attribute the bindings cannot downcast.
+    """
     result = {}
     attributes = operation.attributes
-    for i in range(len(attributes)):
+    for name in attributes:
         try:
-            named = attributes[i]
-            result[named.name] = decode(named.attr, placeholder_rng)
+            attr = attributes[name]
         except TypeError:
-            name = _attribute_name(operation, i)
             result[name] = _decode_from_asm(operation, name)
+            continue
+        result[name] = decode(attr, placeholder_rng)
     return result
-
-
-def _attribute_name(operation, index: int) -> str:
-    # NamedAttribute downcasting failed, so take the name from the generic form.
-    text = operation.get_asm(print_generic_op_form=True, large_elements_limit=None)
-    names = re.findall(r"([A-Za-z_][\w.$]*) = ", text[text.index("<{") if "<{" in text else 0:])
-    return names[index]
 
 
 def _decode_from_asm(operation, name: str):

@@ -206,12 +206,7 @@ def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool 
     decoder = _Decoder(source_name, rng)
     operation = mlir_module.operation
     module_attrs = {}
-    for i in range(len(operation.attributes)):
-        named = operation.attributes[i]
-        try:
-            module_attrs[named.name] = attributes.decode(named.attr)
-        except (TypeError, ValueError):
-            module_attrs[named.name] = attributes.Opaque(str(named.attr))
+    module_attrs = attributes.decode_op_attributes(operation)
     name = module_attrs.get("sym_name")
     functions = {}
     for view in mlir_module.body.operations:
