@@ -83,16 +83,27 @@ class ModuleDef:
         return dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-_LOC_FILE_RE = re.compile(r'"-"')
+_NAME_LOC_RE = re.compile(r'^"((?:[^"\\]|\\.)*)"\(')
+_FILE_LOC_RE = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
 
 
 def format_location(loc, source_name: str) -> str:
+    """`file:line:col`, followed by the op's name (e.g. `jit(f)/mul`) when the producer gave one.
+
+    Exports from jax carry long call-site chains; the innermost frame says where the op came from.
+    """
     text = str(loc)
     if text.startswith("loc(") and text.endswith(")"):
         text = text[4:-1]
-    if source_name:
-        text = _LOC_FILE_RE.sub(lambda _: f'"{source_name}"', text)
-    return text
+    name = _NAME_LOC_RE.match(text)
+    where = _FILE_LOC_RE.search(text)
+    if where is None:
+        return f"{name.group(1)}" if name else text
+    path = where.group(1)
+    if path == "-" and source_name:
+        path = source_name
+    position = f"{path}:{where.group(2)}:{where.group(3)}"
+    return f"{position} ({name.group(1)})" if name and where.start() > 0 else position
 
 
 class _Decoder:

@@ -1,0 +1,145 @@
+"""Every input form of shlo2jax.load, and the Program/Function API."""
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export as jax_export
+from jaxlib.mlir.dialects import stablehlo
+
+import shlo2jax
+
+TEXT = """
+module @m {
+  func.func public @main(%x: tensor<3xf32>, %y: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = func.call @double(%x) : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = stablehlo.add %0, %y : tensor<3xf32>
+    return %1 : tensor<3xf32>
+  }
+  func.func private @double(%x: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = stablehlo.add %x, %x : tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+  func.func public @second(%x: tensor<2xi64>) -> (tensor<2xi64>, tensor<2xi64>) {
+    %0 = stablehlo.add %x, %x : tensor<2xi64>
+    return %0, %x : tensor<2xi64>, tensor<2xi64>
+  }
+}
+"""
+
+X = np.array([1.0, 2.0, 3.0], np.float32)
+Y = np.array([0.5, -1.0, 4.0], np.float32)
+EXPECTED = 2 * X + Y
+
+
+def _check(program):
+    np.testing.assert_array_equal(np.asarray(program(X, Y)), EXPECTED)
+
+
+def test_text():
+    _check(shlo2jax.load(TEXT))
+
+
+def test_path_str_and_pathlike(tmp_path):
+    path = tmp_path / "m.mlir"
+    path.write_text(TEXT)
+    _check(shlo2jax.load(str(path)))
+    program = shlo2jax.load(path)
+    _check(program)
+    assert str(path) in program.module.functions["main"].body.ops[0].location
+
+
+def test_bytecode():
+    program = shlo2jax.load(TEXT)
+    import io
+    buffer = io.BytesIO()
+    program.mlir_module.operation.write_bytecode(buffer)
+    _check(shlo2jax.load(buffer.getvalue()))
+
+
+@pytest.mark.parametrize("target", ["1.0.0", "current"])
+def test_vhlo_portable_artifact(target, tmp_path):
+    if target == "current":
+        target = stablehlo.get_current_version()
+    artifact = stablehlo.serialize_portable_artifact_str(TEXT, target)
+    _check(shlo2jax.load(artifact))
+    path = tmp_path / "m.mlir.bc"
+    path.write_bytes(artifact)
+    _check(shlo2jax.load(path))
+
+
+def _exported():
+    def f(x, y):
+        return (x + x) + y
+    spec = jax.ShapeDtypeStruct((3,), jnp.float32)
+    return jax_export.export(jax.jit(f))(spec, spec)
+
+
+def test_jax_export_object():
+    _check(shlo2jax.load(_exported()))
+
+
+def test_jax_export_serialized_bytes():
+    data = _exported().serialize()
+    _check(shlo2jax.load(data))
+    _check(shlo2jax.load(bytes(data)))
+
+
+def test_functions_and_signatures():
+    program = shlo2jax.load(TEXT)
+    assert set(program.functions) == {"main", "second"}  # @double is private
+    second = program["second"]
+    assert second.in_avals == (jax.ShapeDtypeStruct((2,), np.int64),)
+    assert second.out_avals == (jax.ShapeDtypeStruct((2,), np.int64),) * 2
+    assert second.signature == "@second(%arg0: tensor<2xi64>) -> (tensor<2xi64>, tensor<2xi64>)"
+    a, b = second(np.array([3, -4], np.int64))
+    assert a.dtype == np.int64 and b.dtype == np.int64  # no x64 flag needed
+    np.testing.assert_array_equal(a, [6, -8])
+    with pytest.raises(KeyError, match="no public function @double"):
+        program["double"]
+
+
+def test_jit_grad_vmap_jaxpr():
+    program = shlo2jax.load(TEXT)
+    np.testing.assert_array_equal(jax.jit(program)(X, Y), EXPECTED)
+    grad = jax.grad(lambda x, y: jnp.sum(program(x, y)), argnums=(0, 1))(X, Y)
+    np.testing.assert_array_equal(grad[0], np.full(3, 2.0, np.float32))
+    np.testing.assert_array_equal(grad[1], np.ones(3, np.float32))
+    batched = jax.vmap(program)(np.stack([X, Y]), np.stack([Y, X]))
+    np.testing.assert_array_equal(batched, np.stack([2 * X + Y, 2 * Y + X]))
+    jaxpr = jax.make_jaxpr(program)(X, Y)
+    assert "add" in str(jaxpr)
+
+
+def test_callee_traced_once():
+    text = """
+    func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+      %0 = func.call @inc(%x) : (tensor<3xf32>) -> tensor<3xf32>
+      %1 = func.call @inc(%0) : (tensor<3xf32>) -> tensor<3xf32>
+      %2 = func.call @inc(%1) : (tensor<3xf32>) -> tensor<3xf32>
+      return %2 : tensor<3xf32>
+    }
+    func.func private @inc(%x: tensor<3xf32>) -> tensor<3xf32> {
+      %c = stablehlo.constant dense<1.0> : tensor<3xf32>
+      %0 = stablehlo.add %x, %c : tensor<3xf32>
+      return %0 : tensor<3xf32>
+    }"""
+    program = shlo2jax.load(text)
+    traces = []
+    inc_def = program.module.functions["inc"]
+    original = inc_def.body.ops[1].handler
+
+    def counting(ctx, op, *args):
+        traces.append(op)
+        return original(ctx, op, *args)
+    inc_def.body.ops[1].handler = counting
+    np.testing.assert_array_equal(program(X), X + 3)
+    assert len(traces) == 1  # three call sites, one trace
+
+
+def test_program_repr_and_histogram():
+    program = shlo2jax.load(TEXT)
+    assert program.op_histogram() == {"stablehlo.add": 3, "func.call": 1}
+    assert "@main" in repr(program)
