@@ -166,7 +166,9 @@ def _from_literal(body: str, ttype: T.TensorType) -> np.ndarray:
     for m in _LITERAL_RE.finditer(body):
         if m.group(1) is not None:
             re_part, im_part = _scalar(m.group(1), dtype), _scalar(m.group(2), dtype)
-            values.append(np.array(re_part + 1j * im_part.astype(re_part.dtype), dtype=dtype))
+            value = np.zeros((), dtype)  # not re + 1j*im: that turns an infinite part into NaN
+            value.real, value.imag = re_part, im_part
+            values.append(value)
         else:
             values.append(_scalar(m.group(0), dtype))
     flat = np.array(values, dtype=dtype) if values else np.zeros((0,), dtype)
