@@ -300,7 +300,8 @@ def decode(attr, placeholder_rng=None) -> Any:
         return True
     if isinstance(attr, ir.TypeAttr):
         return str(attr.value)
-    if isinstance(attr, ir.DenseResourceElementsAttr):
+    if attr.typeid == ir.DenseResourceElementsAttr.static_typeid:  # never auto-downcast
+        attr = ir.DenseResourceElementsAttr(attr)
         return dense_resource(attr, T.parse_type(str(attr.type)), placeholder_rng)
     for cls, convert in _STRUCTURED:
         if cls.isinstance(attr):

@@ -16,8 +16,9 @@ from shlo2jax.program import Program
 _MLIR_BYTECODE_MAGIC = b"ML\xefR"
 
 
-def _diagnostic(e: Exception) -> str:
-    return str(e).strip()
+def _diagnostic(e: Exception, source_name: str) -> str:
+    text = str(e).strip()
+    return text.replace('"-":', f'"{source_name}":') if source_name else text
 
 
 def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str = "") -> ir.Module:
@@ -31,18 +32,18 @@ def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str 
                 try:
                     module = ir.Module.parse(source)
                 except Exception as e:
-                    raise LoadError(f"cannot read MLIR bytecode{where}: {_diagnostic(e)} "
-                                    f"(as a VHLO artifact: {_diagnostic(vhlo_error)})") from None
+                    raise LoadError(f"cannot read MLIR bytecode{where}: {_diagnostic(e, source_name)} "
+                                    f"(as a VHLO artifact: {_diagnostic(vhlo_error, source_name)})") from None
         else:
             text = source.decode("utf-8") if isinstance(source, bytes) else source
             try:
                 module = ir.Module.parse(text)
             except Exception as e:
-                raise LoadError(f"cannot parse MLIR{where}: {_diagnostic(e)}") from None
+                raise LoadError(f"cannot parse MLIR{where}: {_diagnostic(e, source_name)}") from None
         try:
             ok = module.operation.verify()
         except Exception as e:
-            raise LoadError(f"module{where} does not verify: {_diagnostic(e)}") from None
+            raise LoadError(f"module{where} does not verify: {_diagnostic(e, source_name)}") from None
         if not ok:
             raise LoadError(f"module{where} does not verify")
     return module
