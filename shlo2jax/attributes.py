@@ -201,8 +201,7 @@ def dense_elements(attr, ttype: T.TensorType) -> np.ndarray:
     return dense_from_text(str(attr), ttype)
 
 
-def dense_resource(attr, ttype: T.TensorType, placeholder_rng=None) -> np.ndarray:
-    text = str(attr)
+def dense_resource(text: str, ttype: T.TensorType, placeholder_rng=None) -> np.ndarray:
     if "__elided__" in text:
         if placeholder_rng is None:
             raise ElidedDataError(
@@ -300,13 +299,14 @@ def decode(attr, placeholder_rng=None) -> Any:
         return True
     if isinstance(attr, ir.TypeAttr):
         return str(attr.value)
-    if attr.typeid == ir.DenseResourceElementsAttr.static_typeid:  # never auto-downcast
-        attr = ir.DenseResourceElementsAttr(attr)
-        return dense_resource(attr, T.parse_type(str(attr.type)), placeholder_rng)
     for cls, convert in _STRUCTURED:
         if cls.isinstance(attr):
             return convert(cls(attr))
-    return Opaque(str(attr))
+    text = str(attr)
+    if text.startswith("dense_resource<"):  # the bindings never downcast these
+        type_text = text[text.rindex(":") + 1:].strip()
+        return dense_resource(text, T.parse_type(type_text), placeholder_rng)
+    return Opaque(text)
 
 
 def decode_op_attributes(operation, placeholder_rng=None) -> dict:
