@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 from jax import lax
 import jax.numpy as jnp
+import numpy as np
 
 from shlo2jax.registry import register_op
 
@@ -19,13 +20,83 @@ def call(ctx, op, *args):
     return _single_or_tuple(op, outs)
 
 
-@register_op("stablehlo.while", "mhlo.while")
+def _constant_source(region, vid):
+    """Where a loop-invariant operand comes from: ("env", vid) if captured, ("value", array)
+    if a constant op inside the region defines it, else None."""
+    if vid in region.captures:
+        return ("env", vid)
+    for op in region.ops:
+        if op.results == (vid,) and op.name in ("stablehlo.constant", "mhlo.constant"):
+            return ("value", op.params)
+    return None
+
+
+def _prepare_while(op):
+    """Recognises the counted loop `for (i = init; i < bound; i += 1)` that fori_loop and scan
+    export to, so it can become a lax.fori_loop with static bounds (reverse-differentiable)."""
+    cond, body = op.regions
+    compares = [o for o in cond.ops if o.name not in ("stablehlo.constant", "mhlo.constant")]
+    if len(compares) != 1 or compares[0].name != "stablehlo.compare" or \
+            compares[0].results != cond.outputs:
+        return None
+    compare = compares[0]
+    if compare.attrs.get("comparison_direction") != "LT" or compare.operands[0] not in cond.args:
+        return None
+    k = cond.args.index(compare.operands[0])
+    counter_type = op.result_types[k]
+    if not (jnp.issubdtype(counter_type.dtype, jnp.integer) and counter_type.shape == ()):
+        return None
+    bound = _constant_source(cond, compare.operands[1])
+    increments = [o for o in body.ops if o.results == (body.outputs[k],)]
+    if bound is None or len(increments) != 1 or increments[0].name != "stablehlo.add":
+        return None
+    increment = increments[0]
+    if increment.operands[0] != body.args[k]:
+        return None
+    step = _constant_source(body, increment.operands[1])
+    if step is None:
+        return None
+    return {"counter": k, "bound": bound, "step": step}
+
+
+def _concrete_int(source, env):
+    kind, payload = source
+    value = env.get(payload) if kind == "env" else payload
+    if isinstance(value, (np.ndarray, np.generic)) and value.shape == ():
+        return int(value)
+    return None
+
+
+@register_op("stablehlo.while", "mhlo.while", prepare=_prepare_while)
 def while_(ctx, op, *init):
     cond_region, body_region = op.regions
     cond, body = ctx.region(cond_region), ctx.region(body_region)
+    counted = op.params
+    if counted is not None:
+        k = counted["counter"]
+        start = _concrete_int(("value", init[k]), ctx.env)
+        bound = _concrete_int(counted["bound"], ctx.env)
+        step = _concrete_int(counted["step"], ctx.env)
+        if start is not None and bound is not None and step == 1:
+            return _single_or_tuple(op, _fori_loop(body, init, k, start, bound))
     outs = lax.while_loop(lambda carry: cond(*carry)[0], lambda carry: tuple(body(*carry)),
                           tuple(init))
     return _single_or_tuple(op, outs)
+
+
+def _fori_loop(body, init, k, start, bound):
+    counter_dtype = np.asarray(init[k]).dtype
+    rest = tuple(init[:k]) + tuple(init[k + 1:])
+
+    def step(i, carry):
+        args = carry[:k] + (lax.convert_element_type(i, counter_dtype),) + carry[k:]
+        outs = body(*args)
+        return tuple(outs[:k]) + tuple(outs[k + 1:])
+
+    # Static Python bounds make lax.fori_loop a scan: reverse-mode AD works through it.
+    final = lax.fori_loop(start, bound, step, rest) if bound > start else rest
+    counter = np.asarray(max(start, bound), dtype=counter_dtype)
+    return final[:k] + (counter,) + final[k:]
 
 
 @register_op("stablehlo.if", "mhlo.if")

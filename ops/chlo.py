@@ -1,0 +1,284 @@
+"""CHLO ("client HLO") ops.
+
+jax lowers `lax.erf`, `lax.lgamma`, `lax.asin`, ... to exactly these chlo ops, so mapping
+each one back to its lax function reproduces what XLA computes for it. The
+`chlo.broadcast_*` ops broadcast their operands and then reuse the translation of
+the same-shape op (`stablehlo.add`, `stablehlo.compare`, `chlo.zeta`, ...).
+"""
+
+from __future__ import annotations
+
+import re
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from shlo2jax import registry
+from shlo2jax import types as T
+from shlo2jax.attributes import Opaque
+from shlo2jax.module import Op
+from shlo2jax.registry import Unsupported, register_op
+
+# ----------------------------------------------------------------- unary ops
+
+_UNARY = {
+    "acos": lax.acos, "acosh": lax.acosh, "asin": lax.asin, "asinh": lax.asinh,
+    "atan": lax.atan, "atanh": lax.atanh, "cosh": lax.cosh, "sinh": lax.sinh, "tan": lax.tan,
+    "bessel_i1e": lax.bessel_i1e, "digamma": lax.digamma, "lgamma": lax.lgamma,
+    "erf": lax.erf, "erfc": lax.erfc, "erf_inv": lax.erf_inv, "square": lax.square,
+}
+
+
+def _register_unary(name, fn):
+    @register_op(f"chlo.{name}")
+    def unary(ctx, op, x):
+        return fn(x)
+    unary.__name__ = name
+
+
+for _name, _fn in _UNARY.items():
+    _register_unary(_name, _fn)
+
+
+@register_op("chlo.conj")
+def conj(ctx, op, x):
+    # lax.conj of a real array would return a complex one; chlo.conj keeps real types.
+    return lax.conj(x) if T.is_complex(x.dtype) else x
+
+
+def _infinity(dtype):
+    """+inf in `dtype`, or None for the types without infinities (f8E4M3FN, f4E2M1FN, ...)."""
+    inf = np.array(np.inf).astype(dtype)
+    return inf if np.isinf(inf.astype(np.float32)) else None
+
+
+def _is_inf_like(x, signs):
+    inf = _infinity(x.dtype)
+    if inf is None:
+        return jnp.zeros(x.shape, np.bool_)
+    result = None
+    for sign in signs:
+        hit = lax.eq(x, jnp.full(x.shape, sign * inf.astype(np.float32), x.dtype))
+        result = hit if result is None else lax.bitwise_or(result, hit)
+    return result
+
+
+@register_op("chlo.is_inf")
+def is_inf(ctx, op, x):
+    return _is_inf_like(x, (1, -1))
+
+
+@register_op("chlo.is_pos_inf")
+def is_pos_inf(ctx, op, x):
+    return _is_inf_like(x, (1,))
+
+
+@register_op("chlo.is_neg_inf")
+def is_neg_inf(ctx, op, x):
+    return _is_inf_like(x, (-1,))
+
+
+# ---------------------------------------------------------------- binary ops
+
+@register_op("chlo.next_after")
+def next_after(ctx, op, x, y):
+    return lax.nextafter(x, y)
+
+
+@register_op("chlo.polygamma")
+def polygamma(ctx, op, n, x):
+    return lax.polygamma(n, x)
+
+
+@register_op("chlo.zeta")
+def zeta(ctx, op, x, q):
+    return lax.zeta(x, q)
+
+
+_WIDE = {False: np.dtype(np.int64), True: np.dtype(np.uint64)}
+
+
+@register_op("chlo.mulhi")
+def mulhi(ctx, op, x, y):
+    unsigned = T.is_unsigned(x.dtype)
+    bits = T.bit_width(x.dtype)
+    if bits < 64:
+        # The full product of two N-bit integers fits in 64 bits for N <= 32.
+        wide = _WIDE[unsigned]
+        product = lax.mul(lax.convert_element_type(x, wide), lax.convert_element_type(y, wide))
+        shift = jnp.full(product.shape, bits, wide)
+        high = (lax.shift_right_logical if unsigned else lax.shift_right_arithmetic)(product, shift)
+        return lax.convert_element_type(high, x.dtype)
+    if unsigned:
+        return _umulhi64(x, y)
+    # Signed high word from the unsigned one: hi_s = hi_u - (x < 0 ? y : 0) - (y < 0 ? x : 0).
+    ux, uy = lax.bitcast_convert_type(x, np.uint64), lax.bitcast_convert_type(y, np.uint64)
+    high = _umulhi64(ux, uy)
+    zero = jnp.zeros(x.shape, np.uint64)
+    high = lax.sub(high, lax.select(lax.lt(x, jnp.zeros_like(x)), uy, zero))
+    high = lax.sub(high, lax.select(lax.lt(y, jnp.zeros_like(y)), ux, zero))
+    return lax.bitcast_convert_type(high, x.dtype)
+
+
+def _umulhi64(x, y):
+    """High 64 bits of the 128-bit product of two uint64 arrays, from 32-bit halves."""
+    mask = jnp.full(x.shape, 0xFFFFFFFF, np.uint64)
+    s32 = jnp.full(x.shape, 32, np.uint64)
+    x_lo, x_hi = lax.bitwise_and(x, mask), lax.shift_right_logical(x, s32)
+    y_lo, y_hi = lax.bitwise_and(y, mask), lax.shift_right_logical(y, s32)
+    lo_lo, hi_lo = lax.mul(x_lo, y_lo), lax.mul(x_hi, y_lo)
+    lo_hi, hi_hi = lax.mul(x_lo, y_hi), lax.mul(x_hi, y_hi)
+    # Each partial sum stays below 2**64.
+    cross = lax.add(lax.add(lax.shift_right_logical(lo_lo, s32), lax.bitwise_and(hi_lo, mask)),
+                    lo_hi)
+    return lax.add(lax.add(hi_hi, lax.shift_right_logical(hi_lo, s32)),
+                   lax.shift_right_logical(cross, s32))
+
+
+# ------------------------------------------------------------------ constants
+
+@register_op("chlo.constant", prepare=lambda op: op.attrs["value"])
+def constant(ctx, op):
+    return op.params
+
+
+def _prepare_constant_like(op):
+    value = op.attrs["value"]
+    if isinstance(value, Opaque):
+        raise Unsupported(f"constant_like value {value.text}")
+    value = np.asarray(value)
+    if value.size != 1:
+        raise Unsupported("constant_like value is not a scalar")
+    return value.reshape(()).astype(op.result_types[0].dtype)
+
+
+@register_op("chlo.constant_like", prepare=_prepare_constant_like)
+def constant_like(ctx, op, like):
+    return lax.full(like.shape, op.params, op.params.dtype)
+
+
+# ---------------------------------------------------------------- misc ops
+
+@register_op("chlo.top_k", prepare=lambda op: op.attrs["k"])
+def top_k(ctx, op, x):
+    return lax.top_k(x, op.params)
+
+
+def _prepare_scan(op):
+    n_inputs, n_inits = op.attrs["operandSegmentSizes"]
+    n_outputs = op.attrs["resultSegmentSizes"][0]
+    dim = op.attrs["dimension"]
+    length = (op.result_types[0].shape[dim] if n_outputs else None)
+    if length is None:
+        length = op.attrs.get("scan_dim_size")
+    return {"n_outputs": n_outputs, "n_inputs": n_inputs, "dim": dim, "length": length,
+            "reverse": bool(op.attrs.get("is_reverse", False))}
+
+
+@register_op("chlo.scan", prepare=_prepare_scan)
+def scan(ctx, op, *operands):
+    p = op.params
+    n_in, n_out, dim = p["n_inputs"], p["n_outputs"], p["dim"]
+    body = ctx.region(op.regions[0])
+
+    def step(carry, xs):
+        outs = body(*xs, *carry)
+        return tuple(outs[n_out:]), tuple(outs[:n_out])
+
+    xs = tuple(jnp.moveaxis(x, dim, 0) for x in operands[:n_in])
+    length = p["length"] if n_in == 0 else None
+    carry, ys = lax.scan(step, tuple(operands[n_in:]), xs, length=length, reverse=p["reverse"])
+    return tuple(jnp.moveaxis(y, 0, dim) for y in ys) + tuple(carry)
+
+
+_RAGGED_FIELD_RE = re.compile(r"(\w+)\s*=\s*\[([^\]]*)\]")
+_PRECISION_RE = re.compile(r"#chlo<precision (\w+)>")
+
+
+def _prepare_ragged_dot(op):
+    text = op.attrs["ragged_dot_dimension_numbers"].text
+    fields = {name: tuple(int(v) for v in values.split(",") if v.strip())
+              for name, values in _RAGGED_FIELD_RE.findall(text)}
+    get = lambda name: fields.get(name, ())  # noqa: E731  (printing drops empty fields)
+    dims = lax.RaggedDotDimensionNumbers(
+        dot_dimension_numbers=((get("lhs_contracting_dimensions"),
+                                get("rhs_contracting_dimensions")),
+                               (get("lhs_batching_dimensions"), get("rhs_batching_dimensions"))),
+        lhs_ragged_dimensions=get("lhs_ragged_dimensions"),
+        rhs_group_dimensions=get("rhs_group_dimensions"))
+    precision = None
+    if "precision_config" in op.attrs:
+        names = [_PRECISION_RE.fullmatch(p.text).group(1) for p in op.attrs["precision_config"]]
+        precision = tuple(lax.Precision[n] for n in names)
+    return {"dims": dims, "precision": precision, "dtype": op.result_types[0].dtype}
+
+
+@register_op("chlo.ragged_dot", prepare=_prepare_ragged_dot)
+def ragged_dot(ctx, op, lhs, rhs, group_sizes):
+    p = op.params
+    return lax.ragged_dot_general(lhs, rhs, group_sizes, p["dims"], precision=p["precision"],
+                                  preferred_element_type=p["dtype"])
+
+
+# ------------------------------------------------------------ broadcasting ops
+
+_BROADCAST_TARGETS = {
+    "add": "stablehlo.add", "atan2": "stablehlo.atan2", "divide": "stablehlo.divide",
+    "maximum": "stablehlo.maximum", "minimum": "stablehlo.minimum",
+    "multiply": "stablehlo.multiply", "power": "stablehlo.power",
+    "remainder": "stablehlo.remainder", "shift_left": "stablehlo.shift_left",
+    "shift_right_arithmetic": "stablehlo.shift_right_arithmetic",
+    "shift_right_logical": "stablehlo.shift_right_logical", "subtract": "stablehlo.subtract",
+    "and": "stablehlo.and", "or": "stablehlo.or", "xor": "stablehlo.xor",
+    "compare": "stablehlo.compare", "complex": "stablehlo.complex",
+    "select": "stablehlo.select", "next_after": "chlo.next_after",
+    "polygamma": "chlo.polygamma", "zeta": "chlo.zeta",
+}
+
+_CHLO_ENUM_RE = re.compile(r"#chlo<\w+ (\w+)>")
+
+
+def _prepare_broadcast(op):
+    """Stands up the same-shape op this one reduces to, with its own prepare run."""
+    target = _BROADCAST_TARGETS[op.name[len("chlo.broadcast_"):]]
+    rule = registry.lookup(target)
+    if rule is None:
+        raise Unsupported(f"needs a translation for {target}")
+    attrs = {}
+    for key in ("comparison_direction", "compare_type"):
+        if key in op.attrs:
+            value = _CHLO_ENUM_RE.fullmatch(op.attrs[key].text).group(1)
+            if value != "NOTYPE":
+                attrs[key] = value
+    inner = Op(target, op.operands, op.results, op.result_types, attrs, (), op.location)
+    if rule.prepare is not None:
+        inner.params = rule.prepare(inner)
+    return {"handler": rule.handler, "inner": inner,
+            "dims": op.attrs.get("broadcast_dimensions")}
+
+
+def _broadcast_operands(operands, dims):
+    """numpy-style broadcasting; `dims` (if given) maps the lower-rank operand's dimensions."""
+    rank = max(x.ndim for x in operands)
+    placed = []
+    for x in operands:
+        if dims is not None and x.ndim < rank:
+            placed.append(tuple(dims))
+        else:
+            placed.append(tuple(range(rank - x.ndim, rank)))
+    shape = [1] * rank
+    for x, where in zip(operands, placed):
+        for size, d in zip(x.shape, where):
+            if size != 1:
+                shape[d] = size
+    shape = tuple(shape)
+    return [x if x.shape == shape else lax.broadcast_in_dim(x, shape, where)
+            for x, where in zip(operands, placed)]
+
+
+@register_op(*(f"chlo.broadcast_{name}" for name in _BROADCAST_TARGETS),
+             prepare=_prepare_broadcast)
+def broadcast_op(ctx, op, *operands):
+    p = op.params
+    return p["handler"](ctx, p["inner"], *_broadcast_operands(operands, p["dims"]))
