@@ -213,15 +213,28 @@ def dense_resource(text: str, ttype: T.TensorType, placeholder_rng=None) -> np.n
 
 
 def placeholder_array(ttype: T.TensorType, rng: np.random.Generator) -> np.ndarray:
-    """Seeded data of the declared type, small enough in magnitude to keep a model finite."""
+    """Seeded data of the declared type that keeps a deep model finite.
+
+    Elided constants are weights. Rank <= 1 ones are mostly per-channel scales, biases,
+    means and variances: uniform in [0.5, 1.5) (a negative variance would make a batch
+    norm NaN). Higher-rank ones are kernels: zero-mean with variance 1/fan_in, fan_in
+    being the product of all but the last dimension (HWIO / (in, out) layouts), so
+    activations keep their scale through many layers. Integers are in [0, 3]: valid indices.
+    """
     dtype, shape = ttype.dtype, ttype.shape
     if dtype == np.bool_:
         return rng.integers(0, 2, shape).astype(bool)
     if T.is_integer(dtype):
         return rng.integers(0, 4 if not T.is_unsigned(dtype) else 3, shape).astype(dtype)
+    if len(shape) <= 1:
+        real = lambda: rng.uniform(0.5, 1.5, shape)
+    else:
+        fan_in = max(1, int(np.prod(shape[:-1])))
+        bound = np.sqrt(3.0 / fan_in)
+        real = lambda: rng.uniform(-bound, bound, shape)
     if T.is_complex(dtype):
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype) * 0.05
-    return (rng.standard_normal(shape) * 0.05).astype(dtype)
+        return (real() + 1j * real()).astype(dtype)
+    return real().astype(dtype)
 
 
 # ---------------------------------------------------------------- attributes
@@ -324,8 +337,25 @@ def decode_op_attributes(operation, placeholder_rng=None) -> dict:
         except TypeError:
             result[name] = _decode_from_asm(operation, name)
             continue
-        result[name] = decode(attr, placeholder_rng)
+        value = decode(attr, placeholder_rng)
+        if placeholder_rng is not None and isinstance(value, np.ndarray) and \
+                str(attr).startswith("dense_resource<__elided__>"):
+            # Write the placeholder into the module too, so the loaded program's MLIR
+            # (run by XLA directly or by the interpreter) computes on the same data.
+            attributes[name] = dense_attribute(value, attr.type)
+        result[name] = value
     return result
+
+
+def dense_attribute(array: np.ndarray, mlir_type) -> "ir.DenseElementsAttr":
+    """numpy array -> DenseElementsAttr of `mlir_type` (raw bits for types numpy lacks)."""
+    if array.dtype in _NUMPY_BUFFER_DTYPES and array.dtype != np.bool_:
+        return ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=mlir_type.element_type,
+                                        shape=list(array.shape))
+    if array.dtype.itemsize * 8 == T.bit_width(array.dtype) and not T.is_complex(array.dtype):
+        bits = np.ascontiguousarray(array).view(_bits_dtype(array.dtype))
+        return ir.DenseElementsAttr.get(bits, type=mlir_type.element_type, shape=list(array.shape))
+    raise T.UnsupportedTypeError(f"writing a {array.dtype} placeholder into the module")
 
 
 def _decode_from_asm(operation, name: str):

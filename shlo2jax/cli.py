@@ -33,24 +33,9 @@ def _info(args) -> int:
     return 0
 
 
-def seeded_inputs(function, seed: int = 0) -> list:
-    """Random arguments of the declared types (ints small and non-negative: safe as indices)."""
-    from shlo2jax import types as T
-    from shlo2jax.attributes import placeholder_array
-    rng = np.random.default_rng(seed)
-    inputs = []
-    for t in function.input_types:
-        if not isinstance(t, T.TensorType) or not t.is_static:
-            raise ValueError(f"cannot generate a seeded input of type {t}; pass --inputs")
-        if T.is_float(t.dtype) or T.is_complex(t.dtype):
-            inputs.append((placeholder_array(t, rng) * 20).astype(t.dtype))
-        else:
-            inputs.append(placeholder_array(t, rng))
-    return inputs
-
-
 def _run(args) -> int:
     import shlo2jax
+    from shlo2jax.inputs import seeded_inputs
     program = shlo2jax.load(args.file, placeholder_data=args.placeholder_data, seed=args.seed)
     fn = program[args.function] if args.function else program.entry
     if args.inputs:
