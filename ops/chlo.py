@@ -28,10 +28,38 @@ _UNARY = {
     "bessel_i1e": lax.bessel_i1e, "digamma": lax.digamma, "lgamma": lax.lgamma,
     "erf": lax.erf, "erfc": lax.erfc, "erf_inv": lax.erf_inv, "square": lax.square,
 }
+# The chlo verifier admits complex operands for these, but there is no complex lowering.
+_REAL_ONLY = {"bessel_i1e"}
+# The mhlo dialect has its own copies of some of these ops (with the same semantics).
+_MHLO_TWINS = {"acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh", "erf"}
+
+
+def _widened(fn):
+    """`fn` computed in f32 for 8-bit and narrower floats.
+
+    XLA's chlo lowerings widen f16/bf16 themselves but have none for f8 (and lax's
+    erfc/bessel_i1e refuse them), and f8 arithmetic would lose all accuracy.
+    """
+    def run(*args):
+        dtype = args[0].dtype
+        if not (T.is_float(dtype) and T.bit_width(dtype) < 16):
+            return fn(*args)
+        wide = [lax.convert_element_type(a, np.float32) for a in args]
+        return lax.convert_element_type(fn(*wide), dtype)
+    return run
+
+
+def _reject_complex(op):
+    if T.is_complex(op.result_types[0].dtype):
+        raise Unsupported(f"{op.name} of a complex operand (XLA has no lowering for it)")
 
 
 def _register_unary(name, fn):
-    @register_op(f"chlo.{name}")
+    fn = _widened(fn)
+
+    names = (f"chlo.{name}",) + ((f"mhlo.{name}",) if name in _MHLO_TWINS else ())
+
+    @register_op(*names, prepare=_reject_complex if name in _REAL_ONLY else None)
     def unary(ctx, op, x):
         return fn(x)
     unary.__name__ = name
@@ -47,19 +75,17 @@ def conj(ctx, op, x):
     return lax.conj(x) if T.is_complex(x.dtype) else x
 
 
-def _infinity(dtype):
-    """+inf in `dtype`, or None for the types without infinities (f8E4M3FN, f4E2M1FN, ...)."""
-    inf = np.array(np.inf).astype(dtype)
-    return inf if np.isinf(inf.astype(np.float32)) else None
+def _has_infinity(dtype) -> bool:
+    """False for the types without infinities (f8E4M3FN, f4E2M1FN, ...)."""
+    return bool(np.isinf(np.array(np.inf).astype(dtype).astype(np.float32)))
 
 
 def _is_inf_like(x, signs):
-    inf = _infinity(x.dtype)
-    if inf is None:
+    if not _has_infinity(x.dtype):
         return jnp.zeros(x.shape, np.bool_)
     result = None
     for sign in signs:
-        hit = lax.eq(x, jnp.full(x.shape, sign * inf.astype(np.float32), x.dtype))
+        hit = lax.eq(x, lax.full_like(x, sign * np.inf))
         result = hit if result is None else lax.bitwise_or(result, hit)
     return result
 
@@ -86,20 +112,24 @@ def next_after(ctx, op, x, y):
     return lax.nextafter(x, y)
 
 
+_polygamma = _widened(lax.polygamma)
+_zeta = _widened(lax.zeta)
+
+
 @register_op("chlo.polygamma")
 def polygamma(ctx, op, n, x):
-    return lax.polygamma(n, x)
+    return _polygamma(n, x)
 
 
 @register_op("chlo.zeta")
 def zeta(ctx, op, x, q):
-    return lax.zeta(x, q)
+    return _zeta(x, q)
 
 
 _WIDE = {False: np.dtype(np.int64), True: np.dtype(np.uint64)}
 
 
-@register_op("chlo.mulhi")
+@register_op("chlo.mulhi", "mhlo.mulhi")
 def mulhi(ctx, op, x, y):
     unsigned = T.is_unsigned(x.dtype)
     bits = T.bit_width(x.dtype)
@@ -143,10 +173,17 @@ def constant(ctx, op):
     return op.params
 
 
+_COMPLEX_NUMBER_RE = re.compile(r"#complex\.number<:\w+ ([-+.\w]+), ([-+.\w]+)>.*")
+
+
 def _prepare_constant_like(op):
     value = op.attrs["value"]
     if isinstance(value, Opaque):
-        raise Unsupported(f"constant_like value {value.text}")
+        m = _COMPLEX_NUMBER_RE.fullmatch(value.text)
+        try:
+            value = complex(float(m.group(1)), float(m.group(2)))
+        except (AttributeError, ValueError):
+            raise Unsupported(f"constant_like value {value.text}") from None
     value = np.asarray(value)
     if value.size != 1:
         raise Unsupported("constant_like value is not a scalar")
@@ -165,11 +202,23 @@ def top_k(ctx, op, x):
     return lax.top_k(x, op.params)
 
 
+@register_op("mhlo.topk", prepare=lambda op: (op.attrs["k"], op.attrs.get("largest", True)))
+def mhlo_topk(ctx, op, x):
+    k, largest = op.params
+    if largest:
+        return lax.top_k(x, k)
+    # Smallest first, ties by lower index: a stable ascending sort carrying the indices.
+    indices = lax.broadcasted_iota(np.int32, x.shape, x.ndim - 1)
+    values, indices = lax.sort((x, indices), dimension=x.ndim - 1, is_stable=True, num_keys=1)
+    return values[..., :k], indices[..., :k]
+
+
 def _prepare_scan(op):
-    n_inputs, n_inits = op.attrs["operandSegmentSizes"]
+    # Operands are (inputs..., inits...); results and body outputs are (outputs..., carries...).
+    n_inputs = op.attrs["operandSegmentSizes"][0]
     n_outputs = op.attrs["resultSegmentSizes"][0]
     dim = op.attrs["dimension"]
-    length = (op.result_types[0].shape[dim] if n_outputs else None)
+    length = op.result_types[0].shape[dim] if n_outputs else None
     if length is None:
         length = op.attrs.get("scan_dim_size")
     return {"n_outputs": n_outputs, "n_inputs": n_inputs, "dim": dim, "length": length,
@@ -193,10 +242,11 @@ def scan(ctx, op, *operands):
 
 
 _RAGGED_FIELD_RE = re.compile(r"(\w+)\s*=\s*\[([^\]]*)\]")
-_PRECISION_RE = re.compile(r"#chlo<precision (\w+)>")
+_PRECISION_RE = re.compile(r"#(?:chlo|mhlo)<precision (\w+)>")
 
 
 def _prepare_ragged_dot(op):
+    # The mhlo spelling nests the dot dimensions in `#mhlo.dot<...>`; the field names agree.
     text = op.attrs["ragged_dot_dimension_numbers"].text
     fields = {name: tuple(int(v) for v in values.split(",") if v.strip())
               for name, values in _RAGGED_FIELD_RE.findall(text)}
@@ -214,7 +264,7 @@ def _prepare_ragged_dot(op):
     return {"dims": dims, "precision": precision, "dtype": op.result_types[0].dtype}
 
 
-@register_op("chlo.ragged_dot", prepare=_prepare_ragged_dot)
+@register_op("chlo.ragged_dot", "mhlo.ragged_dot", prepare=_prepare_ragged_dot)
 def ragged_dot(ctx, op, lhs, rhs, group_sizes):
     p = op.params
     return lax.ragged_dot_general(lhs, rhs, group_sizes, p["dims"], precision=p["precision"],

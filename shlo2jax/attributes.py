@@ -7,7 +7,7 @@ numpy arrays, and small records for the StableHLO structured attributes.
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import numpy as np
 from jaxlib.mlir import ir

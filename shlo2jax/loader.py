@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Union
 
@@ -9,7 +10,8 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax._jax_internals import make_ir_context
-from shlo2jax.errors import LoadError
+from shlo2jax.chlo_legalize import legalize_chlo
+from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import decode_module
 from shlo2jax.program import Program
 
@@ -91,8 +93,15 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
     context = make_ir_context()
     mlir_module = parse_mlir(source, context, source_name)
     with context:
-        module = decode_module(mlir_module, source_name=source_name, placeholder_data=placeholder_data,
-                               seed=seed, strict=strict)
+        decode = functools.partial(decode_module, mlir_module, source_name=source_name,
+                                   placeholder_data=placeholder_data, seed=seed, strict=False)
+        module = decode()
+        missing_chlo = {name for name, _, _ in module.problems if name.startswith("chlo.")}
+        # CHLO ops without a direct translation: decompose with jaxlib's pass, decode again.
+        if missing_chlo and legalize_chlo(mlir_module, missing_chlo):
+            module = decode()
+    if strict and module.problems:
+        raise UnsupportedError(module.problems)
     return Program(module, mlir_module, source_name)
 
 

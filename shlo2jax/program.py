@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
 
 import jax
 import numpy as np
 
 from shlo2jax import types as T
 from shlo2jax.module import FunctionDef, ModuleDef
-from shlo2jax.translate import Token, Translator, TOKEN
+from shlo2jax.translate import Token, Translator
 
 
 def _aval(ttype):

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import jax
-import numpy as np
 
 from shlo2jax import types as T
 from shlo2jax.errors import Shlo2JaxError, TranslationError

@@ -1,0 +1,62 @@
+"""Fallback for CHLO ops without a direct translation: jaxlib's `chlo-legalize-to-stablehlo`.
+
+Most chlo ops map straight to a lax function (ops/chlo.py). For the rest (e.g. the
+internal `chlo._asin_acos_kernel`, or an op a newer producer added) the module is
+rewritten in place into plain stablehlo before it is decoded. The pass rewrites every
+chlo op of the module, not only the missing ones, so it runs only when needed.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+from jaxlib.mlir.passmanager import PassManager
+
+from shlo2jax import registry
+
+_PIPELINE = "builtin.module(func.func(chlo-legalize-to-stablehlo))"
+_passes_registered = False
+
+
+def _op_names(mlir_module) -> set:
+    names = set()
+
+    def visit(operation):
+        names.add(operation.name)
+        return ir.WalkResult.ADVANCE
+
+    mlir_module.operation.walk(visit)
+    return names
+
+
+def legalize_chlo(mlir_module, unsupported_names: Optional[Iterable[str]] = None) -> bool:
+    """Rewrites `mlir_module`'s chlo ops to stablehlo if one of them cannot be translated.
+
+    `unsupported_names`: op names known to have no translation; None means every chlo op
+    that has no registered handler. Call inside the module's context. Does nothing when
+    the module holds no such op, or when the pass fails: the module is then left untouched
+    and the decoder reports the ops as usual.
+    """
+    chlo_ops = {name for name in _op_names(mlir_module) if name.startswith("chlo.")}
+    if unsupported_names is None:
+        missing = {name for name in chlo_ops if registry.lookup(name) is None}
+    else:
+        missing = chlo_ops.intersection(unsupported_names)
+    if not missing:
+        return False
+    global _passes_registered
+    if not _passes_registered:
+        stablehlo.register_stablehlo_passes()
+        _passes_registered = True
+    # A failing conversion may leave the IR half rewritten: try it on a copy first.
+    trial = mlir_module.operation.clone()
+    try:
+        PassManager.parse(_PIPELINE).run(trial)
+    except ir.MLIRError:
+        return False
+    finally:
+        trial.erase()
+    PassManager.parse(_PIPELINE).run(mlir_module.operation)
+    return True
