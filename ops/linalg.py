@@ -23,13 +23,17 @@ def enum_value(value):
     return value
 
 
-def _precision(op):
+def precision_config(op):
+    """precision_config -> a pair of lax.Precision (None when absent)."""
     config = op.attrs.get("precision_config")
     if not config:
         return None
     names = [enum_value(p) for p in config]
     if len(names) == 1:
         names = names * 2
+    unknown = [n for n in names if n not in lax.Precision.__members__]
+    if unknown:
+        raise Unsupported(f"precision {unknown[0]}")
     return tuple(lax.Precision[n] for n in names)
 
 
@@ -67,6 +71,12 @@ _PRESETS = {
 }
 
 
+# The algorithms jax lowers for CPU (jax._src.lax.lax._handle_dot_precision).
+_CPU_ALGORITHMS = frozenset(lax.DotAlgorithmPreset[n] for n in (
+    "DEFAULT", "F16_F16_F16", "F32_F32_F32", "F64_F64_F64", "BF16_BF16_F32",
+    "BF16_BF16_F32_X3", "BF16_BF16_F32_X6"))
+
+
 def _algorithm(alg: DotAlgorithm):
     """DotAlgorithm -> lax.DotAlgorithmPreset (or a lax.DotAlgorithm for other numpy types)."""
     if alg is None:
@@ -91,41 +101,54 @@ def _dot_params(op, dims: DotDims):
     return {
         "dims": ((dims.lhs_contracting_dimensions, dims.rhs_contracting_dimensions),
                  (dims.lhs_batching_dimensions, dims.rhs_batching_dimensions)),
-        "precision": _precision(op),
+        "precision": precision_config(op),
         "algorithm": _algorithm(op.attrs.get("algorithm")),
         "result": op.result_types[0].dtype,
     }
 
 
-def _dot(lhs, rhs, p):
-    result = p["result"]
-    # lax refuses an integer result narrower than the operands; integer accumulation
-    # wraps, so accumulating wide and wrapping at the end gives the same values.
-    preferred = result
+def preferred_type(result, lhs, rhs):
+    """The preferred_element_type that yields `result` (converted afterwards if needed).
+
+    lax refuses an integer result narrower than the operands; integer accumulation
+    wraps, so accumulating wide and wrapping at the end gives the same values.
+    """
     if T.is_integer(result) and T.is_integer(lhs.dtype) and T.bit_width(result) < max(
             T.bit_width(lhs.dtype), T.bit_width(rhs.dtype)):
-        preferred = None
-    out = None
+        return None
+    return result
+
+
+def _dot(lhs, rhs, p):
+    result = p["result"]
+    preferred = preferred_type(result, lhs, rhs)
+
+    def default(lhs, rhs):
+        return lax.dot_general(lhs, rhs, p["dims"], precision=p["precision"],
+                               preferred_element_type=preferred)
+
+    algorithm = p["algorithm"]
     # The algorithm describes how floating-point operands are rounded and accumulated;
     # for integer operands (which the reference interpreter accepts) it has no meaning.
-    if p["algorithm"] is not None and T.is_float(lhs.dtype) and T.is_float(rhs.dtype):
-        try:
-            out = lax.dot_general(lhs, rhs, p["dims"], precision=p["algorithm"],
-                                  preferred_element_type=preferred)
-        except (ValueError, TypeError) as e:
-            # Algorithms are platform dependent (TF32 has no CPU kernel): it is a
-            # precision request, so fall back to the platform's default dot.
-            if "not supported" not in str(e):
-                raise
-    if out is None:
-        out = lax.dot_general(lhs, rhs, p["dims"], precision=p["precision"],
-                              preferred_element_type=preferred)
+    if algorithm is None or not (T.is_float(lhs.dtype) and T.is_float(rhs.dtype)):
+        out = default(lhs, rhs)
+    else:
+        def with_algorithm(lhs, rhs):
+            return lax.dot_general(lhs, rhs, p["dims"], precision=algorithm,
+                                   preferred_element_type=preferred)
+        if algorithm in _CPU_ALGORITHMS:
+            out = with_algorithm(lhs, rhs)
+        else:
+            # XLA:CPU ignores the algorithm, while jax refuses to lower the others
+            # there: run the default dot on CPU, as XLA itself would.
+            out = lax.platform_dependent(lhs, rhs, cpu=default, default=with_algorithm)
     if out.dtype != result:
         out = lax.convert_element_type(out, result)
     return out
 
 
-@register_op("stablehlo.dot_general", "mhlo.dot_general", prepare=lambda op: _dot_params(op, _dot_dims(op)))
+@register_op("stablehlo.dot_general", "mhlo.dot_general",
+             prepare=lambda op: _dot_params(op, _dot_dims(op)))
 def dot_general(ctx, op, lhs, rhs):
     return _dot(lhs, rhs, op.params)
 
@@ -151,9 +174,7 @@ def _prepare_einsum(op):
 @register_op("stablehlo.einsum", "mhlo.einsum", "stablehlo.unary_einsum", "mhlo.unary_einsum",
              prepare=_prepare_einsum)
 def einsum(ctx, op, *operands):
-    result = op.result_types[0].dtype
-    return jnp.einsum(op.params, *operands, preferred_element_type=result,
-                      precision=lax.Precision.HIGHEST).astype(result)
+    return jnp.einsum(op.params, *operands, preferred_element_type=op.result_types[0].dtype)
 
 
 # ---------------------------------------------------------------- factorizations
@@ -161,12 +182,18 @@ def einsum(ctx, op, *operands):
 @register_op("stablehlo.cholesky", "mhlo.cholesky",
              prepare=lambda op: bool(op.attrs.get("lower", False)))
 def cholesky(ctx, op, a):
+    dtype = a.dtype
+    if T.is_float(dtype) and dtype.itemsize < 4:
+        # LAPACK has no half-precision factorization: factor in f32, round once.
+        a = lax.convert_element_type(a, np.float32)
     # Only the selected triangle of `a` is read (symmetrize_input=False reads the lower
     # one); for upper, a = U^H U with U = L^H where L factors the conjugate transpose.
     if op.params:
-        return lax.linalg.cholesky(a, symmetrize_input=False)
-    a_h = jnp.conj(jnp.swapaxes(a, -1, -2))
-    return jnp.conj(jnp.swapaxes(lax.linalg.cholesky(a_h, symmetrize_input=False), -1, -2))
+        out = lax.linalg.cholesky(a, symmetrize_input=False)
+    else:
+        a_h = jnp.conj(jnp.swapaxes(a, -1, -2))
+        out = jnp.conj(jnp.swapaxes(lax.linalg.cholesky(a_h, symmetrize_input=False), -1, -2))
+    return lax.convert_element_type(out, dtype)
 
 
 _TRANSPOSE = {"NO_TRANSPOSE": (False, False), "TRANSPOSE": (True, False),

@@ -1,0 +1,83 @@
+"""rng and rng_bit_generator."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax import lax
+
+from shlo2jax import types as T
+from shlo2jax.registry import Unsupported, register_op
+from shlo2jax.ops.linalg import enum_value
+
+# `stablehlo.rng` numbers are implementation-defined (spec): they come from
+# jax.random seeded with RNG_SEED, folded with the op's position in the module so
+# that distinct rng ops draw distinct numbers while a program stays deterministic.
+RNG_SEED = 0
+
+
+def _prepare_rng(op):
+    rtype = op.result_types[0]
+    return enum_value(op.attrs["rng_distribution"]), rtype.shape, rtype.dtype, op.index
+
+
+def _sample_dtype(dtype):
+    # jax.random draws floats only in the IEEE/bfloat types; narrower floats are
+    # drawn in f32 and rounded.
+    return dtype if np.dtype(dtype).itemsize >= 2 else np.dtype(np.float32)
+
+
+@register_op("stablehlo.rng", "mhlo.rng", prepare=_prepare_rng)
+def rng(ctx, op, a, b, shape):
+    distribution, shape, dtype, index = op.params
+    key = jax.random.fold_in(jax.random.key(RNG_SEED), index)
+    if distribution == "NORMAL":  # a is the mean, b the standard deviation
+        sdt = _sample_dtype(dtype)
+        z = jax.random.normal(key, shape, sdt)
+        return lax.convert_element_type(
+            lax.add(lax.convert_element_type(a, sdt), lax.mul(lax.convert_element_type(b, sdt), z)),
+            dtype)
+    if T.is_float(dtype):  # uniform on [a, b)
+        sdt = _sample_dtype(dtype)
+        u = jax.random.uniform(key, shape, sdt, lax.convert_element_type(a, sdt),
+                               lax.convert_element_type(b, sdt))
+        return lax.convert_element_type(u, dtype)
+    # Integers and booleans: uniform on [a, b), drawn in i64 (sub-byte and bool
+    # types included) and narrowed, which keeps every value in range.
+    lo, hi = lax.convert_element_type(a, np.int64), lax.convert_element_type(b, np.int64)
+    return lax.convert_element_type(jax.random.randint(key, shape, lo, hi, np.int64), dtype)
+
+
+_ALGORITHMS = {"DEFAULT": lax.RandomAlgorithm.RNG_DEFAULT,
+               "THREE_FRY": lax.RandomAlgorithm.RNG_THREE_FRY,
+               "PHILOX": lax.RandomAlgorithm.RNG_PHILOX}
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _prepare_rng_bit_generator(op):
+    state_type, out_type = op.result_types
+    if state_type.dtype not in (np.uint64, np.uint32) or (
+            state_type.dtype == np.uint64 and state_type.shape != (2,)) or (
+            state_type.dtype == np.uint32 and state_type.shape != (4,)):
+        # lax.rng_bit_generator takes only a u64[2] (or u32[4]) state; XLA's Philox
+        # also accepts u64[3], which lax cannot express.
+        raise Unsupported(f"rng_bit_generator with state {state_type} (lax takes ui64[2])")
+    dtype = out_type.dtype
+    width = T.bit_width(dtype)
+    if width not in (8, 16, 32, 64):
+        raise Unsupported(f"rng_bit_generator producing {out_type.element}")
+    # XLA fills any element type with raw bits: draw the unsigned type of the same
+    # width and reinterpret it.
+    return (_ALGORITHMS[enum_value(op.attrs["rng_algorithm"])], out_type.shape,
+            np.dtype(_UNSIGNED[width // 8]), dtype)
+
+
+@register_op("stablehlo.rng_bit_generator", "mhlo.rng_bit_generator",
+             prepare=_prepare_rng_bit_generator)
+def rng_bit_generator(ctx, op, state):
+    algorithm, shape, bits_dtype, dtype = op.params
+    new_state, bits = lax.rng_bit_generator(state, shape, bits_dtype, algorithm)
+    if dtype != bits_dtype:
+        bits = lax.bitcast_convert_type(bits, dtype)
+    return new_state, bits
