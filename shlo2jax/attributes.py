@@ -286,6 +286,9 @@ _STRUCTURED = (
 )
 
 
+_DIALECT_ENUM_RE = re.compile(r"^#(?:mhlo|stablehlo)<\w+ (\w+)>$")
+
+
 def decode(attr, placeholder_rng=None) -> Any:
     """Any attribute -> a plain Python value (recursively for arrays/dicts)."""
     if isinstance(attr, ir.BoolAttr):
@@ -316,6 +319,9 @@ def decode(attr, placeholder_rng=None) -> Any:
         if cls.isinstance(attr):
             return convert(cls(attr))
     text = str(attr)
+    enum = _DIALECT_ENUM_RE.match(text)
+    if enum:  # e.g. `#mhlo<comparison_direction GT>`: the legacy dialect's enums, by name
+        return enum.group(1)
     if text.startswith("dense_resource<"):  # the bindings never downcast these
         type_text = text[text.rindex(":") + 1:].strip()
         return dense_resource(text, T.parse_type(type_text), placeholder_rng)
