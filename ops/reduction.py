@@ -344,7 +344,6 @@ def _analyze_comparator(region: Region):
         side[a], sig[a], vtype[a] = ("L" if i % 2 == 0 else "R"), ("arg", i // 2), t
     for c in region.captures:
         side[c], sig[c] = "C", ("capture", c)
-    atoms = {}      # value id -> (key signature, direction)
     formula = {}    # value id -> ("atom", id) | ("op", name, operand ids) | ("const", bool)
     keys = {}       # key signature -> (lhs value id, dtype, compare_type)
     for op in region.ops:
