@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
+import jax
+import numpy as np
+
 
 def make_ir_context():
     """An MLIR context with every dialect jax registers (func, stablehlo, chlo, sdy, mhlo, ...)."""
@@ -20,7 +25,6 @@ def compile_mlir_module(module_text, platform: str = "cpu", num_replicas: int = 
     Returns `run(*arrays) -> list of arrays`. This is the oracle for translated
     programs: the same module, compiled as-is by the XLA that jax uses.
     """
-    import jax
     from jax._src import compiler, xla_bridge
     from jax._src.lib import xla_client as xc
 
@@ -38,3 +42,59 @@ def compile_mlir_module(module_text, platform: str = "cpu", num_replicas: int = 
             return [per_device[0] for per_device in
                     results.disassemble_into_single_device_arrays()]
     return run
+
+
+def general_scatter_primitive():
+    """A primitive lowering to `stablehlo.scatter` whose update region is a traced jaxpr.
+
+    lax offers scatters only for fixed bodies and one operand; StableHLO allows any body
+    over several operands. Binding takes `*inputs, indices, *updates` and the params
+    `body` (a ClosedJaxpr over 2n scalars), `n`, `dnums` (lax.ScatterDimensionNumbers with
+    the index vector last), `indices_are_sorted`, `unique_indices`. No AD or vmap rules.
+    Uses jax's lowering API (Primitive, mlir.register_lowering, jaxpr_subcomp).
+    """
+    from jax.extend.core import Primitive
+    from jax.interpreters import mlir
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo as hlo
+
+    prim = Primitive("shlo2jax_general_scatter")
+    prim.multiple_results = True
+    # Outside jit (never the case for translated programs), run it compiled.
+    prim.def_impl(lambda *args, **params: jax.jit(functools.partial(prim.bind, **params))(*args))
+
+    @prim.def_abstract_eval
+    def _abstract(*avals, n, **_):
+        return [jax.core.ShapedArray(a.shape, a.dtype) for a in avals[:n]]
+
+    def _lower(ctx, *args, body, n, dnums, indices_are_sorted, unique_indices):
+        inputs, indices, updates = args[:n], args[n], args[n + 1:]
+        mctx = ctx.module_context
+        result_types = [mlir.aval_to_ir_type(mctx, a) for a in ctx.avals_out]
+        hlo_dnums = hlo.ScatterDimensionNumbers.get(
+            update_window_dims=list(dnums.update_window_dims),
+            inserted_window_dims=list(dnums.inserted_window_dims),
+            input_batching_dims=list(dnums.operand_batching_dims),
+            scatter_indices_batching_dims=list(dnums.scatter_indices_batching_dims),
+            scattered_dims_to_operand_dims=list(dnums.scatter_dims_to_operand_dims),
+            index_vector_dim=len(ctx.avals_in[n].shape) - 1)
+        scatter_op = hlo.ScatterOp(result_types, list(inputs), indices, list(updates), hlo_dnums,
+                                   indices_are_sorted=ir.BoolAttr.get(indices_are_sorted),
+                                   unique_indices=ir.BoolAttr.get(unique_indices))
+        scalars = [mlir.aval_to_ir_type(mctx, jax.core.ShapedArray((), a.dtype))
+                   for a in ctx.avals_out]
+        block = scatter_op.update_computation.blocks.append(*scalars, *scalars)
+        with ir.InsertionPoint(block):
+            consts = [mlir.ir_constant(np.asarray(c)) for c in body.consts]
+            outs, _ = mlir.jaxpr_subcomp(
+                mctx, body.jaxpr, ctx.name_stack, mlir.TokenSet(), consts,
+                *block.arguments, dim_var_values=ctx.dim_var_values,
+                const_lowering=ctx.const_lowering, outer_traceback=ctx.traceback)
+            flat = []
+            for value in outs:
+                flat.extend(value if isinstance(value, (tuple, list)) else [value])
+            hlo.return_(flat)
+        return scatter_op.results
+
+    mlir.register_lowering(prim, _lower)
+    return prim

@@ -1,0 +1,327 @@
+"""Indexed data movement: dynamic_slice, dynamic_update_slice, gather, scatter,
+torch_index_select, real_dynamic_slice.
+
+Out-of-bounds behaviour follows the spec: dynamic_slice / dynamic_update_slice and
+gather clamp start indices so the slice fits; scatter skips each update element
+whose result index is out of bounds.
+"""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from jax import lax
+
+from shlo2jax import types as T
+from shlo2jax._jax_internals import general_scatter_primitive
+from shlo2jax.attributes import GatherDims, Opaque, ScatterDims
+from shlo2jax.ops.shape import result_shape
+from shlo2jax.registry import Unsupported, register_op
+
+
+def _ints(value) -> tuple:
+    return tuple(int(v) for v in np.asarray(value).reshape(-1))
+
+
+# ---------------------------------------------------------------- start-index clamping
+
+def _clamp_start(index, upper: int):
+    """`clamp(0, index, upper)` in the index's own type (upper is capped to fit it)."""
+    dtype = np.dtype(index.dtype)
+    upper = min(upper, int(ml_dtypes.iinfo(dtype).max))
+    return lax.clamp(np.array(0, dtype), index, np.array(upper, dtype))
+
+
+def _clamped_starts(shape, sizes, starts):
+    return [_clamp_start(s, dim - size) for s, dim, size in zip(starts, shape, sizes)]
+
+
+@register_op("stablehlo.dynamic_slice", "mhlo.dynamic_slice",
+             prepare=lambda op: _ints(op.attrs["slice_sizes"]))
+def dynamic_slice(ctx, op, x, *starts):
+    sizes = op.params
+    starts = _clamped_starts(x.shape, sizes, starts)
+    return lax.dynamic_slice(x, starts, sizes, allow_negative_indices=False)
+
+
+@register_op("stablehlo.dynamic_update_slice", "mhlo.dynamic_update_slice")
+def dynamic_update_slice(ctx, op, x, update, *starts):
+    starts = _clamped_starts(x.shape, update.shape, starts)
+    return lax.dynamic_update_slice(x, update, starts, allow_negative_indices=False)
+
+
+@register_op("stablehlo.real_dynamic_slice", "mhlo.real_dynamic_slice")
+def real_dynamic_slice(ctx, op, x, starts, limits, strides):
+    # The static result shape fixes the extent; limits only restate it.
+    out_shape = result_shape(op)
+    if isinstance(starts, np.ndarray) and isinstance(strides, np.ndarray):
+        begin, step = _ints(starts), _ints(strides)
+        end = [b + (n - 1) * s + 1 if n else b for b, n, s in zip(begin, out_shape, step)]
+        return lax.slice(x, begin, end, step)
+    for d, n in enumerate(out_shape):
+        index = starts[d] + strides[d] * lax.iota(starts.dtype, n)
+        x = jnp.take(x, index, axis=d, mode="clip")
+    return x
+
+
+# ---------------------------------------------------------------- dimension numbers
+
+_FIELD_RE = re.compile(r"(\w+)\s*=\s*(\[[^\]]*\]|-?\d+)")
+
+
+def _opaque_fields(attr) -> dict:
+    """`#mhlo.gather<...>` / `#mhlo.scatter<...>` text -> field dict."""
+    fields = {}
+    for name, value in _FIELD_RE.findall(attr.text):
+        if value.startswith("["):
+            fields[name] = tuple(int(v) for v in value[1:-1].split(",") if v.strip())
+        else:
+            fields[name] = int(value)
+    return fields
+
+
+def _gather_dims(attr) -> GatherDims:
+    if isinstance(attr, GatherDims):
+        return attr
+    if not isinstance(attr, Opaque):
+        raise Unsupported(f"unrecognised gather dimension numbers {attr!r}")
+    f = _opaque_fields(attr)
+    return GatherDims(f.get("offset_dims", ()), f.get("collapsed_slice_dims", ()),
+                      f.get("operand_batching_dims", ()), f.get("start_indices_batching_dims", ()),
+                      f.get("start_index_map", ()), f["index_vector_dim"])
+
+
+def _scatter_dims(attr) -> ScatterDims:
+    if isinstance(attr, ScatterDims):
+        return attr
+    if not isinstance(attr, Opaque):
+        raise Unsupported(f"unrecognised scatter dimension numbers {attr!r}")
+    f = _opaque_fields(attr)
+    return ScatterDims(f.get("update_window_dims", ()), f.get("inserted_window_dims", ()),
+                       f.get("input_batching_dims", ()), f.get("scatter_indices_batching_dims", ()),
+                       f.get("scatter_dims_to_operand_dims", ()), f["index_vector_dim"])
+
+
+def _without_index_vector_dim(dims, index_vector_dim) -> tuple:
+    """Index-tensor dims renumbered for the index vector moved last (lax's layout)."""
+    return tuple(d - (d > index_vector_dim) for d in dims)
+
+
+def _index_vector_last(indices, index_vector_dim: int):
+    rank = indices.ndim
+    if index_vector_dim == rank:  # implicit trailing index vector of size 1
+        return lax.expand_dims(indices, (rank,))
+    if index_vector_dim == rank - 1:
+        return indices
+    perm = [d for d in range(rank) if d != index_vector_dim] + [index_vector_dim]
+    return lax.transpose(indices, perm)
+
+
+# ---------------------------------------------------------------- gather
+
+def _gather_params(op, d: GatherDims, slice_sizes: tuple) -> dict:
+    dnums = lax.GatherDimensionNumbers(
+        offset_dims=d.offset_dims, collapsed_slice_dims=d.collapsed_slice_dims,
+        start_index_map=d.start_index_map, operand_batching_dims=d.operand_batching_dims,
+        start_indices_batching_dims=_without_index_vector_dim(d.start_indices_batching_dims,
+                                                              d.index_vector_dim))
+    return {"dnums": dnums, "index_vector_dim": d.index_vector_dim,
+            "slice_sizes": slice_sizes, "sorted": bool(op.attrs.get("indices_are_sorted", False))}
+
+
+def _gather_prepare(op):
+    return _gather_params(op, _gather_dims(op.attrs["dimension_numbers"]),
+                          _ints(op.attrs["slice_sizes"]))
+
+
+@register_op("stablehlo.gather", "mhlo.gather", prepare=_gather_prepare)
+def gather(ctx, op, operand, indices):
+    p = op.params
+    indices = _index_vector_last(indices, p["index_vector_dim"])
+    # CLIP: start indices clamped to [0, dim - slice_size], as the spec says.
+    return lax.gather(operand, indices, p["dnums"], p["slice_sizes"],
+                      indices_are_sorted=p["sorted"], mode=lax.GatherScatterMode.CLIP)
+
+
+def _dynamic_gather_prepare(op):
+    return _gather_params(op, _gather_dims(op.attrs["dimension_numbers"]), None)
+
+
+@register_op("stablehlo.dynamic_gather", "mhlo.dynamic_gather", prepare=_dynamic_gather_prepare)
+def dynamic_gather(ctx, op, operand, indices, slice_sizes):
+    p = op.params
+    if isinstance(slice_sizes, np.ndarray):
+        sizes = _ints(slice_sizes)
+    else:  # from the static result type: 1 on collapsed and batching dims, else offset extents
+        d, out_shape = p["dnums"], result_shape(op)
+        offsets = iter(d.offset_dims)
+        sizes = tuple(1 if dim in d.collapsed_slice_dims or dim in d.operand_batching_dims
+                      else out_shape[next(offsets)] for dim in range(operand.ndim))
+    indices = _index_vector_last(indices, p["index_vector_dim"])
+    return lax.gather(operand, indices, p["dnums"], sizes, indices_are_sorted=p["sorted"],
+                      mode=lax.GatherScatterMode.CLIP)
+
+
+def _torch_index_select_prepare(op):
+    return int(op.attrs["dim"]), int(op.attrs.get("batch_dims", 0))
+
+
+@register_op("stablehlo.torch_index_select", "mhlo.torch_index_select",
+             prepare=_torch_index_select_prepare)
+def torch_index_select(ctx, op, operand, index):
+    # result = operand[:dim] ++ index[batch_dims:] ++ operand[dim+1:], leading batch dims shared.
+    dim, batch = op.params
+    index_rank, out_rank = index.ndim, index.ndim + operand.ndim - 1 - batch
+    dnums = lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(batch, dim)) + tuple(range(dim + index_rank - batch, out_rank)),
+        collapsed_slice_dims=(dim,), start_index_map=(dim,),
+        operand_batching_dims=tuple(range(batch)), start_indices_batching_dims=tuple(range(batch)))
+    sizes = tuple(1 if d < batch or d == dim else n for d, n in enumerate(operand.shape))
+    return lax.gather(operand, lax.expand_dims(index, (index_rank,)), dnums, sizes,
+                      mode=lax.GatherScatterMode.CLIP)
+
+
+# ---------------------------------------------------------------- scatter
+
+# Update bodies that are one commutative op of (current, update): lax has a scatter for each.
+_BODY_OPS = {"add": "add", "multiply": "mul", "minimum": "min", "maximum": "max",
+             "and": "and", "or": "or"}
+
+_LAX_SCATTER = {"add": lax.scatter_add, "mul": lax.scatter_mul, "min": lax.scatter_min,
+                "max": lax.scatter_max, "replace": lax.scatter}
+
+# On i1 the spec's add is OR and multiply is AND; OR/AND are max/min.
+_BOOL_KIND = {"add": "max", "or": "max", "mul": "min", "and": "min", "min": "min", "max": "max",
+              "replace": "replace", "keep": "keep"}
+
+
+def _body_kinds(region, n: int):
+    """Per result: 'keep' / 'replace' / a `_BODY_OPS` value, or None for a general body."""
+    producers = {}
+    for body_op in region.ops:
+        name = body_op.name.split(".", 1)[1]
+        producers[body_op.results[0]] = (name, body_op.operands, len(body_op.results))
+    kinds = []
+    for i, out in enumerate(region.outputs):
+        current, update = region.args[i], region.args[n + i]
+        if out == current:
+            kinds.append("keep")
+        elif out == update:
+            kinds.append("replace")
+        elif out in producers:
+            name, operands, nres = producers[out]
+            if name in _BODY_OPS and nres == 1 and sorted(operands) == sorted((current, update)):
+                kinds.append(_BODY_OPS[name])
+            else:
+                return None
+        else:
+            return None
+    # Other ops in the body are dead unless some output uses them (checked above).
+    return tuple(kinds)
+
+
+def _scatter_prepare(op):
+    d = _scatter_dims(op.attrs["scatter_dimension_numbers"])
+    n = len(op.results)
+    dnums = lax.ScatterDimensionNumbers(
+        update_window_dims=d.update_window_dims, inserted_window_dims=d.inserted_window_dims,
+        scatter_dims_to_operand_dims=d.scatter_dims_to_operand_dims,
+        operand_batching_dims=d.input_batching_dims,
+        scatter_indices_batching_dims=_without_index_vector_dim(
+            d.scatter_indices_batching_dims, d.index_vector_dim))
+    unique = bool(op.attrs.get("unique_indices", False))
+    kinds = _body_kinds(op.regions[0], n)
+    if kinds is not None:
+        kinds = tuple(_BOOL_KIND[k] if rt.dtype == np.bool_ else k
+                      for k, rt in zip(kinds, op.result_types))
+        if any(k in ("and", "or") for k in kinds):
+            kinds = None  # integer bitwise bodies: no lax scatter for them
+        elif n > 1 and "replace" in kinds and not unique:
+            kinds = None  # one schedule must pick the same winner for every result
+        elif any(k in ("min", "max") and T.is_complex(rt.dtype)
+                 for k, rt in zip(kinds, op.result_types)):
+            kinds = None
+    return {"dnums": dnums, "index_vector_dim": d.index_vector_dim, "n": n, "kinds": kinds,
+            "sorted": bool(op.attrs.get("indices_are_sorted", False)), "unique": unique,
+            "dtypes": tuple(rt.dtype for rt in op.result_types)}
+
+
+def _window_sizes(operand_shape, update_shape, dnums) -> list:
+    """Per operand dim: the update window's extent (1 for inserted and batching dims)."""
+    sizes, k = [], 0
+    for d in range(len(operand_shape)):
+        if d in dnums.inserted_window_dims or d in dnums.operand_batching_dims:
+            sizes.append(1)
+        else:
+            sizes.append(update_shape[dnums.update_window_dims[k]])
+            k += 1
+    return sizes
+
+
+def _as_int64(indices):
+    """Indices as int64 without wrapping (64-bit values are capped far beyond any dim)."""
+    dtype = np.dtype(indices.dtype)
+    if dtype.itemsize == 8:
+        low = 0 if T.is_unsigned(dtype) else -(1 << 62)
+        indices = lax.clamp(np.array(low, dtype), indices, np.array(1 << 62, dtype))
+    return lax.convert_element_type(indices, np.int64)
+
+
+@register_op("stablehlo.scatter", "mhlo.scatter", prepare=_scatter_prepare)
+def scatter(ctx, op, *args):
+    p = op.params
+    n, dnums = p["n"], p["dnums"]
+    inputs, indices, updates = args[:n], args[n], args[n + 1:]
+    # The body's element types may be wider than the inputs' (promotable): results use them.
+    inputs = [lax.convert_element_type(x, t) for x, t in zip(inputs, p["dtypes"])]
+    updates = [lax.convert_element_type(u, t) for u, t in zip(updates, p["dtypes"])]
+    indices = _index_vector_last(indices, p["index_vector_dim"])
+
+    # XLA drops a whole update window that does not fit; the spec drops only the
+    # out-of-bounds elements. Padding each indexed window dim by (window - 1) on both
+    # sides makes every partly-inside window fit, and fully-outside ones still drop.
+    shape = inputs[0].shape
+    windows = _window_sizes(shape, updates[0].shape, dnums)
+    margin = [w - 1 if d in dnums.scatter_dims_to_operand_dims else 0
+              for d, w in enumerate(windows)]
+    if any(margin):
+        offsets = np.array([margin[d] for d in dnums.scatter_dims_to_operand_dims], np.int64)
+        indices = _as_int64(indices) + offsets
+        inputs = [lax.pad(x, np.zeros((), x.dtype), [(m, m, 0) for m in margin])
+                  for x in inputs]
+
+    if p["kinds"] is not None:
+        outs = [x if kind == "keep" else _LAX_SCATTER[kind](
+                    x, indices, u, dnums, indices_are_sorted=p["sorted"],
+                    unique_indices=p["unique"], mode=lax.GatherScatterMode.FILL_OR_DROP)
+                for kind, x, u in zip(p["kinds"], inputs, updates)]
+    else:
+        body = _region_jaxpr(ctx.region(op.regions[0]), p["dtypes"])
+        outs = _general_scatter_p.bind(*inputs, indices, *updates, body=body, n=n, dnums=dnums,
+                                       indices_are_sorted=p["sorted"],
+                                       unique_indices=p["unique"])
+
+    if any(margin):
+        outs = [lax.slice(x, margin, [m + s for m, s in zip(margin, shape)]) for x in outs]
+    return outs[0] if n == 1 else tuple(outs)
+
+
+# ---------------------------------------------------------------- general scatter bodies
+#
+# lax offers scatters only for fixed bodies (replace/add/mul/min/max) and one operand.
+# Any other body, and several operands sharing one body, lower to a stablehlo.scatter
+# whose region is the traced body: XLA applies it natively. (No autodiff / vmap rules.)
+
+def _region_jaxpr(region, dtypes):
+    avals = [jax.ShapeDtypeStruct((), t) for t in dtypes] * 2
+    closed = jax.make_jaxpr(lambda *a: tuple(region(*a)))(*avals)
+    if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
+        raise NotImplementedError("scatter body uses a traced value from outside the body")
+    return closed
+
+
+_general_scatter_p = general_scatter_primitive()

@@ -1,0 +1,125 @@
+"""Data movement: reshape, broadcasts, transpose, slice, concatenate, pad, reverse,
+get_dimension_size."""
+
+from __future__ import annotations
+
+import numpy as np
+from jax import lax
+
+from shlo2jax.registry import register_op
+
+
+def _ints(value) -> tuple:
+    """An i64 array attribute: a tuple (stablehlo) or a dense array (mhlo)."""
+    return tuple(int(v) for v in np.asarray(value).reshape(-1))
+
+
+def result_shape(op) -> tuple:
+    """The static result shape. `?` is accepted at load time (a dynamic module is
+    refined to static shapes before it is translated), so it is checked here."""
+    shape = op.result_types[0].shape
+    if None in shape:
+        raise ValueError(f"result type {op.result_types[0]} is still dynamic: the function must "
+                         "be called through shape refinement")
+    return shape
+
+
+@register_op("stablehlo.reshape", "mhlo.reshape")
+def reshape(ctx, op, x):
+    return lax.reshape(x, result_shape(op))
+
+
+@register_op("stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim",
+             prepare=lambda op: _ints(op.attrs["broadcast_dimensions"]))
+def broadcast_in_dim(ctx, op, x):
+    return lax.broadcast_in_dim(x, result_shape(op), op.params)
+
+
+@register_op("stablehlo.broadcast", "mhlo.broadcast",
+             prepare=lambda op: _ints(op.attrs["broadcast_sizes"]))
+def broadcast(ctx, op, x):
+    return lax.broadcast(x, op.params)
+
+
+@register_op("stablehlo.transpose", "mhlo.transpose",
+             prepare=lambda op: _ints(op.attrs["permutation"]))
+def transpose(ctx, op, x):
+    return lax.transpose(x, op.params)
+
+
+def _slice_prepare(op):
+    starts = _ints(op.attrs["start_indices"])
+    strides = _ints(op.attrs["strides"]) if "strides" in op.attrs else (1,) * len(starts)
+    return starts, _ints(op.attrs["limit_indices"]), strides
+
+
+@register_op("stablehlo.slice", "mhlo.slice", prepare=_slice_prepare)
+def slice_(ctx, op, x):
+    starts, limits, strides = op.params
+    return lax.slice(x, starts, limits, strides)
+
+
+@register_op("stablehlo.concatenate", "mhlo.concatenate",
+             prepare=lambda op: int(op.attrs["dimension"]))
+def concatenate(ctx, op, *xs):
+    return lax.concatenate(xs, op.params)
+
+
+def _pad_prepare(op):
+    return tuple(zip(_ints(op.attrs["edge_padding_low"]), _ints(op.attrs["edge_padding_high"]),
+                     _ints(op.attrs["interior_padding"])))
+
+
+@register_op("stablehlo.pad", "mhlo.pad", prepare=_pad_prepare)
+def pad(ctx, op, x, padding_value):
+    # lax.pad takes negative edge padding (cropping) and interior padding, as the spec does.
+    return lax.pad(x, padding_value, op.params)
+
+
+@register_op("stablehlo.reverse", "mhlo.reverse",
+             prepare=lambda op: _ints(op.attrs["dimensions"]))
+def reverse(ctx, op, x):
+    return lax.rev(x, op.params)
+
+
+@register_op("stablehlo.get_dimension_size", "mhlo.get_dimension_size",
+             prepare=lambda op: int(op.attrs["dimension"]))
+def get_dimension_size(ctx, op, x):
+    # Shapes are static once traced: the size is a constant.
+    return np.array(x.shape[op.params], dtype=op.result_types[0].dtype)
+
+
+# The "dynamism" ops: by translation time their result types are static (see
+# ops/dynamic.py), and the shape operands only restate them.
+
+def _check_shape_operand(op, value, shape):
+    # Constants reach handlers as numpy arrays: a known operand must agree with the type.
+    if isinstance(value, np.ndarray) and _ints(value) != tuple(shape):
+        raise ValueError(f"shape operand {list(_ints(value))} contradicts the result type "
+                         f"{op.result_types[0]}")
+
+
+@register_op("stablehlo.dynamic_reshape", "mhlo.dynamic_reshape")
+def dynamic_reshape(ctx, op, x, output_shape):
+    shape = result_shape(op)
+    _check_shape_operand(op, output_shape, shape)
+    return lax.reshape(x, shape)
+
+
+@register_op("stablehlo.dynamic_broadcast_in_dim", "mhlo.dynamic_broadcast_in_dim",
+             prepare=lambda op: _ints(op.attrs["broadcast_dimensions"]))
+def dynamic_broadcast_in_dim(ctx, op, x, output_dimensions):
+    shape = result_shape(op)
+    _check_shape_operand(op, output_dimensions, shape)
+    return lax.broadcast_in_dim(x, shape, op.params)
+
+
+@register_op("stablehlo.dynamic_pad", "mhlo.dynamic_pad")
+def dynamic_pad(ctx, op, x, padding_value, low, high, interior):
+    if not all(isinstance(a, np.ndarray) for a in (low, high, interior)):
+        raise ValueError("dynamic_pad needs its padding amounts known while tracing")
+    out = lax.pad(x, padding_value, tuple(zip(_ints(low), _ints(high), _ints(interior))))
+    if out.shape != result_shape(op):
+        raise ValueError(f"padding gives shape {out.shape}, the result type is "
+                         f"{op.result_types[0]}")
+    return out

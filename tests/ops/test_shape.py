@@ -1,0 +1,219 @@
+"""reshape, broadcast_in_dim, broadcast, transpose, slice, concatenate, pad, reverse,
+get_dimension_size and the static-result dynamism ops, against numpy."""
+
+import numpy as np
+import pytest
+
+import shlo2jax
+from shlo2jax import types as T
+
+ELEMENTS = ["i1", "i4", "i8", "i16", "i32", "i64", "ui8", "ui32", "ui64", "f8E4M3FN", "bf16",
+            "f16", "f32", "f64", "complex<f32>", "complex<f64>"]
+
+
+def _data(element, shape):
+    """Distinct (where the type allows) deterministic values of a spec element type."""
+    dtype = T.ELEMENT_DTYPES[element]
+    n = int(np.prod(shape, dtype=np.int64))
+    base = np.arange(n)
+    if dtype == np.bool_:
+        values = base % 3 == 1
+    elif T.is_complex(dtype):
+        values = (base + 1j * (n - base)).astype(dtype)
+    elif element == "i4":
+        values = (base % 16 - 8).astype(dtype)
+    elif element == "f8E4M3FN":
+        values = ((base % 32) - 16).astype(np.float32).astype(dtype)
+    else:
+        values = (base % 120).astype(dtype)
+    return np.asarray(values, dtype=dtype).reshape(shape)
+
+
+def _ttype(element, shape):
+    return "tensor<" + "".join(f"{d}x" for d in shape) + element + ">"
+
+
+def _run(body, args, arg_types, result_types):
+    params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(arg_types))
+    results = ", ".join(result_types)
+    text = f"func.func @main({params}) -> ({results}) {{\n{body}\n}}"
+    return shlo2jax.load(text)(*args)
+
+
+def _assert_same(actual, expected):
+    actual = np.asarray(actual)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    # Bitwise: data movement must not touch the values.
+    np.testing.assert_array_equal(actual.reshape(-1).view(np.uint8),
+                                  np.ascontiguousarray(expected).reshape(-1).view(np.uint8))
+
+
+def _unary(element, in_shape, out_shape, op_text):
+    x = _data(element, in_shape)
+    tin, tout = _ttype(element, in_shape), _ttype(element, out_shape)
+    body = f"  %r = {op_text.format(x='%a0', tin=tin, tout=tout)}\n  return %r : {tout}"
+    return x, _run(body, [x], [tin], [tout])
+
+
+@pytest.mark.parametrize("element", ELEMENTS)
+def test_reshape(element):
+    x, out = _unary(element, (2, 3, 4), (4, 6), "stablehlo.reshape {x} : ({tin}) -> {tout}")
+    _assert_same(out, x.reshape(4, 6))
+
+
+def test_reshape_scalar_and_empty():
+    x, out = _unary("f32", (1, 1), (), "stablehlo.reshape {x} : ({tin}) -> {tout}")
+    _assert_same(out, x.reshape(()))
+    x, out = _unary("i32", (0, 3), (3, 0), "stablehlo.reshape {x} : ({tin}) -> {tout}")
+    _assert_same(out, x.reshape(3, 0))
+
+
+@pytest.mark.parametrize("element", ELEMENTS)
+def test_broadcast_in_dim_permuted_and_expanding(element):
+    # result[i, j, k] = x[k, 0]: operand dim 0 -> result dim 2, size-1 dim 1 -> expanded dim 0.
+    x, out = _unary(element, (2, 1), (3, 4, 2),
+                    "stablehlo.broadcast_in_dim {x}, dims = [2, 0] : ({tin}) -> {tout}")
+    expected = np.broadcast_to(x[:, 0][None, None, :], (3, 4, 2))
+    _assert_same(out, np.ascontiguousarray(expected))
+
+
+def test_broadcast_in_dim_scalar():
+    x, out = _unary("bf16", (), (2, 3), "stablehlo.broadcast_in_dim {x}, dims = [] : ({tin}) -> {tout}")
+    _assert_same(out, np.full((2, 3), x, x.dtype))
+
+
+@pytest.mark.parametrize("element", ["i1", "i8", "f32", "complex<f64>"])
+def test_broadcast_legacy_prepends(element):
+    x, out = _unary(element, (2, 3), (4, 5, 2, 3),
+                    '"stablehlo.broadcast"({x}) {{broadcast_sizes = array<i64: 4, 5>}} '
+                    ': ({tin}) -> {tout}')
+    _assert_same(out, np.ascontiguousarray(np.broadcast_to(x, (4, 5, 2, 3))))
+
+
+@pytest.mark.parametrize("element", ELEMENTS)
+def test_transpose(element):
+    x, out = _unary(element, (2, 3, 4), (4, 2, 3),
+                    "stablehlo.transpose {x}, dims = [2, 0, 1] : ({tin}) -> {tout}")
+    _assert_same(out, np.ascontiguousarray(np.transpose(x, (2, 0, 1))))
+
+
+@pytest.mark.parametrize("element", ELEMENTS)
+def test_slice_strided(element):
+    x, out = _unary(element, (5, 7), (2, 3),
+                    "stablehlo.slice {x} [1:4:2, 0:7:3] : ({tin}) -> {tout}")
+    _assert_same(out, np.ascontiguousarray(x[1:4:2, 0:7:3]))
+
+
+def test_slice_empty():
+    x, out = _unary("i16", (4,), (0,), "stablehlo.slice {x} [2:2] : ({tin}) -> {tout}")
+    _assert_same(out, x[2:2])
+
+
+@pytest.mark.parametrize("element", ELEMENTS)
+def test_concatenate(element):
+    a, b, c = _data(element, (2, 1)), _data(element, (2, 0)), _data(element, (2, 3))[:, ::-1]
+    c = np.ascontiguousarray(c)
+    types = [_ttype(element, s) for s in ((2, 1), (2, 0), (2, 3))]
+    tout = _ttype(element, (2, 4))
+    body = (f"  %r = stablehlo.concatenate %a0, %a1, %a2, dim = 1 : "
+            f"({', '.join(types)}) -> {tout}\n  return %r : {tout}")
+    _assert_same(_run(body, [a, b, c], types, [tout]), np.concatenate([a, b, c], axis=1))
+
+
+def _numpy_pad(x, value, low, high, interior):
+    """The spec's pad: interior padding first, then edge padding (negative = crop)."""
+    for d, (lo, hi, it) in enumerate(zip(low, high, interior)):
+        n = x.shape[d]
+        size = n + max(n - 1, 0) * it
+        shape = list(x.shape)
+        shape[d] = size
+        inner = np.full(shape, value, x.dtype)
+        index = [slice(None)] * x.ndim
+        index[d] = slice(0, size, it + 1)
+        inner[tuple(index)] = x
+        shape[d] = size + max(lo, 0) + max(hi, 0)
+        full = np.full(shape, value, x.dtype)
+        index[d] = slice(max(lo, 0), max(lo, 0) + size)
+        full[tuple(index)] = inner
+        index[d] = slice(-min(lo, 0), full.shape[d] + min(hi, 0))
+        x = full[tuple(index)]
+    return np.ascontiguousarray(x)
+
+
+@pytest.mark.parametrize("element", ["i1", "i4", "i8", "ui64", "f8E4M3FN", "bf16", "f32",
+                                     "complex<f32>"])
+@pytest.mark.parametrize("low,high,interior", [
+    ((1, 0), (2, 1), (0, 0)),       # plain edge padding
+    ((0, -1), (1, 2), (1, 0)),      # negative low edge crops, interior padding
+    ((-2, 1), (-1, -2), (2, 1)),    # cropping into the interior padding on both ends
+    ((0, 0), (0, 0), (0, 0)),
+])
+def test_pad(element, low, high, interior):
+    x = _data(element, (3, 4))
+    value = _data(element, (7,))[-1].reshape(())
+    expected = _numpy_pad(x, value, low, high, interior)
+    tin, tout, tval = _ttype(element, (3, 4)), _ttype(element, expected.shape), _ttype(element, ())
+    body = (f"  %r = stablehlo.pad %a0, %a1, low = {list(low)}, high = {list(high)}, "
+            f"interior = {list(interior)} : ({tin}, {tval}) -> {tout}\n  return %r : {tout}")
+    _assert_same(_run(body, [x, value], [tin, tval], [tout]), expected)
+
+
+@pytest.mark.parametrize("element", ELEMENTS)
+def test_reverse(element):
+    x, out = _unary(element, (2, 3, 4), (2, 3, 4),
+                    "stablehlo.reverse {x}, dims = [0, 2] : {tin}")
+    _assert_same(out, np.ascontiguousarray(x[::-1, :, ::-1]))
+
+
+def test_reverse_no_dims():
+    x, out = _unary("f64", (3,), (3,), "stablehlo.reverse {x}, dims = [] : {tin}")
+    _assert_same(out, x)
+
+
+@pytest.mark.parametrize("dim,size", [(0, 2), (1, 0), (2, 5)])
+def test_get_dimension_size(dim, size):
+    tin = _ttype("f32", (2, 0, 5))
+    body = (f"  %r = stablehlo.get_dimension_size %a0, dim = {dim} : ({tin}) -> tensor<i32>\n"
+            f"  return %r : tensor<i32>")
+    _assert_same(_run(body, [np.zeros((2, 0, 5), np.float32)], [tin], ["tensor<i32>"]),
+                 np.array(size, np.int32))
+
+
+def test_mhlo_forms():
+    x = _data("f32", (3, 4))
+    z = np.array(-1, np.float32)
+    body = """
+  %0 = "mhlo.pad"(%a0, %a1) {edge_padding_low = dense<[0, -1]> : tensor<2xi64>, edge_padding_high = dense<[1, 2]> : tensor<2xi64>, interior_padding = dense<[1, 0]> : tensor<2xi64>} : (tensor<3x4xf32>, tensor<f32>) -> tensor<6x5xf32>
+  %1 = "mhlo.slice"(%a0) {start_indices = dense<[0, 1]> : tensor<2xi64>, limit_indices = dense<[2, 4]> : tensor<2xi64>, strides = dense<[1, 2]> : tensor<2xi64>} : (tensor<3x4xf32>) -> tensor<2x2xf32>
+  %2 = "mhlo.reverse"(%a0) {dimensions = dense<[0, 1]> : tensor<2xi64>} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %3 = "mhlo.transpose"(%a0) {permutation = dense<[1, 0]> : tensor<2xi64>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+  %4 = "mhlo.broadcast_in_dim"(%a1) {broadcast_dimensions = dense<> : tensor<0xi64>} : (tensor<f32>) -> tensor<2xf32>
+  return %0, %1, %2, %3, %4 : tensor<6x5xf32>, tensor<2x2xf32>, tensor<3x4xf32>, tensor<4x3xf32>, tensor<2xf32>"""
+    outs = _run(body, [x, z], ["tensor<3x4xf32>", "tensor<f32>"],
+                ["tensor<6x5xf32>", "tensor<2x2xf32>", "tensor<3x4xf32>", "tensor<4x3xf32>",
+                 "tensor<2xf32>"])
+    _assert_same(outs[0], _numpy_pad(x, z, (0, -1), (1, 2), (1, 0)))
+    _assert_same(outs[1], np.ascontiguousarray(x[0:2, 1:4:2]))
+    _assert_same(outs[2], np.ascontiguousarray(x[::-1, ::-1]))
+    _assert_same(outs[3], np.ascontiguousarray(x.T))
+    _assert_same(outs[4], np.full((2,), z))
+
+
+def test_dynamism_ops_with_static_results():
+    x = _data("i64", (3, 1))
+    body = """
+  %shape = stablehlo.constant dense<[3, 2, 2]> : tensor<3xi64>
+  %0 = stablehlo.dynamic_broadcast_in_dim %a0, %shape, dims = [0, 2] : (tensor<3x1xi64>, tensor<3xi64>) -> tensor<3x2x2xi64>
+  %flat = stablehlo.constant dense<[3]> : tensor<1xi64>
+  %1 = stablehlo.dynamic_reshape %a0, %flat : (tensor<3x1xi64>, tensor<1xi64>) -> tensor<3xi64>
+  %pv = stablehlo.constant dense<-1> : tensor<i64>
+  %lo = stablehlo.constant dense<[1, -1]> : tensor<2xi64>
+  %hi = stablehlo.constant dense<[0, 2]> : tensor<2xi64>
+  %in = stablehlo.constant dense<[1, 0]> : tensor<2xi64>
+  %2 = stablehlo.dynamic_pad %a0, %pv, %lo, %hi, %in : (tensor<3x1xi64>, tensor<i64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> tensor<6x2xi64>
+  return %0, %1, %2 : tensor<3x2x2xi64>, tensor<3xi64>, tensor<6x2xi64>"""
+    outs = _run(body, [x], ["tensor<3x1xi64>"],
+                ["tensor<3x2x2xi64>", "tensor<3xi64>", "tensor<6x2xi64>"])
+    _assert_same(outs[0], np.ascontiguousarray(np.broadcast_to(x[:, None, :], (3, 2, 2))))
+    _assert_same(outs[1], x.reshape(3))
+    _assert_same(outs[2], _numpy_pad(x, np.int64(-1), (1, -1), (0, 2), (1, 0)))
