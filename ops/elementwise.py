@@ -4,7 +4,8 @@ Most ops are one `jax.lax` call, which lowers back to the same StableHLO op, so
 XLA's semantics carry over unchanged (integer division by zero, INT_MIN / -1,
 shifts by the bit width or more, NaN-propagating min/max). Custom lowerings
 exist only where lax lacks a case: booleans in add/multiply, integer power,
-real/imag of real tensors.
+abs/popcnt of sub-byte integers, complex cbrt, real/imag of real tensors,
+and logistic in narrow floats (where lax's expansion rounds differently from XLA).
 """
 
 from __future__ import annotations
@@ -27,6 +28,20 @@ def reject_unsupported_types(op):
     return None
 
 
+_BF16 = T.ELEMENT_DTYPES["bf16"]
+SIGNED_OF_WIDTH = {2: T.ELEMENT_DTYPES["i2"], 4: T.ELEMENT_DTYPES["i4"], 8: np.dtype(np.int8),
+                   16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
+UNSIGNED_OF_WIDTH = {2: T.ELEMENT_DTYPES["ui2"], 4: T.ELEMENT_DTYPES["ui4"],
+                     8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32),
+                     64: np.dtype(np.uint64)}
+
+
+def bits_as(x, table):
+    """x's bits reinterpreted as the integer type of the same width from `table`."""
+    itype = table[T.bit_width(x.dtype)]
+    return x if x.dtype == itype else lax.bitcast_convert_type(x, itype)
+
+
 def _is_bool(x) -> bool:
     return x.dtype == np.bool_
 
@@ -46,8 +61,6 @@ def _register_simple(mnemonic, fn):
 # ---------------------------------------------------------------- unary ops
 
 _UNARY = {
-    "abs": lax.abs,
-    "cbrt": lax.cbrt,
     "ceil": lax.ceil,
     "floor": lax.floor,
     "cosine": lax.cos,
@@ -58,10 +71,8 @@ _UNARY = {
     "exponential_minus_one": lax.expm1,
     "log": lax.log,
     "log_plus_one": lax.log1p,
-    "logistic": lax.logistic,
     "negate": lax.neg,
     "not": lax.bitwise_not,  # logical not on i1
-    "popcnt": lax.population_count,
     "count_leading_zeros": lax.clz,
     "round_nearest_afz": lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
     "round_nearest_even": lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
@@ -73,6 +84,46 @@ _UNARY = {
 
 for _mnemonic, _fn in _UNARY.items():
     _register_simple(_mnemonic, _fn)
+
+
+@register_op(*_names("abs"), prepare=reject_unsupported_types)
+def abs_(ctx, op, x):
+    if T.is_integer(x.dtype) and T.bit_width(x.dtype) < 8:
+        # lax.abs refuses sub-byte integers; abs(INT_MIN) wraps to INT_MIN either way.
+        return lax.convert_element_type(lax.abs(lax.convert_element_type(x, np.int8)), x.dtype)
+    return lax.abs(x)
+
+
+@register_op(*_names("popcnt"), prepare=reject_unsupported_types)
+def popcnt(ctx, op, x):
+    if T.bit_width(x.dtype) < 8 and not T.is_unsigned(x.dtype):
+        # XLA counts the bits of sub-byte integers after sign-extending them to a byte.
+        return bits_as(lax.population_count(bits_as(x, UNSIGNED_OF_WIDTH)), SIGNED_OF_WIDTH)
+    return lax.population_count(x)
+
+
+@register_op(*_names("cbrt"), prepare=reject_unsupported_types)
+def cbrt(ctx, op, x):
+    if not T.is_complex(x.dtype):
+        return lax.cbrt(x)
+    # The principal cube root (XLA has none for complex): |x|^(1/3) at a third of the angle.
+    magnitude = lax.cbrt(lax.abs(x))
+    angle = lax.atan2(lax.imag(x), lax.real(x)) / 3
+    sin = lax.sin(angle)
+    # A zero angle keeps its (signed) zero imaginary part even for an infinite magnitude.
+    imag = lax.select(sin == lax.full_like(sin, 0), sin, magnitude * sin)
+    return lax.complex(magnitude * lax.cos(angle), imag)
+
+
+@register_op(*_names("logistic"), prepare=reject_unsupported_types)
+def logistic(ctx, op, x):
+    # lax expands logistic as 1 / (1 + exp(-x)), which in bf16 and 8/4-bit floats
+    # rounds several times and overflows exp; XLA widens those (bf16 to f32, the
+    # narrower ones to f16) and rounds once at the end.
+    if T.is_float(x.dtype) and (T.bit_width(x.dtype) < 16 or x.dtype == _BF16):
+        wide = np.float32 if x.dtype == _BF16 else np.float16
+        return lax.convert_element_type(lax.logistic(lax.convert_element_type(x, wide)), x.dtype)
+    return lax.logistic(x)
 
 
 @register_op(*_names("real"), prepare=reject_unsupported_types)
@@ -91,7 +142,6 @@ def imag(ctx, op, x):
 _BINARY = {
     "subtract": lax.sub,
     "divide": lax.div,
-    "remainder": lax.rem,
     "maximum": lax.max,
     "minimum": lax.min,
     "and": lax.bitwise_and,
@@ -119,6 +169,19 @@ def multiply(ctx, op, x, y):
     return lax.bitwise_and(x, y) if _is_bool(x) else lax.mul(x, y)
 
 
+def _prepare_remainder(op):
+    reject_unsupported_types(op)
+    if T.is_complex(op.result_types[0].dtype):
+        # The spec lists complex, but neither the reference interpreter nor XLA implements it.
+        raise Unsupported("remainder of complex numbers has no implemented semantics")
+    return None
+
+
+@register_op(*_names("remainder"), prepare=_prepare_remainder)
+def remainder(ctx, op, x, y):
+    return lax.rem(x, y)
+
+
 @register_op(*_names("power"), prepare=reject_unsupported_types)
 def power(ctx, op, x, y):
     return _integer_power(x, y) if T.is_integer(x.dtype) else lax.pow(x, y)
@@ -129,8 +192,9 @@ def _integer_power(x, y):
 
     XLA squares over the exponent's low 6 bits only (anything larger overflows
     except for bases 0 and +-1, whose powers those bits still decide), and a
-    negative exponent -- reading the exponent as signed even for unsigned
-    types -- gives 0 unless the base is 1 or all-ones (-1).
+    negative exponent gives 0 unless the base is 1 or all-ones (-1). XLA reads
+    the exponent as signed even for unsigned types, after widening sub-byte
+    types to 8 bits (so ui2/ui4 exponents are never negative).
     """
     one, zero = lax.full_like(x, 1), lax.full_like(x, 0)
     acc, base, e = one, x, y
@@ -138,21 +202,10 @@ def _integer_power(x, y):
         acc = lax.select(lax.bitwise_and(e, one) == one, lax.mul(acc, base), acc)
         base = lax.mul(base, base)
         e = lax.shift_right_logical(e, one)
-    signed_y = _as_signed(y)
-    negative = signed_y < lax.full_like(signed_y, 0)
+    if T.is_unsigned(y.dtype) and T.bit_width(y.dtype) < 8:
+        negative = lax.full_like(y, False, dtype=np.bool_)
+    else:
+        signed_y = bits_as(y, SIGNED_OF_WIDTH)
+        negative = signed_y < lax.full_like(signed_y, 0)
     unit = (x == one) | (x == lax.bitwise_not(zero))
     return lax.select(negative & ~unit, zero, acc)
-
-
-_SIGNED_OF_WIDTH = {2: T.ELEMENT_DTYPES["i2"], 4: T.ELEMENT_DTYPES["i4"], 8: np.dtype(np.int8),
-                    16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
-_UNSIGNED_OF_WIDTH = {2: T.ELEMENT_DTYPES["ui2"], 4: T.ELEMENT_DTYPES["ui4"],
-                      8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32),
-                      64: np.dtype(np.uint64)}
-
-
-def _as_signed(x):
-    """The same bits read as a signed integer of the same width."""
-    if not T.is_unsigned(x.dtype):
-        return x
-    return lax.bitcast_convert_type(x, _SIGNED_OF_WIDTH[T.bit_width(x.dtype)])

@@ -1,0 +1,199 @@
+"""compare (every direction and compare_type), select and clamp.
+
+Expected values come from numpy comparisons or hand-written orderings.
+"""
+
+import operator
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import shlo2jax
+
+BF16 = ml_dtypes.bfloat16
+MLIR = {np.dtype(np.bool_): "i1", np.dtype(ml_dtypes.int4): "i4", np.dtype(np.int8): "i8",
+        np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(ml_dtypes.uint4): "ui4",
+        np.dtype(np.uint8): "ui8", np.dtype(np.uint16): "ui16", np.dtype(np.uint32): "ui32",
+        np.dtype(np.uint64): "ui64",
+        np.dtype(np.float16): "f16", np.dtype(BF16): "bf16", np.dtype(np.float32): "f32",
+        np.dtype(np.float64): "f64", np.dtype(np.complex64): "complex<f32>",
+        np.dtype(np.complex128): "complex<f64>",
+        np.dtype(ml_dtypes.float8_e4m3fn): "f8E4M3FN",
+        np.dtype(ml_dtypes.float8_e4m3fnuz): "f8E4M3FNUZ",
+        np.dtype(ml_dtypes.float8_e5m2): "f8E5M2",
+        np.dtype(ml_dtypes.float4_e2m1fn): "f4E2M1FN"}
+DIRECTIONS = {"EQ": operator.eq, "NE": operator.ne, "LT": operator.lt, "LE": operator.le,
+              "GT": operator.gt, "GE": operator.ge}
+
+
+def tensor(shape, dtype):
+    return f"tensor<{''.join(f'{d}x' for d in shape)}{MLIR[np.dtype(dtype)]}>"
+
+
+def compare(direction, x, y, compare_type=None):
+    t = tensor(x.shape, x.dtype)
+    r = tensor(x.shape, np.bool_)
+    kind = f", {compare_type}" if compare_type else ""
+    text = f"""func.func @main(%x: {t}, %y: {t}) -> {r} {{
+      %0 = stablehlo.compare {direction}, %x, %y{kind} : ({t}, {t}) -> {r}
+      return %0 : {r}
+    }}"""
+    out = np.asarray(shlo2jax.load(text)(x, y))
+    assert out.dtype == np.bool_
+    return out
+
+
+def all_pairs(values):
+    """Every ordered pair of `values`, as two flat arrays."""
+    x, y = np.meshgrid(values, values, indexing="ij")
+    return x.ravel(), y.ravel()
+
+
+INTEGER_CASES = [
+    (np.int8, "SIGNED", [-128, -1, 0, 1, 127]),
+    (np.int32, "SIGNED", [-2**31, -5, 0, 5, 2**31 - 1]),
+    (np.int64, "SIGNED", [-2**63, -1, 0, 2**62, 2**63 - 1]),
+    (ml_dtypes.int4, "SIGNED", [-8, -1, 0, 3, 7]),
+    (np.uint8, "UNSIGNED", [0, 1, 127, 128, 255]),
+    (np.uint32, "UNSIGNED", [0, 1, 2**31 - 1, 2**31, 2**32 - 1]),
+    (np.uint64, "UNSIGNED", [0, 1, 2**63, 2**64 - 1]),
+    (ml_dtypes.uint4, "UNSIGNED", [0, 1, 7, 8, 15]),
+    (np.bool_, "UNSIGNED", [False, True]),
+]
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype, compare_type, values", INTEGER_CASES,
+                         ids=[MLIR[np.dtype(c[0])] for c in INTEGER_CASES])
+def test_integer_compare(direction, dtype, compare_type, values):
+    a, b = all_pairs(np.array(values, dtype=object))
+    expected = np.array([DIRECTIONS[direction](p, q) for p, q in zip(a, b)])
+    wide = np.uint64 if np.dtype(dtype) == np.uint64 else np.int64
+    x, y = (np.array([int(v) for v in side], wide).astype(dtype) for side in (a, b))
+    np.testing.assert_array_equal(compare(direction, x, y, compare_type), expected)
+    # Without compare_type, signedness comes from the element type.
+    np.testing.assert_array_equal(compare(direction, x, y), expected)
+
+
+def test_compare_type_overrides_signedness():
+    x, y = np.array([-1, 1], np.int8), np.array([1, -1], np.int8)
+    np.testing.assert_array_equal(compare("LT", x, y, "UNSIGNED"), [False, True])
+    u, v = np.array([255, 1], np.uint8), np.array([1, 255], np.uint8)
+    np.testing.assert_array_equal(compare("LT", u, v, "SIGNED"), [True, False])
+
+
+FLOAT_VALUES = [-np.inf, -2.5, -0.0, 0.0, 1.0, 3.0, np.inf, np.nan]
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64,
+                                   ml_dtypes.float8_e5m2], ids=lambda d: MLIR[np.dtype(d)])
+def test_float_compare_is_ieee(direction, dtype):
+    # FLOAT: -0 == +0, NaN is unordered (only NE is true).
+    a, b = all_pairs(np.array(FLOAT_VALUES))
+    with np.errstate(invalid="ignore"):
+        expected = DIRECTIONS[direction](a, b)
+    x, y = a.astype(dtype), b.astype(dtype)
+    np.testing.assert_array_equal(compare(direction, x, y, "FLOAT"), expected)
+
+
+# Strictly increasing in IEEE totalOrder (as XLA orders each type's bit patterns).
+TOTAL_ORDERS = {
+    np.float32: [-np.nan, -np.inf, -3.5, -1e-45, -0.0, 0.0, 1e-45, 2.0, np.inf, np.nan],
+    np.float64: [-np.nan, -np.inf, -1.0, -0.0, 0.0, 5e-324, 1.0, np.inf, np.nan],
+    BF16: [-np.nan, -np.inf, -1.0, -0.0, 0.0, 1.0, np.inf, np.nan],
+    np.float16: [-np.nan, -np.inf, -65504.0, -0.0, 0.0, 6e-8, np.inf, np.nan],
+    ml_dtypes.float8_e4m3fn: [-np.nan, -448.0, -1.0, -0.0, 0.0, 0.5, 448.0, np.nan],
+    # No -0 here: the bit pattern 0x80 is the only NaN, and sits just below +0.
+    ml_dtypes.float8_e4m3fnuz: [-240.0, -1.0, np.nan, 0.0, 1.0, 240.0],
+    ml_dtypes.float4_e2m1fn: [-6.0, -0.5, -0.0, 0.0, 0.5, 6.0],
+}
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", TOTAL_ORDERS, ids=lambda d: MLIR[np.dtype(d)])
+def test_totalorder_compare(direction, dtype):
+    values = TOTAL_ORDERS[dtype]
+    with np.errstate(invalid="ignore", over="ignore"):
+        ordered = np.array(values).astype(dtype)
+    if dtype in (np.float32, np.float64, np.float16, BF16, ml_dtypes.float8_e4m3fn):
+        ordered[0] = -np.abs(ordered[-1])  # -NaN: a NaN with the sign bit set
+        assert np.signbit(ordered[0].astype(np.float32))
+    i, j = all_pairs(np.arange(len(values)))
+    expected = DIRECTIONS[direction](i, j)
+    np.testing.assert_array_equal(compare(direction, ordered[i], ordered[j], "TOTALORDER"),
+                                  expected)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_compare_is_lexicographic(direction, dtype):
+    values = np.array([-1 + 2j, 0 - 1j, 0 + 0j, 0 + 1j, 2 - 5j, 2 + 0j], dtype)
+    i, j = all_pairs(np.arange(len(values)))  # `values` is in lexicographic order
+    expected = DIRECTIONS[direction](i, j)
+    np.testing.assert_array_equal(compare(direction, values[i], values[j], "FLOAT"), expected)
+
+
+# ------------------------------------------------------------------- select
+
+def call(text, *args):
+    return np.asarray(shlo2jax.load(text)(*args))
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint32, np.float32, BF16,
+                                   np.complex128, ml_dtypes.int4, ml_dtypes.float8_e4m3fn],
+                         ids=lambda d: MLIR[np.dtype(d)])
+def test_select(dtype):
+    pred = np.array([[True, False, True], [False, False, True]])
+    x = np.array([[1, 0, 1], [1, 1, 0]]).astype(dtype)
+    y = np.array([[0, 1, 0], [0, 0, 1]]).astype(dtype)
+    t, p = tensor((2, 3), dtype), tensor((2, 3), np.bool_)
+    text = f"""func.func @main(%p: {p}, %x: {t}, %y: {t}) -> {t} {{
+      %0 = stablehlo.select %p, %x, %y : {p}, {t}
+      return %0 : {t}
+    }}"""
+    out = call(text, pred, x, y)
+    assert out.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(out, np.where(pred, x, y))
+
+
+@pytest.mark.parametrize("pred", [True, False])
+def test_select_scalar_predicate(pred):
+    x, y = np.arange(6, dtype=np.int32).reshape(2, 3), -np.ones((2, 3), np.int32)
+    text = """func.func @main(%p: tensor<i1>, %x: tensor<2x3xi32>, %y: tensor<2x3xi32>)
+        -> tensor<2x3xi32> {
+      %0 = stablehlo.select %p, %x, %y : tensor<i1>, tensor<2x3xi32>
+      return %0 : tensor<2x3xi32>
+    }"""
+    np.testing.assert_array_equal(call(text, np.array(pred), x, y), x if pred else y)
+
+
+# -------------------------------------------------------------------- clamp
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64, np.float32, np.float64, BF16],
+                         ids=lambda d: MLIR[np.dtype(d)])
+def test_clamp_with_tensor_bounds(dtype):
+    lo = np.array([0, 0, 2, 5, 1]).astype(dtype)
+    x = np.array([3, 10, 1, 6, 7]).astype(dtype)
+    hi = np.array([4, 9, 3, 5, 9]).astype(dtype)
+    t = tensor((5,), dtype)
+    text = f"""func.func @main(%lo: {t}, %x: {t}, %hi: {t}) -> {t} {{
+      %0 = stablehlo.clamp %lo, %x, %hi : {t}
+      return %0 : {t}
+    }}"""
+    out = call(text, lo, x, hi)
+    assert out.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(out, np.minimum(np.maximum(x, lo), hi))
+
+
+def test_clamp_with_scalar_bounds_and_nan():
+    x = np.array([-5.0, 0.5, 3.0, np.nan], np.float32)
+    text = """func.func @main(%lo: tensor<f32>, %x: tensor<4xf32>, %hi: tensor<f32>)
+        -> tensor<4xf32> {
+      %0 = stablehlo.clamp %lo, %x, %hi : (tensor<f32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+      return %0 : tensor<4xf32>
+    }"""
+    out = call(text, np.float32(-1), x, np.float32(2))
+    # min(max(x, lo), hi): NaN propagates.
+    np.testing.assert_array_equal(out, np.array([-1.0, 0.5, 2.0, np.nan], np.float32))
