@@ -1,0 +1,1209 @@
+"""The conformance runner: does this toolchain agree with StableHLO on these programs?
+
+    shlo2jax conformance PATH... [-j N] [--timeout S] [-k PATTERN] [--json FILE]
+                                 [--floor FILE] [--known-failures FILE]
+
+Every `*.mlir` under the paths is split into cases (a file, or its `// -----` chunks,
+ids `path#k`, paths relative to the conformance folder) and each case is reported as
+
+* **pass**        every check held;
+* **fail**        a check did not hold (which check, and the largest error);
+* **unsupported** an op or type has no translation yet (named), or the case needs what
+                  the runner does not model yet (multi-process cases, probes);
+* **error**       anything else: a translation error, a crash, a timeout.
+
+followed by `N passed, N failed, N skipped` (errors count as failed, unsupported as
+skipped). Kinds of case:
+
+* public functions without arguments that call checks, as `stablehlo.custom_call
+  @check.*` or as ops of the `check` dialect (its custom syntax is rewritten to the
+  generic form jaxlib parses). Each check records its operands while the function is
+  traced under `jax.jit` with x64; they come back as outputs and are compared after the
+  run: `expect_eq` bitwise (any NaN equals any NaN, -0 differs from +0);
+  `expect_almost_eq` |actual - expected| <= tolerance (custom call 1e-3, dialect 1e-4
+  or its `tolerance`); `expect_close` ULP distance in [min, max] (custom call [0, 3]);
+  non-finite values must match bitwise except NaN == NaN; complex values componentwise;
+  narrow floats by their bit patterns. `custom_call @check.eq` is `expect_eq` for
+  integers and `expect_almost_eq` (1e-4) otherwise, as in the reference interpreter.
+* a public entry that takes arguments (e.g. the shape-polymorphic `testdata/dynamic`
+  cases), or a lone function without checks: it runs on seeded inputs (dimension-size
+  arguments and `?` dimensions get one consistent size) and its outputs are compared
+  with the StableHLO reference interpreter in jaxlib, run in a child process because it
+  aborts on ops it lacks (then the case is unsupported, with the interpreter's reason).
+
+Cases run in a pool of worker processes that each import jax once. A case that runs
+past `--timeout` or kills its worker (abort, segfault) is reported as an error and the
+worker is replaced: the run always finishes.
+
+The gate (`--floor`, `--known-failures`) exits 1 when a folder passes fewer cases than
+its floor or a case fails that is not a listed known failure; the known-failures list
+may only shrink.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import fnmatch
+import json
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from typing import Callable, Iterable, Optional
+
+import numpy as np
+
+OUTCOMES = ("pass", "fail", "unsupported", "error")
+
+# ---------------------------------------------------------------- cases
+
+
+@dataclasses.dataclass
+class Case:
+    id: str      # path relative to the corpus root, plus `#k` for the k-th `// -----` chunk
+    path: str    # the file
+    text: str    # the module text of this case
+    group: str   # the folder the floor counts passes by
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _find_root(path: str) -> str:
+    """The conformance folder a path lies in (the one holding `testdata/` or `interpret/`
+    beside a README), so that case ids do not depend on how the run was invoked."""
+    start = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
+    here = start
+    while True:
+        if os.path.isfile(os.path.join(here, "README.md")) and any(
+                os.path.isdir(os.path.join(here, d)) for d in ("testdata", "interpret")):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return start
+        here = parent
+
+
+def _files(path: str) -> list[str]:
+    if os.path.isdir(path):
+        found = []
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames.sort()
+            found += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".mlir")]
+        return found
+    if os.path.isfile(path):
+        return [path]
+    raise FileNotFoundError(f"no such file or folder: {path}")
+
+
+def discover(paths: Iterable[str], root: Optional[str] = None) -> list[Case]:
+    """The cases in the given files and folders (folders: every *.mlir, recursively)."""
+    cases, seen = [], set()
+    for path in paths:
+        base = root or _find_root(path)
+        for file in _files(path):
+            rel = os.path.relpath(os.path.abspath(file), base).replace(os.sep, "/")
+            if rel in seen:
+                continue
+            seen.add(rel)
+            group = os.path.dirname(rel) or "."
+            with open(file, encoding="utf-8") as f:
+                text = f.read()
+            chunks = re.split(r"^// -----.*$", text, flags=re.M)
+            if len(chunks) == 1:
+                cases.append(Case(rel, file, text, group))
+                continue
+            line = 0
+            for k, chunk in enumerate(chunks):
+                if "func.func" in chunk:
+                    # padded so that locations in messages are lines of the file
+                    cases.append(Case(f"{rel}#{k}", file, "\n" * line + chunk, group))
+                line += chunk.count("\n")
+    return cases
+
+
+def select(cases: list[Case], patterns: list[str]) -> list[Case]:
+    """`-k`: a case is kept when any pattern is a substring of its id or a glob matching
+    part of it (`add*i32` matches `testdata/add_int32_20_20.mlir`)."""
+    if not patterns:
+        return cases
+    return [c for c in cases if any(
+        p in c.id or fnmatch.fnmatchcase(c.id, f"*{p}*") for p in patterns)]
+
+
+# ---------------------------------------------------------------- check-dialect syntax
+
+# jaxlib does not register the `check` / `interpreter` dialects, so their custom
+# assembly cannot be parsed: it is rewritten to the generic op form.
+_CUSTOM_OP_RE = re.compile(r"(?<![\w.\"@])(check\.expect_\w+|interpreter\.print)\b")
+_GENERIC_PROPS_RE = re.compile(r'("(?:check|interpreter)\.\w+"\([^()]*\)\s*)<\{')
+
+
+def _scan_statement(text: str, start: int) -> int:
+    """End of the op statement starting at `start`: the first newline or `//` comment
+    outside brackets (dense literals may span lines)."""
+    depth, i, in_str = 0, start, False
+    while i < len(text):
+        ch = text[i]
+        if in_str:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            # `->` is not a closing bracket
+            if not (ch == ">" and i > 0 and text[i - 1] == "-"):
+                depth -= 1
+        elif ch == "\n" and depth <= 0:
+            return i
+        elif ch == "/" and text.startswith("//", i) and depth <= 0:
+            return i  # a trailing comment stays where it is
+        i += 1
+    return len(text)
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    parts, depth, start, in_str = [], 0, 0, False
+    for i, ch in enumerate(text):
+        if in_str:
+            in_str = ch != '"' or text[i - 1] == "\\"
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "<([{":
+            depth += 1
+        elif ch in ">)]}" and not (ch == ">" and i and text[i - 1] == "-"):
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def _attr_value(value: str) -> str:
+    """A bare attribute value of the custom syntax (`0.1`, `3`, `"p"`) with its MLIR type."""
+    value = value.strip()
+    if value.startswith(('"', "dense<", "[", "#")) or " : " in value:
+        return value
+    if re.fullmatch(r"[-+]?\d+", value):
+        return f"{value} : i64"
+    return f"{value} : f64"
+
+
+def _generic_check(name: str, body: str) -> str:
+    """`check.expect_* <body>` (custom syntax, op name stripped) -> the generic op."""
+    head, _, tail = body.partition(" : ") if " : " in body else (body, "", "")
+    items = [p for p in _split_top(head, ",") if p]
+    tail = tail.strip()
+    extra = ""
+    if tail.endswith("}"):  # a trailing attr-dict: `... : tensor<f64> {tolerance = 0.1 : f64}`
+        depth, i = 0, len(tail) - 1
+        while i >= 0:
+            depth += tail[i] == "}"
+            depth -= tail[i] == "{"
+            if depth == 0:
+                break
+            i -= 1
+        extra = tail[i + 1:-1].strip()
+        tail = tail[:i].strip()
+    types = [t for t in _split_top(tail, ",") if t]
+    operands, attrs, value = [], [], None
+    for item in items:
+        if item.startswith("%"):
+            operands.append(item)
+        elif item.startswith("dense"):
+            value = item
+        elif "=" in item:
+            key, _, val = item.partition("=")
+            attrs.append(f"{key.strip()} = {_attr_value(val)}")
+        else:
+            raise ValueError(f"cannot read `{name} {body.strip()}`")
+    if value is not None:
+        attrs.insert(0, f"value = {value} : {types[0]}")
+    if extra:
+        attrs.append(extra)
+    if len(types) < len(operands):
+        types = types + [types[-1]] * (len(operands) - len(types))
+    attr_dict = " {" + ", ".join(attrs) + "}" if attrs else ""
+    return (f'"{name}"({", ".join(operands)}){attr_dict} : '
+            f'({", ".join(types[:len(operands)])}) -> ()')
+
+
+def rewrite_check_syntax(text: str) -> str:
+    """Rewrites the `check` dialect's custom syntax (and `interpreter.print`) to the generic
+    form jaxlib can parse, and the `<{...}>` properties of such generic ops to an attribute
+    dictionary (properties of unregistered ops are not visible as attributes)."""
+    out, pos = [], 0
+    for m in _CUSTOM_OP_RE.finditer(text):
+        if m.start() < pos:
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        prefix = text[line_start:m.start()]
+        if prefix.strip() or "//" in prefix:
+            continue  # inside a comment or another construct
+        end = _scan_statement(text, m.end())
+        out.append(text[pos:m.start()])
+        out.append(_generic_check(m.group(1), text[m.end():end].strip()))
+        pos = end
+    out.append(text[pos:])
+    text = "".join(out)
+    return _props_to_attrs(text) if "<{" in text else text
+
+
+def _props_to_attrs(text: str) -> str:
+    out, pos = [], 0
+    for m in _GENERIC_PROPS_RE.finditer(text):
+        if m.start() < pos:
+            continue
+        open_at = m.end() - 1  # the `{`
+        depth, i = 0, open_at
+        while i < len(text):
+            depth += text[i] == "{"
+            depth -= text[i] == "}"
+            if depth == 0:
+                break
+            i += 1
+        if not text.startswith("}>", i):
+            continue
+        out += [text[pos:m.end() - 2], text[open_at:i + 1]]
+        pos = i + 2
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- comparisons
+
+_NO_SIGN_FLOATS = ("float8_e8m0fnu",)
+
+
+def _type_name(a: np.ndarray) -> str:
+    from shlo2jax import types as T
+    try:
+        return str(T.tensor_type(a.shape, a.dtype))
+    except KeyError:
+        return f"{a.dtype}{list(a.shape)}"
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """Bit patterns as unsigned integers (sub-byte floats sit in the low bits of a byte)."""
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def _as_f64(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64)
+
+
+def _components(a: np.ndarray) -> list:
+    """Complex values compare componentwise; everything else is one component."""
+    if a.dtype.kind == "c":
+        return [a.real.copy(), a.imag.copy()]
+    return [a]
+
+
+def _fmt_index(bad: np.ndarray) -> str:
+    idx = np.argwhere(bad)
+    return str(tuple(int(i) for i in idx[0])) if idx.size else "()"
+
+
+def _eq_mismatch(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Bitwise inequality, except that any NaN equals any NaN."""
+    from shlo2jax import types as T
+    if not (T.is_float(actual.dtype) or T.is_complex(actual.dtype)):
+        return actual != expected
+    bad = np.zeros(actual.shape, bool)
+    for a, e in zip(_components(actual), _components(expected)):
+        both_nan = np.isnan(_as_f64(a)) & np.isnan(_as_f64(e))
+        bad |= (_bits(a) != _bits(e)) & ~both_nan
+    return bad
+
+
+def _nonfinite_mismatch(a: np.ndarray, e: np.ndarray):
+    """(mask of elements where either side is non-finite, mask of those that differ):
+    non-finite values must be bitwise equal, any NaN equals any NaN."""
+    af, ef = _as_f64(a), _as_f64(e)
+    nonfinite = ~np.isfinite(af) | ~np.isfinite(ef)
+    both_nan = np.isnan(af) & np.isnan(ef)
+    return nonfinite, nonfinite & ~both_nan & (_bits(a) != _bits(e))
+
+
+def _ordered(a: np.ndarray):
+    """(sign, magnitude) of each float's bit pattern: the ULP distance of two values is
+    |mag_a - mag_b| with equal signs and mag_a + mag_b otherwise (so -0 and +0 are 0 apart)."""
+    from shlo2jax import types as T
+    u = _bits(a).astype(np.uint64)
+    if a.dtype.name in _NO_SIGN_FLOATS:
+        return np.zeros(a.shape, bool), u
+    sign = np.uint64(1) << np.uint64(T.bit_width(a.dtype) - 1)
+    return (u & sign) != 0, u & ~sign
+
+
+def ulp_distance(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+    sa, ma = _ordered(a)
+    se, me = _ordered(e)
+    with np.errstate(over="ignore"):  # both branches are computed; the taken one is exact
+        same = np.where(ma >= me, ma - me, me - ma)
+        return np.where(sa == se, same, ma + me)
+
+
+def compare(kind: str, params: dict, actual, expected) -> Optional[str]:
+    """None when `actual` satisfies the check against `expected`, else what went wrong
+    (with the largest error). `kind` is eq / almost_eq / close as ops/check.py records them."""
+    from shlo2jax import types as T
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.dtype != expected.dtype or actual.shape != expected.shape:
+        return f"type mismatch: actual {_type_name(actual)}, expected {_type_name(expected)}"
+    if actual.size == 0:
+        return None
+    numeric = T.is_float(actual.dtype) or T.is_complex(actual.dtype)
+    if kind == "eq" or (kind in ("almost_eq", "close") and not numeric):
+        bad = _eq_mismatch(actual, expected)
+        if not bad.any():
+            return None
+        first = _fmt_index(bad)
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        detail = f"{actual[idx]} vs {expected[idx]}"
+        if numeric or T.is_integer(actual.dtype):
+            with np.errstate(all="ignore"):
+                diff = np.abs(actual.astype(np.complex128) - expected.astype(np.complex128))
+            finite = diff[bad & np.isfinite(diff)]
+            if finite.size:
+                detail += f"; largest difference {float(finite.max()):.6g}"
+        return (f"{int(bad.sum())} of {actual.size} element(s) differ (bitwise), first at "
+                f"{first}: {detail}")
+    if kind == "almost_eq":
+        tol = float(params.get("tolerance", 1e-4))
+        bad = np.zeros(actual.shape, bool)
+        worst = 0.0
+        for a, e in zip(_components(actual), _components(expected)):
+            nonfinite, nf_bad = _nonfinite_mismatch(a, e)
+            with np.errstate(all="ignore"):
+                diff = np.abs(_as_f64(a) - _as_f64(e))
+            over = ~nonfinite & ~(diff <= tol)
+            bad |= over | nf_bad
+            if (~nonfinite).any():
+                worst = max(worst, float(np.max(np.where(nonfinite, 0.0, diff))))
+        if not bad.any():
+            return None
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        return (f"{int(bad.sum())} of {actual.size} element(s) off by more than {tol:g}; "
+                f"largest difference {worst:.6g}; first at {_fmt_index(bad)}: "
+                f"{actual[idx]} vs {expected[idx]}")
+    if kind == "close":
+        lo = int(params.get("min_ulp_difference", 0))
+        hi = int(params.get("max_ulp_difference", 3))
+        bad = np.zeros(actual.shape, bool)
+        worst = 0
+        for a, e in zip(_components(actual), _components(expected)):
+            nonfinite, nf_bad = _nonfinite_mismatch(a, e)
+            ulps = ulp_distance(a, e)
+            outside = ~nonfinite & ((ulps < lo) | (ulps > hi))
+            bad |= outside | nf_bad
+            if (~nonfinite).any():
+                worst = max(worst, int(np.max(np.where(nonfinite, 0, ulps))))
+        if not bad.any():
+            return None
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        return (f"{int(bad.sum())} of {actual.size} element(s) outside [{lo}, {hi}] ULP; "
+                f"largest distance {worst} ULP; first at {_fmt_index(bad)}: "
+                f"{actual[idx]} vs {expected[idx]}")
+    return f"unknown check kind {kind!r}"
+
+
+def compare_with_reference(actual, expected) -> Optional[str]:
+    """Outputs against the reference interpreter: integers exactly; floats within 3 ULP or
+    1e-4 absolute (libm and XLA differ in the last bits of transcendental functions)."""
+    from shlo2jax import types as T
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if not (T.is_float(actual.dtype) or T.is_complex(actual.dtype)):
+        return compare("eq", {}, actual, expected)
+    ulp = compare("close", {}, actual, expected)
+    if ulp is None:
+        return None
+    absolute = compare("almost_eq", {"tolerance": 1e-4}, actual, expected)
+    return None if absolute is None else f"{ulp}; {absolute}"
+
+
+# ---------------------------------------------------------------- running one case
+
+class CaseResult(Exception):
+    """Raised inside a case to end it with an outcome."""
+
+    def __init__(self, outcome: str, message: str):
+        super().__init__(message)
+        self.outcome, self.message = outcome, message
+
+
+def _unsupported_message(err) -> str:
+    seen, parts = set(), []
+    for name, _loc, what in err.problems:
+        key = (name, what)
+        if key not in seen:
+            seen.add(key)
+            parts.append(f"{name}: {what}")
+    more = f" (+{len(parts) - 3} more)" if len(parts) > 3 else ""
+    return "; ".join(parts[:3]) + more
+
+
+_NOT_MODELLED = (
+    ("interpreter.run_parallel", "multi-process case (interpreter.run_parallel): needs the "
+                                 "collectives issue"),
+    ("interpreter.probe", "interpreter.probe / expect_serialized_eq: needs the probe issue"),
+)
+
+_check_eq_wrapped = False
+
+
+def _record_check_eq():
+    """`custom_call @check.eq` returns whether its operands agree; the interpreter fails the
+    case when they do not (integers bitwise, others within 1e-4). The built-in handler only
+    computes the boolean, so the runner also records the comparison, unless the built-in
+    one already records it."""
+    global _check_eq_wrapped
+    if _check_eq_wrapped:
+        return
+    from shlo2jax import registry
+    registry.lookup("stablehlo.custom_call")  # loads the built-in rules
+    rule = registry.CUSTOM_CALL_RULES.get("check.eq")
+    if rule is None:
+        return
+    builtin = rule.handler
+
+    def check_eq(ctx, op, params, lhs, rhs):
+        recorder = ctx.translator.recorder
+        before = len(recorder) if recorder is not None else 0
+        result = builtin(ctx, op, params, lhs, rhs)
+        if recorder is not None and len(recorder) == before:
+            from shlo2jax import types as T
+            if T.is_integer(rhs.dtype) or rhs.dtype == np.bool_:
+                recorder.append((op, "eq", {}, (lhs, rhs)))
+            else:
+                recorder.append((op, "almost_eq", {"tolerance": 1e-4}, (lhs, rhs)))
+        return result
+
+    registry.register_custom_call("check.eq", check_eq, prepare=rule.prepare)
+    _check_eq_wrapped = True
+
+
+def _flat_arrays(values) -> list:
+    import jax
+    from shlo2jax.translate import Token
+    leaves = jax.tree_util.tree_leaves(values, is_leaf=lambda x: isinstance(x, Token))
+    return [v for v in leaves if not isinstance(v, Token)]
+
+
+def _run_checked(program, fn) -> tuple[int, Optional[str]]:
+    """Runs a no-argument function with the check recorder; (checks, failure or None)."""
+    import jax
+    translator = program.translator
+    translator.recorder = recorded = []
+    translator._callees.clear()  # callees traced without the recorder would skip checks
+    body = translator.function_body(fn.definition)
+
+    def traced():
+        recorded.clear()
+        outs = body()
+        return _flat_arrays(outs), [list(r[3]) for r in recorded]
+
+    try:
+        with jax.enable_x64(True):
+            _, operands = jax.jit(traced)()
+            jax.block_until_ready(operands)
+    finally:
+        translator.recorder = None
+        translator._callees.clear()
+    failures = []
+    for (op, kind, params, _), values in zip(recorded, operands):
+        values = [np.asarray(v) for v in values]
+        if "expected" in params:
+            actual, expected = values[0], np.asarray(params["expected"])
+        elif len(values) == 2:
+            actual, expected = values
+        else:
+            raise CaseResult("error", f"@{fn.name}: {op.name} at {op.location} has no expected "
+                                      "value (an attribute the runner could not read)")
+        msg = compare(kind, params, actual, expected)
+        if msg:
+            failures.append(f"@{fn.name}: {kind} check at {op.location}: {msg}")
+    if failures:
+        more = f" (+{len(failures) - 1} more failing check(s))" if len(failures) > 1 else ""
+        return len(recorded), failures[0] + more
+    return len(recorded), None
+
+
+def _seeded_inputs(fn, size: int, seed: int = 0):
+    """Seeded inputs for a function with arguments, and the static types they have.
+
+    With `?` dimensions (jax shape polymorphism), the leading rank-0 integer arguments are
+    the dimension sizes: they get `size`, and so does every `?` dimension (the corpus's
+    programs name one size variable per leading argument, and equal sizes satisfy any
+    mapping of variables to dimensions)."""
+    from shlo2jax import types as T
+    rng = np.random.default_rng(seed)
+    types = list(fn.input_types)
+    if not all(isinstance(t, T.TensorType) for t in types):
+        raise CaseResult("unsupported", f"@{fn.name} takes a token or tuple argument")
+    dynamic = any(not t.is_static for t in types)
+    n_dims = 0
+    if dynamic:
+        while n_dims < len(types) and types[n_dims].shape == () and T.is_integer(types[n_dims].dtype):
+            n_dims += 1
+    static_types, inputs = [], []
+    for i, t in enumerate(types):
+        st = T.TensorType(tuple(size if d is None else d for d in t.shape), t.dtype, t.element,
+                          t.quant, t.bounds)
+        static_types.append(st)
+        shape = st.shape
+        if t.quant is not None:
+            raise CaseResult("unsupported", f"@{fn.name} takes a quantized argument")
+        if i < n_dims:
+            value = size
+        elif t.dtype == np.bool_:
+            value = rng.integers(0, 2, shape)
+        elif T.is_integer(t.dtype) and len(shape) <= 1:
+            value = np.zeros(shape)  # mostly start indices: 0 is valid for any size
+        elif T.is_integer(t.dtype):
+            value = rng.integers(0, size, shape)  # small and non-negative: safe as indices
+        elif T.is_complex(t.dtype):
+            value = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+        else:
+            value = rng.standard_normal(shape) * 2
+        inputs.append(np.asarray(np.asarray(value).astype(t.dtype)))
+    return inputs, n_dims, static_types
+
+
+def _component_type(t: str) -> str:
+    return t.replace("complex<f32>", "f32").replace("complex<f64>", "f64")
+
+
+def _reference_module_text(program, fn, static_types, n_dims: int, size: int) -> str:
+    """The module with a new public @main that calls `fn` on static arguments (dimension
+    arguments become constants), so that the reference interpreter, which runs @main and has
+    no dynamic shapes, can evaluate it after shape refinement. Complex arguments and results
+    travel as (real, imaginary) pairs: jaxlib cannot convert complex attributes to Python."""
+    from jaxlib.mlir import ir
+    module = program.mlir_module
+    with module.context:
+        text = module.operation.get_asm(large_elements_limit=None, enable_debug_info=False)
+        m = ir.Module.parse(text)
+        target = "__conformance_target"
+        for view in m.body.operations:
+            op = view.operation
+            if op.name != "func.func":
+                continue
+            name = op.attributes["sym_name"].value
+            if name == fn.name or name == "main":
+                new = target if name == fn.name else "__conformance_original_main"
+                ir.SymbolTable.replace_all_symbol_uses(name, new, m.operation)
+                op.attributes["sym_name"] = ir.StringAttr.get(new)
+                op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        body = m.operation.get_asm(large_elements_limit=None, enable_debug_info=False).rstrip()
+    ins = [str(t) for t in fn.input_types]
+    outs = [str(t) for t in fn.output_types]
+    params, lines, args = [], [], []
+    for i, t in enumerate(ins):
+        if i < n_dims:
+            lines.append(f"    %d{i} = stablehlo.constant dense<{size}> : {t}")
+            args.append(f"%d{i}")
+            continue
+        st = str(static_types[i])
+        if "complex<" in st:
+            part = _component_type(st)
+            params += [f"%re{i}: {part}", f"%im{i}: {part}"]
+            lines.append(f"    %s{i} = stablehlo.complex %re{i}, %im{i} : {st}")
+        else:
+            params.append(f"%s{i}: {st}")
+        if st != t:  # `?` dimensions: the callee's declared type, refined afterwards
+            lines.append(f"    %c{i} = stablehlo.convert %s{i} : ({st}) -> {t}")
+            args.append(f"%c{i}")
+        else:
+            args.append(f"%s{i}")
+    call = f"func.call @{target}({', '.join(args)}) : ({', '.join(ins)}) -> ({', '.join(outs)})"
+    if len(outs) > 1:
+        lines.append(f"    %r:{len(outs)} = {call}")
+        refs = [f"%r#{i}" for i in range(len(outs))]
+    elif outs:
+        lines.append(f"    %r = {call}")
+        refs = ["%r"]
+    else:
+        lines.append(f"    {call}")
+        refs = []
+    results, result_types = [], []
+    for i, (ref, t) in enumerate(zip(refs, outs)):
+        if "complex<" in t:
+            part = _component_type(t)
+            lines.append(f"    %ore{i} = stablehlo.real {ref} : ({t}) -> {part}")
+            lines.append(f"    %oim{i} = stablehlo.imag {ref} : ({t}) -> {part}")
+            results += [f"%ore{i}", f"%oim{i}"]
+            result_types += [part, part]
+        else:
+            results.append(ref)
+            result_types.append(t)
+    ret = f"    return {', '.join(results)} : {', '.join(result_types)}" if results else "    return"
+    head = f"  func.func public @main({', '.join(params)}) -> ({', '.join(result_types)}) {{"
+    assert body.endswith("}")
+    return body[:-1] + "\n".join([head] + lines + [ret, "  }"]) + "\n}\n"
+
+
+def _split_complex(arrays) -> list:
+    out = []
+    for a in arrays:
+        if np.iscomplexobj(a):
+            out += [a.real.copy(), a.imag.copy()]
+        else:
+            out.append(a)
+    return out
+
+
+def _join_complex(values: list, output_types) -> list:
+    out, it = [], iter(values)
+    for t in output_types:
+        v = np.asarray(next(it))
+        if getattr(t, "dtype", None) is not None and np.dtype(t.dtype).kind == "c":
+            im = np.asarray(next(it))
+            joined = np.zeros(v.shape, t.dtype)
+            joined.real, joined.imag = v, im
+            v = joined
+        out.append(v)
+    return out
+
+
+# The child imports jaxlib's MLIR bindings only (no jax, no shlo2jax): it starts in a
+# fraction of a second. It reads (module text, [(bits, type)]) and writes the outputs as
+# MLIR attribute text, which the worker decodes.
+_REFERENCE_CHILD = """
+import pickle, sys
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import chlo, stablehlo
+from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+registry = ir.DialectRegistry()
+_jax_mlir_ext.register_dialects(registry)
+context = ir.Context()
+context.append_dialect_registry(registry)
+context.load_all_available_dialects()
+stablehlo.register_dialect(context)
+chlo.register_dialect(context)
+with open(sys.argv[1], "rb") as f:
+    text, inputs = pickle.load(f)
+with context, ir.Location.unknown():
+    module = ir.Module.parse(text)
+    args = [ir.DenseElementsAttr.get(data, type=ir.Type.parse(t)) for data, t in inputs]
+    outputs = [str(o) for o in stablehlo.eval_module(module, args)]
+with open(sys.argv[2], "wb") as f:
+    pickle.dump(outputs, f)
+"""
+
+
+def _refined_reference_text(text: str, dynamic: bool) -> str:
+    """The wrapper module, shape-refined when it has `?` dimensions (the reference
+    interpreter has no dynamic shapes)."""
+    from jaxlib.mlir import ir
+    from shlo2jax._jax_internals import make_ir_context
+    with make_ir_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        if dynamic:
+            from jax._src.interpreters import mlir as jax_mlir
+            try:
+                module = jax_mlir.refine_polymorphic_shapes(module)
+            except Exception as e:
+                cause = e.__cause__ or e
+                raise CaseResult("error", "shape refinement of the reference module failed: "
+                                          f"{_tail(str(cause))}") from None
+        return module.operation.get_asm(large_elements_limit=None, enable_debug_info=False)
+
+
+def _reference_input(a: np.ndarray):
+    from shlo2jax import types as T
+    data = a if a.dtype.kind in "biuf" else _bits(a)  # ml_dtypes: their bit patterns
+    return np.array(data, order="C"), str(T.tensor_type(a.shape, a.dtype))
+
+
+def _decode_reference_output(text: str) -> np.ndarray:
+    from shlo2jax import attributes, types as T
+    return attributes.dense_from_text(text, T.parse_type(text[text.rindex(" : ") + 3:]))
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+_CRASH_LINE_RE = re.compile(r"Check failed|LLVM ERROR|Fatal Python error|what\(\)|terminate called|"
+                            r"Segmentation fault|Aborted|[A-Za-z]*Error\b")
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    """The informative end of a crash log: the abort reason rather than the stack trace."""
+    keep = [ln.strip() for ln in text.splitlines() if ln.strip()
+            and not re.match(r"\s*(@\s+0x|\*\*\*|File \"|#\d+ )", ln)]
+    reasons = [ln for ln in keep if _CRASH_LINE_RE.search(ln)]
+    chosen = reasons[-lines:] if reasons else keep[-lines:]
+    return " | ".join(ln[:400] for ln in chosen)
+
+
+def _run_reference(text: str, inputs: list, dynamic: bool, timeout: float) -> list:
+    """The reference interpreter's outputs for @main of `text` on `inputs`."""
+    text = _refined_reference_text(text, dynamic)
+    with tempfile.TemporaryDirectory(prefix="shlo2jax-ref-") as tmp:
+        src, dst = os.path.join(tmp, "in.pkl"), os.path.join(tmp, "out.pkl")
+        with open(src, "wb") as f:
+            pickle.dump((text, [_reference_input(a) for a in inputs]), f)
+        try:
+            proc = subprocess.run([sys.executable, "-c", _REFERENCE_CHILD, src, dst],
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CaseResult("error", f"reference interpreter ran past {timeout:.0f} s") from None
+        if proc.returncode < 0:  # it aborts on what it does not implement
+            raise CaseResult("unsupported",
+                             f"the reference interpreter cannot run it "
+                             f"({_signal_name(proc.returncode)}): {_tail(proc.stderr) or 'no message'}")
+        if proc.returncode != 0:
+            raise CaseResult("error", f"running the reference interpreter failed: "
+                                      f"{_tail(proc.stderr, 1) or 'no message'}")
+        with open(dst, "rb") as f:
+            return [_decode_reference_output(t) for t in pickle.load(f)]
+
+
+def _run_against_reference(program, fn, deadline: float) -> str:
+    """Runs `fn` on seeded inputs through the translation and through the reference
+    interpreter (in a child process) and compares the outputs."""
+    from shlo2jax import types as T
+    size = 3
+    inputs, n_dims, static_types = _seeded_inputs(fn, size)
+    dynamic = any(not t.is_static for t in fn.input_types)
+    outs = fn(*inputs)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    actual = [np.asarray(o) for o in _flat_arrays(outs)]
+    text = _reference_module_text(program, fn, static_types, n_dims, size)
+    expected = _run_reference(text, _split_complex(inputs[n_dims:]), dynamic,
+                              max(5.0, deadline - time.time()))
+    expected = _join_complex(expected, [t for t in fn.output_types
+                                        if not isinstance(t, (T.TokenType, T.TupleType))])
+    if len(expected) != len(actual):
+        raise CaseResult("fail", f"@{fn.name}: {len(actual)} output(s), the reference "
+                                 f"interpreter gave {len(expected)}")
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        msg = compare_with_reference(a, np.asarray(e))
+        if msg:
+            raise CaseResult("fail", f"@{fn.name} output {i} vs reference interpreter: {msg}")
+    return f"@{fn.name}: {len(actual)} output(s) agree with the reference interpreter"
+
+
+def run_case(case: dict, timeout: float = 120.0) -> tuple[str, str]:
+    """Runs one case in this process: (outcome, message)."""
+    import shlo2jax
+    deadline = time.time() + timeout
+    text = case["text"]
+    try:
+        for marker, why in _NOT_MODELLED:
+            if marker in text:
+                return "unsupported", why
+        try:
+            text = rewrite_check_syntax(text)
+        except (ValueError, IndexError) as e:
+            return "error", f"cannot rewrite the check-dialect syntax: {e}"
+        _record_check_eq()
+        try:
+            program = shlo2jax.load(text, source_name=case["id"])
+        except shlo2jax.UnsupportedError as e:
+            return "unsupported", _unsupported_message(e)
+        except shlo2jax.LoadError as e:
+            return "error", f"load: {e}"
+        functions = list(program.functions.values())
+        runnable = [f for f in functions if not f.input_types]
+        if runnable:
+            checks = 0
+            for fn in runnable:
+                n, failure = _run_checked(program, fn)
+                if failure:
+                    return "fail", failure
+                checks += n
+            if checks:
+                return "pass", f"{checks} check(s) held"
+            # no checks: the reference interpreter is the oracle for what it returns
+            if len(runnable) == 1 and runnable[0].output_types:
+                return "pass", _run_against_reference(program, runnable[0], deadline)
+            return "pass", "no checks: ran to completion"
+        if len(functions) == 1 or "main" in program.functions:  # inputs needed: seeded
+            return "pass", _run_against_reference(program, program.entry, deadline)
+        return "unsupported", "no public function without arguments and no single entry"
+    except CaseResult as r:
+        return r.outcome, r.message
+    except shlo2jax.UnsupportedError as e:
+        return "unsupported", _unsupported_message(e)
+    except Exception as e:  # a translation error or a bug: reported, never fatal
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        detail = f"{type(e).__name__}: {str(e).strip()}"
+        if len(detail) > 1500:
+            detail = detail[:1500] + " ..."
+        return "error", f"{detail} [{os.path.basename(where.filename)}:{where.lineno}]"
+
+
+# ---------------------------------------------------------------- worker pool
+
+_PLUGINS_ENV = "SHLO2JAX_CONFORMANCE_PLUGINS"
+
+
+def load_plugins(plugins: Iterable[str]) -> None:
+    """Imports each plugin (a module name or a .py file), e.g. to register custom-call
+    translations the programs need, before any case runs."""
+    import importlib
+    import importlib.util
+    for plugin in plugins:
+        if plugin.endswith(".py") and os.path.isfile(plugin):
+            name = "_shlo2jax_plugin_" + re.sub(r"\W", "_", os.path.abspath(plugin))
+            spec = importlib.util.spec_from_file_location(name, plugin)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(plugin)
+
+
+_WORKER_CMD = "from shlo2jax.conformance import _worker_main; _worker_main()"
+_CASES_PER_WORKER = 300  # fresh workers now and then: jax caches grow with every jit
+
+
+def _worker_main() -> None:
+    """Worker: reads cases from stdin, writes outcomes to stdout (pickled frames). Anything
+    the case prints goes to stderr (a log the parent reads when the worker dies)."""
+    from multiprocessing.connection import Connection
+    conn_in = Connection(os.dup(0), writable=False)
+    conn_out = Connection(os.dup(1), readable=False)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax  # noqa: F401  (imported once per worker, not per case)
+    from shlo2jax import registry
+    registry.lookup("stablehlo.add")  # imports every op family
+    plugins = os.environ.get(_PLUGINS_ENV, "")
+    load_plugins(p for p in plugins.split(os.pathsep) if p)
+    conn_out.send(("ready", os.getpid()))
+    while True:
+        try:
+            msg = conn_in.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        case, timeout = msg
+        try:  # a fresh log per case, so a crash message belongs to its case
+            os.ftruncate(2, 0)
+            os.lseek(2, 0, os.SEEK_SET)
+        except OSError:
+            pass
+        start = time.time()
+        outcome, message = run_case(case, timeout)
+        conn_out.send((case["id"], outcome, message, time.time() - start))
+
+
+class _Worker:
+    def __init__(self, plugins=()):
+        from multiprocessing.connection import Connection
+        self.log = tempfile.TemporaryFile(prefix="shlo2jax-worker-")
+        env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+               "PYTHONUNBUFFERED": "1",
+               _PLUGINS_ENV: os.pathsep.join(os.path.abspath(p) if p.endswith(".py") else p
+                                             for p in plugins)}
+        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER_CMD], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, env=env)
+        self.send_conn = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
+        self.recv_conn = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        self.ready = False
+        self.started = time.time()
+        self.case: Optional[dict] = None
+        self.case_start = 0.0
+        self.deadline = 0.0
+        self.done = 0
+
+    def send(self, case: dict, timeout: float):
+        self.case, self.case_start = case, time.time()
+        self.deadline = self.case_start + timeout
+        self.send_conn.send((case, timeout))
+
+    def log_tail(self) -> str:
+        try:
+            self.log.seek(0)
+            data = self.log.read()[-20000:].decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+        return _tail(data)
+
+    def kill(self):
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self.close()
+
+    def close(self):
+        for c in (self.send_conn, self.recv_conn):
+            try:
+                c.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+    def stop(self):
+        try:
+            self.send_conn.send(None)
+        except OSError:
+            pass
+        self.close()
+
+
+def run_cases(cases: list[Case], jobs: int, timeout: float,
+              on_result: Callable[[dict], None] = lambda r: None, plugins=()) -> list[dict]:
+    """Runs the cases in `jobs` worker processes (0: in this process, no isolation, no
+    timeout) and returns one dict per case: id, group, outcome, message, seconds."""
+    results = []
+
+    def finish(case: dict, outcome: str, message: str, seconds: float):
+        result = {"id": case["id"], "group": case["group"], "outcome": outcome,
+                  "message": message, "seconds": round(seconds, 3)}
+        results.append(result)
+        on_result(result)
+
+    if jobs <= 0:
+        load_plugins(plugins)
+        for case in cases:
+            start = time.time()
+            outcome, message = run_case(case.as_dict(), timeout)
+            finish(case.as_dict(), outcome, message, time.time() - start)
+        return results
+
+    from multiprocessing.connection import wait
+    pending = collections.deque(c.as_dict() for c in cases)
+    workers: list[_Worker] = []
+    startup_limit = max(300.0, timeout)
+    failed_starts = 0
+    try:
+        while pending or any(w.case for w in workers):
+            while len(workers) < min(jobs, len(pending) + sum(1 for w in workers if w.case)):
+                workers.append(_Worker(plugins))
+            for w in workers:
+                if w.ready and w.case is None and pending:
+                    w.send(pending.popleft(), timeout)
+            now = time.time()
+            deadlines = [w.deadline if w.case else w.started + startup_limit for w in workers]
+            ready = wait([w.recv_conn for w in workers], timeout=max(0.0, min(deadlines) - now))
+            for w in list(workers):
+                if w.recv_conn in ready:
+                    try:
+                        msg = w.recv_conn.recv()
+                    except (EOFError, OSError):
+                        msg = None
+                    if msg is None:  # the worker died
+                        w.proc.wait()
+                        code = w.proc.returncode
+                        how = _signal_name(code) if code is not None and code < 0 else \
+                            f"exit status {code}"
+                        tail = w.log_tail()
+                        if w.case:
+                            finish(w.case, "error", f"the worker died ({how}) running this case"
+                                   + (f": {tail}" if tail else ""), time.time() - w.case_start)
+                        elif not w.ready:
+                            failed_starts += 1
+                            if failed_starts >= 3:
+                                raise RuntimeError(f"conformance workers fail to start ({how}): "
+                                                   f"{tail}")
+                        w.close()
+                        workers.remove(w)
+                        continue
+                    if msg[0] == "ready":
+                        w.ready = True
+                        failed_starts = 0
+                        continue
+                    _, outcome, message, seconds = msg
+                    case, w.case = w.case, None
+                    finish(case, outcome, message, seconds)
+                    w.done += 1
+                    if w.done >= _CASES_PER_WORKER:
+                        w.stop()
+                        workers.remove(w)
+                elif time.time() >= (w.deadline if w.case else w.started + startup_limit):
+                    if w.case:
+                        finish(w.case, "error", f"timed out after {timeout:g} s (worker killed)",
+                               time.time() - w.case_start)
+                    else:
+                        failed_starts += 1
+                        if failed_starts >= 3:
+                            raise RuntimeError("conformance workers do not start: "
+                                               f"{w.log_tail()}")
+                    w.kill()
+                    workers.remove(w)
+    finally:
+        for w in workers:
+            if w.case:
+                w.kill()
+            else:
+                w.stop()
+    return results
+
+
+# ---------------------------------------------------------------- floor and known failures
+
+_FLOOR_NOTE = ("Minimum passing cases per folder of the conformance corpus. The CI gate fails "
+               "when a folder passes fewer. Raise these when cases start passing; regenerate "
+               "with `shlo2jax conformance ../shared/conformance --write-floor FILE`.")
+_KNOWN_NOTE = ("Conformance cases known to fail or error, each with its reason. This list may "
+               "only shrink: a case that fails and is not listed fails the CI gate, so a fix "
+               "removes its entry and a regression is fixed, never added here. Regenerate with "
+               "`--write-known-failures FILE` only to drop entries or at integration, and "
+               "curate the reasons.")
+
+
+def _load_json(path: Optional[str], key: str) -> dict:
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    return dict(data.get(key, {}))
+
+
+def _write_json(path: str, note: str, key: str, values: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"note": note, key: dict(sorted(values.items()))}, f, indent=2)
+        f.write("\n")
+
+
+def summarize(results: list[dict]) -> dict:
+    """group -> Counter of outcomes (plus '*' for everything)."""
+    groups: dict = collections.defaultdict(collections.Counter)
+    for r in results:
+        groups[r["group"]][r["outcome"]] += 1
+        groups["*"][r["outcome"]] += 1
+    return groups
+
+
+def summary_line(counts) -> str:
+    return (f"{counts['pass']} passed, {counts['fail'] + counts['error']} failed, "
+            f"{counts['unsupported']} skipped")
+
+
+def gate(results: list[dict], floor: dict, known: dict) -> list[str]:
+    """Why the run does not meet the floor / known-failures bar (empty: it does)."""
+    problems = []
+    groups = summarize(results)
+    for group, minimum in sorted(floor.items()):
+        passed = groups.get(group, collections.Counter())["pass"]
+        if passed < int(minimum):
+            problems.append(f"{group}: {passed} passed, below the floor of {minimum}")
+    for r in results:
+        if r["outcome"] in ("fail", "error") and r["id"] not in known:
+            problems.append(f"{r['id']}: {r['outcome']} and not a known failure: "
+                            f"{r['message'][:300]}")
+    return problems
+
+
+# ---------------------------------------------------------------- command line
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="shlo2jax conformance",
+        description="Run StableHLO conformance cases through the translation and report "
+                    "pass / fail / unsupported / error per case.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help=".mlir files or folders (recursive)")
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                   help="worker processes (default: CPU count; 0 runs in this process)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds per case before its worker is killed (default 120)")
+    p.add_argument("-k", dest="patterns", action="append", default=[], metavar="PATTERN",
+                   help="only cases whose id contains PATTERN, or a part of it matches "
+                        "PATTERN as a glob (repeatable)")
+    p.add_argument("--root", help="folder case ids are relative to (default: the conformance "
+                                  "folder holding the paths, else the path itself)")
+    p.add_argument("--json", help="write every case's outcome to this file")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="a module name or .py file each worker imports first, e.g. one that "
+                        "registers custom-call translations (repeatable)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only cases that do not pass")
+    p.add_argument("--floor", help="JSON of minimum passes per folder; below it: exit 1")
+    p.add_argument("--known-failures", help="JSON of case id -> reason; any other failing "
+                                            "case: exit 1")
+    p.add_argument("--write-floor", metavar="FILE", help="write this run's passes per folder")
+    p.add_argument("--write-known-failures", metavar="FILE",
+                   help="write this run's failing cases (keeping reasons already listed in "
+                        "--known-failures)")
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    started = time.time()
+    try:
+        cases = select(discover(args.paths, args.root), args.patterns)
+    except FileNotFoundError as e:
+        print(f"shlo2jax conformance: {e}", file=sys.stderr)
+        return 2
+    floor = _load_json(args.floor, "floor")
+    known = _load_json(args.known_failures, "known_failures")
+    width = max((len(c.id) for c in cases), default=0)
+
+    def show(r: dict):
+        if args.quiet and r["outcome"] == "pass":
+            return
+        message = r["message"].replace("\n", " ")
+        tag = " (known failure)" if r["outcome"] in ("fail", "error") and r["id"] in known else ""
+        print(f"{r['outcome']:<11} {r['id']:<{min(width, 70)}}  {message}{tag}", flush=True)
+
+    try:
+        results = run_cases(cases, args.jobs, args.timeout, show, args.plugin)
+    except RuntimeError as e:
+        print(f"shlo2jax conformance: {e}", file=sys.stderr)
+        return 2
+    results.sort(key=lambda r: r["id"])
+    groups = summarize(results)
+    elapsed = time.time() - started
+    print()
+    for group in sorted(g for g in groups if g != "*"):
+        print(f"{group}: {summary_line(groups[group])}")
+    fixed = [r["id"] for r in results if r["outcome"] == "pass" and r["id"] in known]
+    for case_id in fixed:
+        print(f"note: {case_id} passes now: remove it from the known failures")
+    print(f"({len(results)} cases in {elapsed:.0f} s)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"summary": summary_line(groups["*"]), "seconds": round(elapsed, 1),
+                       "cases": results}, f, indent=1)
+            f.write("\n")
+    if args.write_floor:
+        _write_json(args.write_floor, _FLOOR_NOTE, "floor",
+                    {g: c["pass"] for g, c in groups.items() if g != "*"})
+    if args.write_known_failures:
+        _write_json(args.write_known_failures, _KNOWN_NOTE, "known_failures",
+                    {r["id"]: known.get(r["id"], f"{r['outcome']}: {r['message'][:200]}")
+                     for r in results if r["outcome"] in ("fail", "error")})
+    if floor and args.patterns:
+        print("note: the floor is not checked on a run filtered with -k")
+        floor = {}
+    problems = gate(results, floor, known) if (args.floor or args.known_failures) else []
+    for problem in problems:
+        print(f"GATE: {problem}")
+    print(summary_line(groups["*"]))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
