@@ -65,7 +65,8 @@ register_custom_call("check.eq", _check_eq_handler)
 def _const_prepare(kind, defaults):
     def prepare(op):
         params = dict(defaults)
-        for key in ("tolerance", "min_ulp_difference", "max_ulp_difference", "probe_id"):
+        params.setdefault("iter", 0)
+        for key in ("tolerance", "min_ulp_difference", "max_ulp_difference", "probe_id", "iter"):
             if key in op.attrs:
                 params[key] = op.attrs[key]
         if "value" in op.attrs:

@@ -1,5 +1,6 @@
 """shlo2jax: StableHLO programs as ordinary JAX functions."""
 
+from shlo2jax.feeds import HostIO, HostIOError, ProbeKey, call_with_io, host_io, probe
 from shlo2jax.errors import (ElidedDataError, LoadError, Shlo2JaxError, TranslationError,
                              UnsupportedError)
 from shlo2jax.loader import load
@@ -11,5 +12,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "load", "Program", "Function", "register_op", "register_custom_call", "TOKEN", "Token",
+    "host_io", "HostIO", "HostIOError", "call_with_io", "probe", "ProbeKey",
     "Shlo2JaxError", "LoadError", "ElidedDataError", "UnsupportedError", "TranslationError",
 ]

@@ -86,7 +86,7 @@ class Function:
         if self._jitted is None:
             translator = self.program.translator
             body = translator.function_body(self.definition)
-            self._jitted = body if _has_tokens(self.definition) else jax.jit(body)
+            self._jitted = jax.jit(body)
         return self._jitted
 
     def __call__(self, *args):
@@ -97,10 +97,6 @@ class Function:
         with jax.enable_x64(True):
             outs = self._traceable()(*args)
         return outs[0] if len(outs) == 1 else tuple(outs)
-
-
-def _has_tokens(fdef: FunctionDef) -> bool:
-    return any(not isinstance(t, T.TensorType) for t in fdef.input_types + fdef.output_types)
 
 
 class Program:

@@ -27,6 +27,11 @@ class Token:
 
 TOKEN = Token()
 
+# A token is a pytree with no leaves: it passes through jax.jit arguments/results, loop carries
+# and cond branches untouched. Side effects are ordered by JAX's ordered effects (program order),
+# a valid linearisation of the token dataflow, so the token itself needs no runtime value.
+jax.tree_util.register_pytree_node(Token, lambda token: ((), None), lambda aux, children: TOKEN)
+
 
 class Translator:
     """Per-program translation state: cached callees and optional observers."""
@@ -34,9 +39,12 @@ class Translator:
     def __init__(self, module: ModuleDef):
         self.module = module
         self._callees: dict[str, Callable] = {}
-        # Observers see (op, results) after every op, in program order, at trace time.
-        # The conformance runner records checks through `recorder`.
+        # Check ops append to `recorder` (the conformance runner sets it).
         self.recorder: Optional[list] = None
+        # At trace time, `observer(op, None)` before and `observer(op, results_tuple)` after
+        # every op, in program order (shlo2jax.probe uses it). Callees are not jitted
+        # while either is set, so their values stay in the caller's trace.
+        self.observer: Optional[Callable] = None
 
     def callee(self, name: str) -> Callable:
         """A func.call target: traced once per signature, reused at every call site."""
@@ -46,7 +54,7 @@ class Translator:
             if fdef is None:
                 raise KeyError(f"func.call to undefined function @{name}")
             fn = self.function_body(fdef)
-            if not _has_token(fdef) and self.recorder is None:
+            if self.recorder is None and self.observer is None:
                 fn = jax.jit(fn)
             self._callees[name] = fn
         return fn
@@ -58,10 +66,6 @@ class Translator:
         body.__name__ = fdef.name
         body.__qualname__ = fdef.name
         return body
-
-
-def _has_token(fdef: FunctionDef) -> bool:
-    return any(isinstance(t, (T.TokenType, T.TupleType)) for t in fdef.input_types + fdef.output_types)
 
 
 class Scope:
@@ -87,7 +91,10 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
         raise TypeError(f"region takes {len(region.args)} arguments, got {len(args)}")
     env.update(zip(region.args, args))
     scope = Scope(translator, env)
+    observer = translator.observer
     for op in region.ops:
+        if observer is not None:
+            observer(op, None)
         try:
             out = op.handler(scope, op, *[env[i] for i in op.operands])
         except Shlo2JaxError:
@@ -98,6 +105,8 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
         if len(results) == 1:
             check_value(op, 0, out, op.result_types[0])
             env[results[0]] = out
+            if observer is not None:
+                observer(op, (out,))
         else:
             out = tuple(out)
             if len(out) != len(results):
@@ -106,6 +115,8 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
             for i, (vid, value, rtype) in enumerate(zip(results, out, op.result_types)):
                 check_value(op, i, value, rtype)
                 env[vid] = value
+            if observer is not None:
+                observer(op, out)
     return [env[i] for i in region.outputs]
 
 

@@ -175,7 +175,7 @@ def parse_type(spelling: str) -> Type:
     if cached is not None:
         return cached
     text = spelling.strip()
-    if text == "!stablehlo.token":
+    if text in ("!stablehlo.token", "!mhlo.token"):
         result = TokenType()
     elif text.startswith("tuple<"):
         result = TupleType(tuple(parse_type(t) for t in _split_top_level(text[6:-1])))

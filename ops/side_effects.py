@@ -1,0 +1,116 @@
+"""Ops with side effects and tokens: after_all, create_token, infeed, outfeed, send, recv,
+add_dependency, interpreter.probe.
+
+A token carries no data (`shlo2jax.TOKEN`, a pytree without leaves). Effects run as ordered
+`io_callback`s, which JAX keeps in trace order = program order; since a token is always defined
+before it is used, program order respects every token dependency, so joining tokens
+(after_all) needs no runtime work. The host side lives in `shlo2jax.feeds`.
+
+Value-preserving ops with no effect here: `optimization_barrier` (ops/control_flow.py),
+`mhlo.add_dependency`, and `interpreter.probe` (its value is recorded only when a run is
+probed, see `shlo2jax.probe`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+from jax.experimental import io_callback
+
+from shlo2jax import feeds
+from shlo2jax import types as T
+from shlo2jax.registry import Unsupported, register_op
+from shlo2jax.translate import TOKEN
+
+
+def _single_or_tuple(op, outs):
+    return outs[0] if len(op.results) == 1 else tuple(outs)
+
+
+def _data_types(op):
+    """The non-token result types; each must be a static, non-quantized tensor to cross to the
+    host."""
+    types = []
+    for t in op.result_types:
+        if isinstance(t, T.TokenType):
+            continue
+        if type(t) is not T.TensorType or not t.is_static or t.quant is not None:
+            raise Unsupported(f"{op.name} result of type {t}: host transfers take static tensors")
+        types.append(t)
+    return tuple(types)
+
+
+def _site(op):
+    return f"{op.name} at {op.location}"
+
+
+def _from_host(op, take):
+    """Results of an op fed by the host: `take(types)` runs on the host, tokens are TOKEN."""
+    types = op.params["types"]
+    values = iter(())
+    if types:
+        shapes = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in types]
+        values = iter(io_callback(functools.partial(take, types=types), shapes, ordered=True))
+    return _single_or_tuple(op, [TOKEN if isinstance(t, T.TokenType) else next(values)
+                                 for t in op.result_types])
+
+
+@register_op("stablehlo.after_all", "mhlo.after_all", "stablehlo.create_token",
+             "mhlo.create_token")
+def after_all(ctx, op, *tokens):
+    return TOKEN
+
+
+@register_op("mhlo.add_dependency")
+def add_dependency(ctx, op, operand, token):
+    return operand
+
+
+# `layout` only says how the transferred buffers are laid out in memory; the values are logical
+# arrays, so it has no effect here.
+@register_op("stablehlo.infeed", "mhlo.infeed",
+             prepare=lambda op: {"types": _data_types(op), "site": _site(op)})
+def infeed(ctx, op, token):
+    return _from_host(op, functools.partial(feeds.take_infeed, op.params["site"]))
+
+
+@register_op("stablehlo.outfeed", "mhlo.outfeed", prepare=lambda op: {"site": _site(op)})
+def outfeed(ctx, op, *operands):
+    *inputs, token = operands
+    io_callback(functools.partial(feeds.put_outfeed, op.params["site"]), None, *inputs,
+                ordered=True)
+    return TOKEN
+
+
+def _prepare_channel(op):
+    if not op.attrs.get("is_host_transfer", False):
+        raise Unsupported(f"{op.name} between devices (not is_host_transfer) needs the "
+                          "collectives machinery")
+    handle = op.attrs.get("channel_handle")
+    if handle is None:
+        raise Unsupported(f"{op.name} without a channel_handle")
+    params = {"handle": int(handle.handle), "site": _site(op)}
+    if op.name.endswith("recv"):
+        params["types"] = _data_types(op)
+    return params
+
+
+@register_op("stablehlo.send", "mhlo.send", prepare=_prepare_channel)
+def send(ctx, op, *operands):
+    *inputs, token = operands
+    p = op.params
+    io_callback(functools.partial(feeds.send_to_host, p["site"], p["handle"]), None, *inputs,
+                ordered=True)
+    return TOKEN
+
+
+@register_op("stablehlo.recv", "mhlo.recv", prepare=_prepare_channel)
+def recv(ctx, op, token):
+    p = op.params
+    return _from_host(op, functools.partial(feeds.recv_from_host, p["site"], p["handle"]))
+
+
+@register_op("interpreter.probe")
+def interpreter_probe(ctx, op, operand):
+    return operand
