@@ -7,11 +7,13 @@ from shlo2jax.loader import load
 from shlo2jax.program import Function, Program
 from shlo2jax.registry import register_custom_call, register_op
 from shlo2jax.translate import TOKEN, Token
+from shlo2jax.ops.composite import register_composite
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "Program", "Function", "register_op", "register_custom_call", "TOKEN", "Token",
+    "load", "Program", "Function", "register_op", "register_custom_call",
+    "register_composite", "TOKEN", "Token",
     "host_io", "HostIO", "HostIOError", "call_with_io", "probe", "ProbeKey",
     "Shlo2JaxError", "LoadError", "ElidedDataError", "UnsupportedError", "TranslationError",
 ]

@@ -298,12 +298,17 @@ def decode(attr, placeholder_rng=None) -> Any:
     if isinstance(attr, ir.FloatAttr):
         return float(attr.value)
     if isinstance(attr, ir.StringAttr):
-        return attr.value
+        try:
+            return attr.value
+        except (UnicodeDecodeError, RuntimeError):  # a binary string, e.g. a kernel config
+            return attr.value_bytes
     if isinstance(attr, (ir.DenseI64ArrayAttr, ir.DenseI32ArrayAttr)):
         return tuple(int(v) for v in attr)
     if isinstance(attr, ir.DenseBoolArrayAttr):
         return tuple(bool(v) for v in attr)
     if isinstance(attr, ir.DenseElementsAttr):
+        if isinstance(ir.ShapedType(attr.type).element_type, ir.IndexType):
+            return np.array(attr).astype(np.int64)  # e.g. custom_call operand_layouts
         return dense_elements(attr, T.parse_type(str(attr.type)))
     if isinstance(attr, ir.FlatSymbolRefAttr):
         return attr.value

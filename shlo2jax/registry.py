@@ -26,11 +26,27 @@ OP_RULES: dict[str, OpRule] = {}
 CUSTOM_CALL_RULES: dict[str, OpRule] = {}
 
 
+def _is_builtin(handler) -> bool:
+    return getattr(handler, "__module__", "").startswith("shlo2jax.")
+
+
+def _register(table: dict, name: str, rule: OpRule) -> None:
+    # The built-in families are imported lazily (at the first load); a rule the user
+    # registered before that must survive their import.
+    existing = table.get(name)
+    if existing is not None and _is_builtin(rule.handler) and not _is_builtin(existing.handler):
+        return
+    table[name] = rule
+
+
 def register_op(*names: str, prepare: Optional[Callable] = None):
-    """Decorator: `@register_op("stablehlo.add")` registers a handler for those op names."""
+    """Decorator: `@register_op("stablehlo.add")` registers a handler for those op names.
+
+    A user's registration replaces the built-in rule for that op name.
+    """
     def wrap(handler):
         for name in names:
-            OP_RULES[name] = OpRule(name, handler, prepare)
+            _register(OP_RULES, name, OpRule(name, handler, prepare))
         return handler
     return wrap
 
@@ -42,7 +58,7 @@ def register_custom_call(target: str, handler: Optional[Callable] = None, *,
     User registrations replace built-in ones of the same target.
     """
     def wrap(fn):
-        CUSTOM_CALL_RULES[target] = OpRule(target, fn, prepare)
+        _register(CUSTOM_CALL_RULES, target, OpRule(target, fn, prepare))
         return fn
     return wrap(handler) if handler is not None else wrap
 

@@ -1,0 +1,48 @@
+"""stablehlo.composite: a named op with a decomposition function.
+
+By default the decomposition (a func in the module) is called, which is what
+the spec defines the composite to mean. `register_composite(name, fn)` lets a
+user supply a JAX implementation for a composite name instead (e.g. a fused
+kernel or `jax.nn.dot_product_attention` for "odml.scaled_dot_product_attention"):
+`fn(*operands, **composite_attributes)` returns one array or a sequence of them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from shlo2jax.registry import Unsupported, register_op
+
+COMPOSITE_RULES: dict[str, Callable] = {}
+
+
+def register_composite(name: str, fn: Optional[Callable] = None):
+    """Registers a JAX implementation for `stablehlo.composite "name"`; usable as a decorator.
+
+    It replaces the decomposition for every program loaded afterwards.
+    """
+    def wrap(f):
+        COMPOSITE_RULES[name] = f
+        return f
+    return wrap(fn) if fn is not None else wrap
+
+
+def _prepare(op):
+    name = op.attrs.get("name")
+    decomposition = op.attrs.get("decomposition")
+    if name is None or decomposition is None:
+        raise Unsupported("composite without a name or decomposition")
+    return (name, decomposition, dict(op.attrs.get("composite_attributes", {}) or {}),
+            COMPOSITE_RULES.get(name), len(op.results))
+
+
+@register_op("stablehlo.composite", prepare=_prepare)
+def composite(ctx, op, *operands):
+    name, decomposition, attrs, user_fn, num_results = op.params
+    if user_fn is not None:
+        out = user_fn(*operands, **attrs)
+        if num_results == 1:
+            return out[0] if isinstance(out, (tuple, list)) else out
+        return tuple(out)
+    outs = ctx.translator.callee(decomposition)(*operands)
+    return outs[0] if num_results == 1 else tuple(outs)

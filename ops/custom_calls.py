@@ -1,0 +1,275 @@
+"""Built-in `stablehlo.custom_call` targets found in real exports.
+
+Random bits (threefry), device-placement and sharding markers, 64-bit
+splitting, approximate top-k, and the kernels that only run on one platform
+(reported at load time). The linear-algebra kernels are in
+ops/custom_calls_linalg.py.
+
+Built-ins never replace a rule that is already registered: a target the user
+registered first (before the built-ins were imported) keeps the user's rule.
+
+Sharding markers have single-device semantics here (the collectives work may
+refine this): `Sharding`, `xla.sdy.*` annotations and
+`SPMDFullToShardShape`/`SPMDShardToFullShape` whose operand and result shapes
+agree are the identity (a program that runs on one device sees the whole
+array). A shard conversion that changes the shape belongs to a program
+partitioned over several devices: it fails when traced (the operand type is
+not known at load time).
+"""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.random import threefry2x32_p
+
+from shlo2jax import registry
+from shlo2jax import types as T
+from shlo2jax.registry import Unsupported
+
+
+def builtin(targets, handler, prepare=None):
+    """Registers `handler` for each target (a user's own rule for a target is kept)."""
+    for target in targets:
+        registry.register_custom_call(target, handler, prepare=prepare)
+
+
+def backend_config(op) -> dict:
+    """The op's typed backend_config (FFI kernels: `mhlo.backend_config = {...}`)."""
+    cfg = op.attrs.get("mhlo.backend_config", op.attrs.get("backend_config", {}))
+    if isinstance(cfg, dict):
+        return cfg
+    if isinstance(cfg, str) and cfg.strip().startswith("{"):
+        try:
+            return json.loads(cfg)
+        except ValueError:
+            pass
+    return {}
+
+
+
+# ------------------------------------------------ identity markers
+
+def _identity(ctx, op, params, *args):
+    return args[0] if len(args) == 1 else tuple(args)
+
+
+def _prepare_same_shape(op):
+    if len(op.operands) != len(op.result_types):
+        raise Unsupported(f"{op.attrs.get('call_target_name')} with {len(op.operands)} operands "
+                          f"and {len(op.result_types)} results")
+    return None
+
+
+# Memory-space and placement annotations: one address space here.
+builtin(["annotate_device_placement", "MoveToHost", "MoveToDevice"], _identity,
+        _prepare_same_shape)
+# Sharding annotations: single-device semantics (see module docstring).
+builtin(["Sharding", "xla.sdy.FuncResultSharding", "xla.sdy.ShardingConstraint"], _identity,
+        _prepare_same_shape)
+
+
+def _prepare_shard_shape(op):
+    # Operand types are not recorded on the op: the shapes are compared when tracing.
+    return op.attrs.get("call_target_name"), op.result_types[0].shape
+
+
+def _shard_shape(ctx, op, params, x):
+    target, shape = params
+    if tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{target} changes the shape {tuple(x.shape)} -> {tuple(shape)}: "
+                         "the program is partitioned over several devices (not supported on one)")
+    return x
+
+
+builtin(["SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
+         "xla.sdy.LocalToGlobalShape"], _shard_shape, _prepare_shard_shape)
+
+
+# ------------------------------------------------ random bits
+
+def _threefry(ctx, op, params, k0, k1, x0, x1):
+    return tuple(threefry2x32_p.bind(k0, k1, x0, x1))
+
+
+builtin(["cu_threefry2x32_ffi", "hip_threefry2x32_ffi", "cu_threefry2x32", "hip_threefry2x32"],
+        _threefry)
+
+
+# ------------------------------------------------ 64-bit splitting (TPU x64 rewriting)
+
+_UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def _prepare_x64_part(op):
+    return op.result_types[0].dtype
+
+
+def _as_u64(x):
+    return lax.bitcast_convert_type(x, np.uint64) if x.dtype != np.uint64 else x
+
+
+def _x64_low(ctx, op, dtype, x):
+    low = lax.convert_element_type(_as_u64(x), np.uint32)
+    return lax.bitcast_convert_type(low, dtype) if dtype != np.uint32 else low
+
+
+def _x64_high(ctx, op, dtype, x):
+    high = lax.convert_element_type(lax.shift_right_logical(_as_u64(x), np.uint64(32)), np.uint32)
+    return lax.bitcast_convert_type(high, dtype) if dtype != np.uint32 else high
+
+
+def _x64_combine(ctx, op, dtype, low, high):
+    def u64(part):
+        part = lax.bitcast_convert_type(part, np.uint32) if part.dtype != np.uint32 else part
+        return lax.convert_element_type(part, np.uint64)
+    bits = lax.bitwise_or(lax.shift_left(u64(high), np.uint64(32)), u64(low))
+    return lax.bitcast_convert_type(bits, dtype) if dtype != np.uint64 else bits
+
+
+builtin(["X64SplitLow"], _x64_low, _prepare_x64_part)
+builtin(["X64SplitHigh"], _x64_high, _prepare_x64_part)
+builtin(["X64Combine"], _x64_combine, _prepare_x64_part)
+
+
+# ------------------------------------------------ approximate top-k
+
+def _prepare_approx_top_k(op):
+    cfg = backend_config(op)
+    called = op.attrs.get("called_computations", ())
+    if len(called) != 1:
+        raise Unsupported("ApproxTopK without a single comparator")
+    n = len(op.operands) // 2
+    rtype = op.result_types[0]
+    dim = int(cfg.get("reduction_dim", -1)) % len(rtype.shape)
+    return called[0], n, dim, rtype.shape[dim]
+
+
+def _comparator_is_greater(ctx, name) -> bool:
+    fdef = ctx.translator.module.functions[name]
+    for cop in fdef.body.ops:
+        if cop.name in ("stablehlo.compare", "mhlo.compare"):
+            direction = str(cop.attrs.get("comparison_direction", "GT"))
+            return "GT" in direction or "GE" in direction
+    raise ValueError(f"comparator @{name} has no compare op")
+
+
+def _approx_top_k(ctx, op, params, *operands):
+    # The exact top k is a valid answer at any recall target.
+    name, n, dim, k = params
+    keys, rest = operands[0], operands[1:n]
+    if _comparator_is_greater(ctx, name):
+        keys = lax.neg(keys) if T.is_float(keys.dtype) else lax.bitwise_not(keys)
+    order = lax.iota(np.int32, operands[0].shape[dim])
+    order = lax.broadcast_in_dim(order, operands[0].shape, (dim,))
+    sorted_ = lax.sort((keys, order), dimension=dim, is_stable=True, num_keys=1)
+    index = lax.slice_in_dim(sorted_[1], 0, k, axis=dim)
+    outs = [operands[0], *rest]
+    return tuple(jnp.take_along_axis(x, index, axis=dim) for x in outs)
+
+
+builtin(["ApproxTopK"], _approx_top_k, _prepare_approx_top_k)
+
+
+# ------------------------------------------------ platform-bound kernels
+
+_PLATFORM_BOUND = {
+    "tpu_custom_call": "a TPU (Mosaic/Pallas kernel)",
+    "triton_kernel_call": "a GPU (Triton kernel from Pallas)",
+    "__gpu$xla.gpu.triton": "a CUDA GPU (Triton kernel)",
+    "mosaic_gpu": "a CUDA GPU (Mosaic GPU kernel)",
+    "mosaic_gpu_v2": "a CUDA GPU (Mosaic GPU kernel)",
+}
+
+
+def _platform_bound(target, platform):
+    def prepare(op):
+        raise Unsupported(f"custom_call @{target} is a compiled kernel that runs only on "
+                          f"{platform}; it has no portable translation")
+    return prepare
+
+
+for _target, _platform in _PLATFORM_BOUND.items():
+    builtin([_target], _identity, _platform_bound(_target, _platform))
+
+
+# ------------------------------------------------ jax.export's dynamic-shape ops
+# `stablehlo.dynamic_*` custom calls carry sizes as operands. Calls with
+# concrete shapes are refined first (shlo2jax.dynamic), which usually rewrites
+# them into static ops; when one survives, its size operands must be known
+# while tracing (constants after refinement).
+
+def _known_ints(value, what):
+    if isinstance(value, jax.core.Tracer):
+        raise ValueError(f"{what} is computed from traced values: it must be known while tracing")
+    return tuple(int(v) for v in np.asarray(value).reshape(-1))
+
+
+def _dynamic_top_k(ctx, op, params, x, k):
+    (k,) = _known_ints(k, "k")
+    values, indices = lax.top_k(x, k)
+    return values, indices.astype(op.result_types[1].dtype)
+
+
+def _prepare_dynamic_approx_top_k(op):
+    shape_operands = op.attrs.get("indices_of_shape_operands")
+    num_shape = 0 if shape_operands is None else len(np.asarray(shape_operands).reshape(-1))
+    n = (len(op.operands) - 1 - num_shape) // 2
+    cfg = backend_config(op)
+    called = op.attrs.get("called_computations", ())
+    if len(called) != 1:
+        raise Unsupported("dynamic_approx_top_k without a single comparator")
+    return called[0], n, int(cfg.get("reduction_dim", -1))
+
+
+def _dynamic_approx_top_k(ctx, op, params, *operands):
+    name, n, dim = params
+    (k,) = _known_ints(operands[2 * n], "k")
+    dim = dim % operands[0].ndim
+    return _approx_top_k(ctx, op, (name, n, dim, k), *operands[:2 * n])
+
+
+def _dynamic_rng_bit_generator(ctx, op, params, state, shape):
+    from shlo2jax.ops.random import _ALGORITHMS
+    from shlo2jax.ops.linalg import enum_value
+    shape = _known_ints(shape, "the output shape")
+    dtype = op.result_types[1].dtype
+    width = np.dtype(dtype).itemsize * 8
+    algorithm = _ALGORITHMS[enum_value(op.attrs.get("rng_algorithm", "DEFAULT"))]
+    new_state, bits = lax.rng_bit_generator(state, shape, _UINT[width], algorithm)
+    if bits.dtype != dtype:
+        bits = lax.bitcast_convert_type(bits, dtype)
+    return new_state, bits
+
+
+def _prepare_dynamic_reduce_window(op):
+    called = op.attrs.get("called_computations", ())
+    if len(called) != 1:
+        raise Unsupported("dynamic_reduce_window without a single body")
+    return called[0], (len(op.operands) - 5) // 2
+
+
+def _dynamic_reduce_window(ctx, op, params, *operands):
+    name, n = params
+    inputs, inits = operands[:n], operands[n:2 * n]
+    dims, strides, base, window, padding = (
+        _known_ints(v, "window attribute") for v in operands[2 * n:])
+    body = ctx.translator.callee(name)
+
+    def computation(acc, xs):
+        outs = body(*acc, *xs)
+        return tuple(outs)
+
+    outs = lax.reduce_window(tuple(inputs), tuple(inits), computation, dims, strides,
+                             tuple(zip(padding[::2], padding[1::2])), base, window)
+    return outs[0] if n == 1 else tuple(outs)
+
+
+builtin(["stablehlo.dynamic_top_k"], _dynamic_top_k)
+builtin(["stablehlo.dynamic_approx_top_k"], _dynamic_approx_top_k, _prepare_dynamic_approx_top_k)
+builtin(["stablehlo.dynamic_rng_bit_generator"], _dynamic_rng_bit_generator)
+builtin(["stablehlo.dynamic_reduce_window"], _dynamic_reduce_window, _prepare_dynamic_reduce_window)
