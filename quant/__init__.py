@@ -1,7 +1,398 @@
-"""Quantized element types and ops (`!quant.uniform`)."""
+"""Quantized element types and values (`!quant.uniform`).
 
+JAX has no quantized dtype. A quantized tensor travels as a `QArray`: its storage
+integers (the only array leaf) plus its `QuantizedType` (static pytree aux data), so it
+flows through `jax.jit`, function boundaries and `lax` control flow like any pytree.
+
+    x = QArray(storage_ints, qtype)      # or quantize(floats, qtype)
+    x.dequantize()                       # (storage - zero_point) * scale, in the expressed type
+
+Semantics follow the StableHLO spec: `quantize` divides by the scale, adds the zero point,
+clamps to [storage_min, storage_max] and rounds to nearest even, all in the expressed type;
+`dequantize` subtracts the zero point from the storage integers, converts and scales.
+
+Gradients: storage integers carry no gradient, so `uniform_dequantize(uniform_quantize(x))`
+has a zero derivative. `straight_through(function)` gives a version of a loaded function
+in which every quantize passes its input's gradient through unchanged (the
+straight-through estimator) — an explicit opt-in, never the default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Optional
+
+import jax
+import numpy as np
+from jax import lax
+
+from shlo2jax import types as T
 from shlo2jax.types import UnsupportedTypeError
 
+__all__ = ["QuantizedType", "QArray", "parse_quantized_element", "quantize", "dequantize",
+           "check_tensor_type", "straight_through", "straight_through_active",
+           "load_quant_dialect", "check_operand", "coerce_argument"]
 
-def parse_quantized_element(spelling: str):
-    raise UnsupportedTypeError(f"quantized element type {spelling}")
+# Storage types the spec's IntegerType allows (C1 then limits them per expressed type).
+_STORAGE = {f"i{n}": f"i{n}" for n in (2, 4, 8, 16, 32)}
+_STORAGE.update({f"u{n}": f"ui{n}" for n in (2, 4, 8, 16, 32)})
+
+_ELEMENT_RE = re.compile(
+    r"^!quant\.uniform<\s*([iu]\d+)\s*(?:<\s*(-?\d+)\s*:\s*(-?\d+)\s*>)?\s*:\s*([\w]+)"
+    r"\s*(?::\s*(-?\d+)\s*)?,\s*(.*)>$", re.S)
+_PARAM_RE = re.compile(r"^\s*([-+0-9.eEinfaINFA]+)\s*(?::\s*(-?\d+))?\s*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizedType:
+    """A `!quant.uniform` element type; hashable, so usable as static pytree data."""
+    storage_dtype: np.dtype
+    storage_min: int
+    storage_max: int
+    expressed_dtype: np.dtype
+    scales: tuple  # Python floats, already rounded to the expressed type (spec C5)
+    zero_points: tuple
+    quantization_dimension: Optional[int] = None
+    spelling: str = dataclasses.field(default="", compare=False)
+
+    @property
+    def per_axis(self) -> bool:
+        return self.quantization_dimension is not None
+
+    def __str__(self):
+        return self.spelling or _spell(self)
+
+    def params(self, ndim: int):
+        """(scales, zero points) as numpy arrays broadcastable against a rank-`ndim` tensor."""
+        shape = [1] * ndim
+        if self.per_axis:
+            shape[self.quantization_dimension] = len(self.scales)
+        scales = np.asarray(self.scales, self.expressed_dtype).reshape(shape)
+        zps = np.asarray(self.zero_points, np.int64).reshape(shape)
+        return scales, zps
+
+
+def _spell(q: QuantizedType) -> str:
+    name = T.dtype_name(q.storage_dtype).replace("ui", "u")
+    rng = "" if (q.storage_min, q.storage_max) == _full_range(q.storage_dtype) else \
+        f"<{q.storage_min}:{q.storage_max}>"
+    dim = "" if q.quantization_dimension is None else f":{q.quantization_dimension}"
+    pairs = [f"{s!r}:{z}" for s, z in zip(q.scales, q.zero_points)]
+    params = pairs[0] if not q.per_axis else "{" + ",".join(pairs) + "}"
+    return f"!quant.uniform<{name}{rng}:{T.dtype_name(q.expressed_dtype)}{dim}, {params}>"
+
+
+def _full_range(dtype) -> tuple:
+    bits = T.bit_width(dtype)
+    if T.is_unsigned(dtype):
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def parse_quantized_element(spelling: str) -> QuantizedType:
+    """`!quant.uniform<...>` -> QuantizedType, checking the spec's constraints C1-C12."""
+    text = spelling.strip()
+    m = _ELEMENT_RE.match(text)
+    if not m:
+        raise UnsupportedTypeError(f"quantized element type {spelling} (only per-tensor and "
+                                   "per-axis !quant.uniform types are supported)")
+    storage, smin, smax, expressed, qdim, params_text = m.groups()
+    if storage not in _STORAGE:
+        raise UnsupportedTypeError(f"{spelling}: storage type {storage} (the spec allows "
+                                   "i2/i4/i8/i16/i32 and u2/u4/u8/u16/u32)")
+    storage_dtype = T.ELEMENT_DTYPES[_STORAGE[storage]]
+    expressed_dtype = T.ELEMENT_DTYPES.get(expressed)
+    if expressed_dtype is None or not T.is_float(expressed_dtype):
+        raise UnsupportedTypeError(f"{spelling}: expressed type {expressed} is not a float type")
+    if expressed_dtype in T.XLA_UNSUPPORTED_DTYPES:
+        raise UnsupportedTypeError(f"{spelling}: expressed type {expressed} has no XLA support")
+
+    def bad(constraint, why):
+        return UnsupportedTypeError(f"{spelling}: violates {constraint}: {why}")
+
+    # C1 says num_bits(storage) < num_bits(expressed); MLIR's verifier, the reference
+    # interpreter and real exporters accept equal widths (i32:f32 biases/accumulators).
+    if T.bit_width(storage_dtype) > T.bit_width(expressed_dtype):
+        raise bad("C1", f"num_bits({storage}) must not exceed num_bits({expressed})")
+    lo, hi = _full_range(storage_dtype)
+    storage_min = lo if smin is None else int(smin)
+    storage_max = hi if smax is None else int(smax)
+    if not lo <= storage_min < storage_max <= hi:  # C2-C4
+        raise bad("C2-C4", f"need {lo} <= storage_min {storage_min} < "
+                           f"storage_max {storage_max} <= {hi}")
+    body = params_text.strip()
+    braced = body.startswith("{")
+    if braced:
+        if not body.endswith("}"):
+            raise UnsupportedTypeError(f"quantized element type {spelling}")
+        body = body[1:-1]
+        if body.lstrip().startswith("{"):
+            raise UnsupportedTypeError(f"{spelling}: sub-channel (blockwise) quantization")
+    scales, zero_points = [], []
+    for part in body.split(","):
+        pm = _PARAM_RE.match(part)
+        if not pm:
+            raise UnsupportedTypeError(f"{spelling}: cannot read quantization parameter {part!r}")
+        scales.append(pm.group(1))
+        zero_points.append(int(pm.group(2) or 0))
+    with np.errstate(over="ignore", under="ignore"):
+        converted = [float(np.asarray(float(s)).astype(expressed_dtype)) for s in scales]  # C5
+    for s, c in zip(scales, converted):
+        if not np.isfinite(c):
+            raise bad("C7", f"scale {s} is not finite in {expressed}")
+        if not c > 0:
+            raise bad("C6", f"scale {s} is not > 0 in {expressed}")
+    for z in zero_points:  # C8 (C9 follows from C4)
+        if not storage_min <= z <= storage_max:
+            raise bad("C8", f"zero point {z} outside [{storage_min}, {storage_max}]")
+    dim = None if qdim is None else int(qdim)
+    if dim is None and (len(scales) != 1 or braced):
+        raise bad("C11", "per-tensor quantization takes exactly one scale")
+    if dim is not None and dim < 0:
+        raise bad("C12", f"quantization dimension {dim} < 0")
+    return QuantizedType(storage_dtype, storage_min, storage_max, expressed_dtype,
+                         tuple(converted), tuple(zero_points), dim, text)
+
+
+def check_tensor_type(shape, qtype: QuantizedType, where: str = "") -> None:
+    """The tensor-level constraints (spec C12/C13 of quantized tensor types)."""
+    if not qtype.per_axis:
+        return
+    d = qtype.quantization_dimension
+    if d >= len(shape):
+        raise UnsupportedTypeError(
+            f"{where}{qtype}: quantization dimension {d} >= rank {len(shape)}")
+    if shape[d] is not None and shape[d] != len(qtype.scales):
+        raise UnsupportedTypeError(f"{where}{qtype}: dimension {d} has size {shape[d]} but "
+                                   f"{len(qtype.scales)} scales")
+
+
+# --------------------------------------------------------------------------- values
+
+@jax.tree_util.register_pytree_node_class
+class QArray:
+    """A quantized tensor: storage integers + static quantization parameters.
+
+    `ste` is internal: under `straight_through`, the float value a quantize started from,
+    through which gradients pass."""
+    __slots__ = ("storage", "qtype", "ste")
+
+    def __init__(self, storage, qtype: QuantizedType, ste=None):
+        self.storage, self.qtype, self.ste = storage, qtype, ste
+
+    @property
+    def shape(self):
+        return tuple(self.storage.shape)
+
+    @property
+    def ndim(self):
+        return len(self.storage.shape)
+
+    @property
+    def dtype(self):
+        """The storage dtype (as `TensorType.dtype` of a quantized type)."""
+        return np.dtype(self.storage.dtype)
+
+    @property
+    def expressed_dtype(self):
+        return self.qtype.expressed_dtype
+
+    def dequantize(self):
+        return dequantize(self)
+
+    def tree_flatten(self):
+        return (self.storage, self.ste), self.qtype
+
+    @classmethod
+    def tree_unflatten(cls, qtype, children):
+        return cls(children[0], qtype, children[1])
+
+    def __repr__(self):
+        return f"QArray({self.storage!r}, {self.qtype})"
+
+
+def _wide_int(dtype):
+    return np.int64 if T.bit_width(dtype) > 16 else np.int32
+
+
+def dequantize(x: QArray):
+    """The spec's `dequantize`: (storage - zero_point) * scale in the expressed type."""
+    q = x.qtype
+    scales, zps = q.params(x.ndim)
+    wide = _wide_int(q.storage_dtype)
+    centered = lax.sub(lax.convert_element_type(x.storage, wide), zps.astype(wide))
+    out = lax.mul(lax.convert_element_type(centered, q.expressed_dtype), scales)
+    if x.ste is not None:
+        out = _pass_gradient(out, x.ste)
+    return out
+
+
+def quantize(x, qtype: QuantizedType, *, straight_through_grad: bool = False) -> QArray:
+    """The spec's `quantize` of an expressed-type array: scale, shift, clamp, round half to even.
+
+    With `straight_through_grad`, dequantizing the result passes gradients to `x` unchanged."""
+    if np.dtype(x.dtype) != qtype.expressed_dtype:
+        raise TypeError(f"quantize to {qtype} needs {qtype.expressed_dtype} values, got {x.dtype}")
+    et = qtype.expressed_dtype
+    scales, zps = qtype.params(x.ndim)
+    y = lax.add(lax.div(x, scales), zps.astype(et))
+    lo = np.asarray(qtype.storage_min, et)
+    hi = np.asarray(qtype.storage_max, et)
+    y = lax.round(lax.max(lax.min(y, hi), lo), lax.RoundingMethod.TO_NEAREST_EVEN)
+    wide = _wide_int(qtype.storage_dtype)
+    # The storage bounds in a narrow expressed type (bf16 of 32767 is 32768) may round
+    # outward; clamp again exactly in integers before narrowing.
+    ints = lax.convert_element_type(y, wide)
+    ints = lax.clamp(np.asarray(qtype.storage_min, wide), ints, np.asarray(qtype.storage_max, wide))
+    ste = x if (straight_through_grad or _STE.active) else None
+    return QArray(lax.convert_element_type(ints, qtype.storage_dtype), qtype, ste)
+
+
+@jax.custom_jvp
+def _pass_gradient(value, source):
+    return value
+
+
+@_pass_gradient.defjvp
+def _pass_gradient_jvp(primals, tangents):
+    value, _ = primals
+    return value, tangents[1]
+
+
+# --------------------------------------------------------------------------- hooks
+
+def _describe(value) -> str:
+    if isinstance(value, QArray):
+        return f"quantized {value.shape} of {value.qtype}"
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        return type(value).__name__
+    return f"{np.dtype(dtype)}{list(shape)}"
+
+
+def _same_shape(shape, expected) -> bool:
+    return len(shape) == len(expected) and all(
+        d is None or d == s for d, s in zip(expected, shape))
+
+
+def check_quantized_value(op, index, value, rtype) -> None:
+    """translate.check_value's hook: a quantized result must be a QArray of exactly its type."""
+    from shlo2jax.errors import TranslationError
+    ok = (isinstance(value, QArray) and value.qtype == rtype.quant
+          and value.dtype == rtype.dtype and _same_shape(value.shape, rtype.shape))
+    if not ok:
+        raise TranslationError(op.name, op.location,
+                               f"result #{index} is {_describe(value)}, declared {rtype}")
+
+
+def check_quantized_argument(function, i, arg, expected) -> None:
+    """Function.check_arguments' hook: a QArray of the type, or its raw storage integers."""
+    where = f"argument %arg{i} of @{function.name}"
+    try:
+        check_tensor_type(expected.shape, expected.quant, f"{where}: ")
+    except UnsupportedTypeError as e:
+        raise TypeError(str(e)) from None
+    if isinstance(arg, QArray):
+        if arg.qtype != expected.quant:
+            raise TypeError(f"{where} is quantized as {arg.qtype}, expected {expected}")
+        shape = arg.shape
+    else:
+        shape, dtype = getattr(arg, "shape", None), getattr(arg, "dtype", None)
+        if shape is None or dtype is None or isinstance(arg, (bool, int, float, complex)):
+            raise TypeError(f"{where} must be a shlo2jax.quant.QArray or an array of its storage "
+                            f"integers ({expected.dtype}) for {expected}, got {type(arg).__name__}")
+        if np.dtype(dtype) != expected.dtype:
+            raise TypeError(f"{where} has dtype {np.dtype(dtype)}; a quantized argument of type "
+                            f"{expected} takes a QArray or {expected.dtype} storage integers")
+    if not _same_shape(tuple(shape), expected.shape):
+        raise TypeError(f"{where} has shape {tuple(shape)}, expected {expected}")
+
+
+def coerce_argument(arg, ttype):
+    """A function argument as the translation needs it: raw storage integers become a QArray."""
+    if isinstance(ttype, T.TensorType) and ttype.quant is not None and not isinstance(arg, QArray):
+        return QArray(arg, ttype.quant)
+    return arg
+
+
+def check_operand(value, kind: str):
+    """For the conformance runner: a recorded check operand as plain values.
+
+    `eq` compares storage integers (bitwise); `almost_eq` / `close` compare the
+    dequantized values. Non-quantized values pass through."""
+    if not isinstance(value, QArray):
+        return value
+    if kind == "eq":
+        return np.asarray(value.storage)
+    return np.asarray(dequantize(value))
+
+
+# --------------------------------------------------------------------------- straight-through
+
+class _SteState:
+    active = False
+
+
+_STE = _SteState()
+
+
+def straight_through_active() -> bool:
+    """Whether the program being traced now runs under `straight_through`."""
+    return _STE.active
+
+
+def straight_through(function):
+    """`function` (a loaded `shlo2jax.Function`) with straight-through gradients.
+
+    Every quantize in the program (uniform_quantize and the requantization after each
+    quantized op) then passes the gradient of its float input through unchanged, so
+    `jax.grad` of a quantize -> ... -> dequantize program is the float program's gradient.
+    Data movement of quantized values (reshape, slice, ...) is done by dequantize ->
+    op -> quantize in this mode, which is exact. Region-carrying ops (reduce, while, ...)
+    on quantized values do not carry the gradient.
+    """
+    from shlo2jax.translate import Translator
+    translator = Translator(function.program.module)  # its own callees, traced in this mode
+    body = translator.function_body(function.definition)
+    types = function.input_types
+
+    def traced(*args):
+        previous, _STE.active = _STE.active, True
+        try:
+            return body(*(coerce_argument(a, t) for a, t in zip(args, types)))
+        finally:
+            _STE.active = previous
+    jitted = jax.jit(traced)
+
+    def call(*args):
+        function.check_arguments(args)
+        with jax.enable_x64(True):
+            outs = jitted(*args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    call.__name__ = f"{function.name}_straight_through"
+    return call
+
+
+# --------------------------------------------------------------------------- MLIR context
+
+_ARTIFACT: Optional[bytes] = None
+_WARMUP = """func.func @q(%a: tensor<1x!quant.uniform<i8:f32, 1.0>>) -> tensor<1xf32> {
+  %d = stablehlo.uniform_dequantize %a : (tensor<1x!quant.uniform<i8:f32, 1.0>>) -> tensor<1xf32>
+  return %d : tensor<1xf32>
+}"""
+
+
+def load_quant_dialect(context) -> None:
+    """Loads MLIR's `quant` dialect into `context` so `!quant.uniform` types parse.
+
+    jaxlib registers no `quant` dialect with its Python contexts; the StableHLO
+    portable-artifact reader loads it as a dependency, so reading a tiny artifact
+    with a quantized type (made once by jaxlib's own serializer) brings it in."""
+    global _ARTIFACT
+    from jaxlib.mlir.dialects import stablehlo
+    if _ARTIFACT is None:
+        _ARTIFACT = bytes(stablehlo.serialize_portable_artifact_str(
+            _WARMUP, stablehlo.get_minimum_version()))
+    with context:
+        stablehlo.deserialize_portable_artifact(context, _ARTIFACT)

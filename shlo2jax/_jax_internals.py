@@ -15,6 +15,8 @@ def make_ir_context():
     context = jax_mlir.make_ir_context()
     # The conformance `check` and `interpreter` dialects are not registered in jaxlib.
     context.allow_unregistered_dialects = True
+    from shlo2jax.quant import load_quant_dialect  # `!quant.uniform` types must parse
+    load_quant_dialect(context)
     return context
 
 
@@ -98,3 +100,33 @@ def general_scatter_primitive():
 
     mlir.register_lowering(prim, _lower)
     return prim
+
+
+def no_reverse_mode_primitive():
+    """An identity on tangents whose transpose raises: placed on the tangent outputs of an
+    op that has a forward-mode but no reverse-mode derivative, so reverse mode fails with
+    an error naming the op. Binding takes one array and the params `op_name`, `location`,
+    `why`. Uses jax's primitive rule tables (ad, batching, mlir lowering).
+    """
+    from jax.extend.core import Primitive
+    from jax.interpreters import ad, batching, mlir
+
+    from shlo2jax.errors import TranslationError
+
+    prim = Primitive("shlo2jax_no_reverse_mode")
+    prim.def_impl(lambda x, **_: x)
+    prim.def_abstract_eval(lambda x, **_: x)
+    mlir.register_lowering(prim, lambda ctx, x, **_: [x])
+
+    def _transpose(ct, x, *, op_name, location, why):
+        raise TranslationError(op_name, location, f"cannot reverse-differentiate: {why}")
+
+    ad.deflinear2(prim, _transpose)
+    batching.primitive_batchers[prim] = lambda args, dims, **p: (prim.bind(*args, **p), dims[0])
+    return prim
+
+
+def set_batching_rule(prim, rule):
+    """Registers `rule(args, dims, **params) -> (outs, out_dims)` as prim's vmap rule."""
+    from jax.interpreters import batching
+    batching.primitive_batchers[prim] = rule

@@ -86,6 +86,12 @@ class Function:
         if self._jitted is None:
             translator = self.program.translator
             body = translator.function_body(self.definition)
+            if any(isinstance(t, T.TensorType) and t.quant is not None for t in self.input_types):
+                from shlo2jax.quant import coerce_argument
+                types, plain_body = self.input_types, body
+
+                def body(*args):  # raw storage integers become quantized values
+                    return plain_body(*(coerce_argument(a, t) for a, t in zip(args, types)))
             self._jitted = jax.jit(body)
         return self._jitted
 

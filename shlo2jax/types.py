@@ -189,8 +189,9 @@ def parse_type(spelling: str) -> Type:
         element = m.group(2)
         bounds = _parse_bounds(m.group(3))
         if element.startswith("!quant."):
-            from shlo2jax.quant import parse_quantized_element  # only quantized modules pay
-            qtype = parse_quantized_element(element)
+            from shlo2jax.quant import check_tensor_type, parse_quantized_element
+            qtype = parse_quantized_element(element)  # only quantized modules pay for the import
+            check_tensor_type(dims, qtype, f"{text}: ")
             result = TensorType(dims, qtype.storage_dtype, element, qtype, bounds)
         else:
             dtype = ELEMENT_DTYPES.get(element)
