@@ -9,23 +9,7 @@ kernel or `jax.nn.dot_product_attention` for "odml.scaled_dot_product_attention"
 
 from __future__ import annotations
 
-from typing import Callable, Optional
-
-from shlo2jax.registry import Unsupported, register_op
-
-COMPOSITE_RULES: dict[str, Callable] = {}
-
-
-def register_composite(name: str, fn: Optional[Callable] = None):
-    """Registers a JAX implementation for `stablehlo.composite "name"`; usable as a decorator.
-
-    It replaces the decomposition for every program loaded afterwards.
-    """
-    def wrap(f):
-        COMPOSITE_RULES[name] = f
-        return f
-    return wrap(fn) if fn is not None else wrap
-
+from shlo2jax.registry import COMPOSITE_RULES, Unsupported, register_op
 
 def _prepare(op):
     name = op.attrs.get("name")

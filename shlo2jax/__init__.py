@@ -5,9 +5,8 @@ from shlo2jax.errors import (ElidedDataError, LoadError, Shlo2JaxError, Translat
                              UnsupportedError)
 from shlo2jax.loader import load
 from shlo2jax.program import Function, Program
-from shlo2jax.registry import register_custom_call, register_op
+from shlo2jax.registry import register_composite, register_custom_call, register_op
 from shlo2jax.translate import TOKEN, Token
-from shlo2jax.ops.composite import register_composite
 
 __version__ = "0.1.0"
 

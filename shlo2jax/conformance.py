@@ -462,40 +462,6 @@ _NOT_MODELLED = (
     ("interpreter.probe", "interpreter.probe / expect_serialized_eq: needs the probe issue"),
 )
 
-_check_eq_wrapped = False
-
-
-def _record_check_eq():
-    """`custom_call @check.eq` returns whether its operands agree; the interpreter fails the
-    case when they do not (integers bitwise, others within 1e-4). The built-in handler only
-    computes the boolean, so the runner also records the comparison, unless the built-in
-    one already records it."""
-    global _check_eq_wrapped
-    if _check_eq_wrapped:
-        return
-    from shlo2jax import registry
-    registry.lookup("stablehlo.custom_call")  # loads the built-in rules
-    rule = registry.CUSTOM_CALL_RULES.get("check.eq")
-    if rule is None:
-        return
-    builtin = rule.handler
-
-    def check_eq(ctx, op, params, lhs, rhs):
-        recorder = ctx.translator.recorder
-        before = len(recorder) if recorder is not None else 0
-        result = builtin(ctx, op, params, lhs, rhs)
-        if recorder is not None and len(recorder) == before:
-            from shlo2jax import types as T
-            if T.is_integer(rhs.dtype) or rhs.dtype == np.bool_:
-                recorder.append((op, "eq", {}, (lhs, rhs)))
-            else:
-                recorder.append((op, "almost_eq", {"tolerance": 1e-4}, (lhs, rhs)))
-        return result
-
-    registry.register_custom_call("check.eq", check_eq, prepare=rule.prepare)
-    _check_eq_wrapped = True
-
-
 def _flat_arrays(values) -> list:
     import jax
     from shlo2jax.translate import Token
@@ -506,6 +472,7 @@ def _flat_arrays(values) -> list:
 def _run_checked(program, fn) -> tuple[int, Optional[str]]:
     """Runs a no-argument function with the check recorder; (checks, failure or None)."""
     import jax
+    from shlo2jax import quant
     translator = program.translator
     translator.recorder = recorded = []
     translator._callees.clear()  # callees traced without the recorder would skip checks
@@ -525,7 +492,8 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
         translator._callees.clear()
     failures = []
     for (op, kind, params, _), values in zip(recorded, operands):
-        values = [np.asarray(v) for v in values]
+        # Quantized operands: storage integers for expect_eq, dequantized values otherwise.
+        values = [np.asarray(quant.check_operand(v, kind)) for v in values]
         if "expected" in params:
             actual, expected = values[0], np.asarray(params["expected"])
         elif len(values) == 2:
@@ -815,7 +783,6 @@ def run_case(case: dict, timeout: float = 120.0) -> tuple[str, str]:
             text = rewrite_check_syntax(text)
         except (ValueError, IndexError) as e:
             return "error", f"cannot rewrite the check-dialect syntax: {e}"
-        _record_check_eq()
         try:
             program = shlo2jax.load(text, source_name=case["id"])
         except shlo2jax.UnsupportedError as e:

@@ -63,6 +63,21 @@ def register_custom_call(target: str, handler: Optional[Callable] = None, *,
     return wrap(handler) if handler is not None else wrap
 
 
+COMPOSITE_RULES: dict[str, Callable] = {}
+
+
+def register_composite(name: str, fn: Optional[Callable] = None):
+    """Registers a JAX implementation for `stablehlo.composite "name"`; usable as a decorator.
+
+    `fn(*operands, **composite_attributes)` returns one array or a sequence of them. It
+    replaces the composite's decomposition for every program loaded afterwards.
+    """
+    def wrap(f):
+        COMPOSITE_RULES[name] = f
+        return f
+    return wrap(fn) if fn is not None else wrap
+
+
 def lookup(name: str) -> Optional[OpRule]:
     _load_builtin_rules()
     return OP_RULES.get(name)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax.ops.composite import COMPOSITE_RULES, register_composite
+from shlo2jax import register_composite
+from shlo2jax.registry import COMPOSITE_RULES
 
 ADD_N = """
 func.func private @add_n.impl(%arg0: tensor<3xi64>) -> tensor<3xi64> {
