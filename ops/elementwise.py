@@ -11,6 +11,7 @@ and logistic in narrow floats (where lax's expansion rounds differently from XLA
 from __future__ import annotations
 
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax import lax
 
@@ -61,8 +62,6 @@ def _register_simple(mnemonic, fn):
 # ---------------------------------------------------------------- unary ops
 
 _UNARY = {
-    "ceil": lax.ceil,
-    "floor": lax.floor,
     "cosine": lax.cos,
     "sine": lax.sin,
     "tan": lax.tan,
@@ -84,6 +83,43 @@ _UNARY = {
 
 for _mnemonic, _fn in _UNARY.items():
     _register_simple(_mnemonic, _fn)
+
+
+_SUBNORMAL_CHECKED = frozenset(np.dtype(t) for t in (np.float16, ml_dtypes.bfloat16, np.float32,
+                                                      np.float64))
+
+
+def _subnormal_signs(x):
+    """(negative subnormal, positive subnormal) masks, read from the bits: XLA on CPU flushes
+    subnormal inputs to zero, in comparisons too, so floor(-tiny) would come out -0, not -1."""
+    width = T.bit_width(x.dtype)
+    mantissa = (1 << ml_dtypes.finfo(x.dtype).nmant) - 1
+    exponent = ((1 << (width - 1)) - 1) ^ mantissa
+    bits = bits_as(x, UNSIGNED_OF_WIDTH)
+    const = lambda v: np.array(v, bits.dtype)
+    subnormal = ((bits & const(exponent)) == const(0)) & ((bits & const(mantissa)) != const(0))
+    negative = (bits >> const(width - 1)) == const(1)
+    return subnormal & negative, subnormal & ~negative
+
+
+@register_op(*_names("floor"), prepare=reject_unsupported_types)
+def floor(ctx, op, x):
+    result = lax.floor(x)
+    if x.dtype in _SUBNORMAL_CHECKED:
+        negative, positive = _subnormal_signs(x)
+        result = lax.select(negative, lax.full_like(x, -1), result)
+        result = lax.select(positive, lax.full_like(x, 0), result)
+    return result
+
+
+@register_op(*_names("ceil"), prepare=reject_unsupported_types)
+def ceil(ctx, op, x):
+    result = lax.ceil(x)
+    if x.dtype in _SUBNORMAL_CHECKED:
+        negative, positive = _subnormal_signs(x)
+        result = lax.select(positive, lax.full_like(x, 1), result)
+        result = lax.select(negative, lax.full_like(x, -0.0), result)
+    return result
 
 
 @register_op(*_names("abs"), prepare=reject_unsupported_types)

@@ -436,3 +436,24 @@ def test_mhlo_names():
       return %1 : tensor<2xf32>
     }"""
     assert_bitwise(np.asarray(shlo2jax.load(text)(x)), np.array([2.0, 4.0], np.float32))
+
+
+@pytest.mark.parametrize("element", ["bf16", "f16", "f32", "f64"])
+def test_floor_ceil_of_subnormals(element):
+    # The spec's floor/ceil are exact; XLA on CPU flushes subnormal inputs to zero.
+    import ml_dtypes
+    from shlo2jax import types as T
+    dtype = T.ELEMENT_DTYPES[element]
+    tiny = np.array(ml_dtypes.finfo(dtype).smallest_subnormal, dtype)
+    x = np.array([tiny, -tiny, 0.0, -0.0, 1.5, -1.5], dtype)
+    program = shlo2jax.load(f"""
+    func.func @main(%x: tensor<6x{element}>) -> (tensor<6x{element}>, tensor<6x{element}>) {{
+      %0 = stablehlo.floor %x : tensor<6x{element}>
+      %1 = stablehlo.ceil %x : tensor<6x{element}>
+      return %0, %1 : tensor<6x{element}>, tensor<6x{element}>
+    }}""")
+    floor, ceil = (np.asarray(v).astype(np.float64) for v in program(x))
+    np.testing.assert_array_equal(floor, [0.0, -1.0, 0.0, -0.0, 1.0, -2.0])
+    np.testing.assert_array_equal(ceil, [1.0, -0.0, 0.0, -0.0, 2.0, -1.0])
+    assert list(np.signbit(floor)) == [False, True, False, True, False, True]
+    assert list(np.signbit(ceil)) == [False, True, False, True, False, True]
