@@ -20,6 +20,13 @@ def make_ir_context():
     return context
 
 
+def refine_polymorphic_shapes(module):
+    """jax's shape refinement of an exported module (StableHLO refinement plus inlining,
+    shape assertions and jax.export's dynamic custom calls)."""
+    from jax._src.interpreters import mlir as jax_mlir
+    return jax_mlir.refine_polymorphic_shapes(module)
+
+
 def compile_mlir_module(module_text, platform: str = "cpu", num_replicas: int = 1,
                         num_partitions: int = 1):
     """Compiles a StableHLO module with XLA directly (no translation) on one device.

@@ -1,9 +1,594 @@
-"""Calls of functions whose signature has `?` dimensions."""
+"""Calls of functions whose signature has `?` dimensions: specialise, then translate.
 
-from shlo2jax.errors import UnsupportedError
+A call with concrete argument shapes refines a clone of the module with
+StableHLO's own passes (`stablehlo-refine-arguments`, `stablehlo-refine-shapes`,
+`stablehlo-canonicalize-dynamism`), so no shape arithmetic is done here; when
+that leaves `?` behind, it is retried with calls inlined, then with jax's own
+refinement (which also knows jax.export's dynamic custom calls). The
+now-static module is decoded and translated like any other and cached per input
+signature: a second call with the same shapes and dtypes does no refinement.
+Bounded dimensions (`#stablehlo.bounds`) are checked against their bound, then
+refined like `?`.
+
+Dimension-size arguments (scalar integers whose value drives `?` sizes, as in
+jax2tf-era modules; also short integer vectors such as slice starts) are
+specialised on their value when the shapes alone leave `?` behind: their uses
+become a constant, the argument stays in the signature, and the value joins the
+cache key. Such an argument must then be concrete (not a tracer). `jax.export`
+artifacts need no values: their dimension variables are derived from the
+argument shapes, and their `shape_assertion` checks run at trace time
+(ops/dynamic.py) or, when refinement itself fails, are read from the folded
+module for the error message.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+
+from shlo2jax import types as T
+from shlo2jax.errors import Shlo2JaxError, UnsupportedError
+
+
+class ShapeError(Shlo2JaxError, ValueError):
+    """Argument shapes (or dimension-size values) contradict the program's shape constraints."""
+
+
+_REFINE_PIPELINE = ("builtin.module(stablehlo-refine-arguments{{types='{types}'}},"
+                    "stablehlo-refine-shapes,func.func(stablehlo-canonicalize-dynamism),"
+                    "stablehlo-refine-shapes)")
+
+_passes_registered = False
+_lock = threading.Lock()
+# Counts refinement pipeline runs (new input signatures only); tests use it to see the cache.
+refinement_count = 0
+
+
+class _Entry:
+    """What one argument signature needs: a refined function, or one per dimension-value tuple."""
+    __slots__ = ("function", "dim_args", "by_values")
+
+    def __init__(self, function=None, dim_args=(), by_values=None):
+        self.function = function
+        self.dim_args: tuple = dim_args
+        self.by_values: dict = by_values if by_values is not None else {}
 
 
 def call_dynamic(function, args):
-    raise UnsupportedError([(f"func.func @{function.name}", function.definition.location,
-                             "calling a function with dynamic (`?`) input dimensions is not "
-                             "supported yet (shape refinement: issue 7)")])
+    """Calls `function` (dynamic input types) on `args` (already checked against its signature)."""
+    cache = function.__dict__.setdefault("_specialised", {})
+    key = tuple(_arg_key(a) for a in args)
+    entry = cache.get(key)
+    if entry is None:
+        with _lock:
+            entry = cache.get(key)
+            if entry is None:
+                entry = _plan(function, key)
+                cache[key] = entry
+    if entry.function is not None:
+        return _call(function, entry.function, args)
+    values = tuple(_dimension_value(function, args, i) for i in entry.dim_args)
+    specialised = entry.by_values.get(values)
+    if specialised is None:
+        with _lock:
+            specialised = entry.by_values.get(values)
+            if specialised is None:
+                specialised = _refined_function(function, key, dict(zip(entry.dim_args, values)))
+                entry.by_values[values] = specialised
+    return _call(function, specialised, args)
+
+
+def _call(function, specialised, args):
+    # Observers set on the loaded program (check recorder, probes) see the refined one's ops.
+    source, target = function.program.translator, specialised.program.translator
+    for name in ("recorder", "observer"):
+        if getattr(target, name, None) is not getattr(source, name, None):
+            setattr(target, name, getattr(source, name))
+    return specialised(*args)
+
+
+def _arg_key(arg):
+    shape, dtype = getattr(arg, "shape", None), getattr(arg, "dtype", None)
+    if shape is None or dtype is None:  # a token or a tuple: its type is fixed by the signature
+        return type(arg).__name__
+    try:
+        return tuple(int(d) for d in shape), np.dtype(dtype)
+    except Exception:  # jax.export symbolic dimensions
+        raise ShapeError(f"shape {tuple(shape)}: a function with `?` dimensions is specialised "
+                         "to concrete shapes, and symbolic dimensions (exporting it with "
+                         "shape polymorphism) are not supported") from None
+
+
+def _plan(function, key) -> _Entry:
+    """Refines on shapes alone; if `?` remains, finds the arguments whose values decide it."""
+    _check_bounds(function, key)
+    context, module = _specialise(function, key, {})
+    with context:
+        remaining = _dynamic_ops(module)
+        if not remaining:
+            return _Entry(function=_translate(function, module))
+        dim_args = _dimension_arguments(module, remaining)
+        if not dim_args:
+            raise _still_dynamic(function, remaining, ())
+    return _Entry(dim_args=dim_args)
+
+
+def _refined_function(function, key, values: dict):
+    context, module = _specialise(function, key, values)
+    with context:
+        remaining = _dynamic_ops(module)
+        if remaining:
+            raise _still_dynamic(function, remaining, values)
+        return _translate(function, module)
+
+
+# ---------------------------------------------------------------- MLIR work (inside a context)
+
+def _specialise(function, key, values: dict):
+    """A refined copy of the module: (context, module).
+
+    refine-shapes refines each callee once, for constant leading scalar arguments only:
+    a function called with different constants (jax.export's divmod, _where), or one
+    whose shapes hang on a later constant argument, stays dynamic or fails. As jax's own
+    refinement does, such a module is retried with its calls inlined. That is done here:
+    jaxlib's Python bindings register no inliner interface for func (the `inline` pass
+    leaves every call in place), and jax's refine_polymorphic_shapes stops on such a
+    module with "incompatible refinement keys" before its shape assertions can speak.
+    """
+    from jaxlib.mlir import ir
+
+    refined = failed = error = None
+    for inline in (False, True):
+        context, module = _clone(function)
+        with context:
+            _substitute_constants(module, values)
+            if inline and not _inline_calls(module):
+                break
+            try:
+                _refine(module, key)
+            except ir.MLIRError as e:
+                failed, error = (context, module), e
+                continue
+            _drop_unreachable(module)
+            refined = (context, module)
+            if not _dynamic_ops(module):
+                break
+    if refined is None or _dynamic_ops(refined[1]):
+        # Ops only jax's own refinement knows (the `stablehlo.dynamic_reduce_window`,
+        # `dynamic_top_k`, ... custom calls of jax.export) are left for it to finish.
+        assertion, by_jax = _jax_refinement(function, key, values)
+        if assertion:
+            raise ShapeError(_describe_call(function, key, values) + " breaks the program's "
+                             f"shape constraints:\n  {assertion}")
+        if by_jax is not None:
+            return by_jax
+    if refined is not None:
+        return refined
+    context, module = failed
+    with context:
+        # Folding stops at the first failure; an export's own shape checks that were
+        # already decided say best what is wrong.
+        broken = _failed_assertions(module)
+    if broken:
+        raise ShapeError(_describe_call(function, key, values) + " breaks the program's shape "
+                         "constraints:\n" + "\n".join(f"  {m}" for m in broken))
+    raise ShapeError(_describe_call(function, key, values) + " contradicts the program's "
+                     f"shape constraints (shape refinement failed):\n{_diagnostics(error)}")
+
+
+def _jax_refinement(function, key, values: dict):
+    """(failed shape assertion message or None, refined (context, module) or None) from
+    jax's `refine_polymorphic_shapes`, which runs StableHLO's refinement with jax's
+    extensions (inlining, shape assertions, jax.export's dynamic custom calls)."""
+    from jaxlib.mlir import ir, passmanager
+
+    from shlo2jax._jax_internals import make_ir_context, refine_polymorphic_shapes
+
+    context, module = _clone(function)
+    with context:
+        _substitute_constants(module, values)
+        try:
+            passmanager.PassManager.parse("builtin.module(stablehlo-refine-arguments{types='"
+                                          + ",".join(_refined_argument_types(module, key))
+                                          + "'})").run(module.operation)
+        except ir.MLIRError:
+            return None, None
+        try:
+            refined = refine_polymorphic_shapes(module)
+        except Exception as e:  # jax wraps the cause: a failed shape assertion says it all
+            cause = str(e.__cause__ or e)
+            return (cause.strip() if "shape_assertion" in cause or
+                    "do not match the polymorphic shapes" in cause else None), None
+        data = refined.operation.get_asm(binary=True)
+    context = make_ir_context()
+    with context:
+        module = ir.Module.parse(data)
+        _drop_unreachable(module)
+        if _dynamic_ops(module):
+            return None, None
+    return None, (context, module)
+
+
+def _inline_calls(module, limit: int = 200000) -> bool:
+    """Replaces every func.call reachable from @main by a copy of its callee's body."""
+    from jaxlib.mlir import ir
+
+    functions = {view.operation.attributes["sym_name"].value: view.operation
+                 for view in module.body.operations if view.operation.name == "func.func"}
+    copied = 0
+    while True:
+        calls = _calls(functions["main"])
+        if not calls:
+            return copied > 0
+        for call in calls:
+            body = functions[call.attributes["callee"].value].regions[0].blocks[0]
+            mapping = dict(zip(body.arguments, call.operands))
+            at = ir.InsertionPoint(call)
+            for view in body.operations:
+                operation = view.operation
+                if operation.name == "func.return":
+                    for result, value in zip(call.results, operation.operands):
+                        result.replace_all_uses_with(mapping.get(value, value))
+                    break
+                clone = operation.clone(ip=at)
+                _remap_operands(clone, mapping)
+                mapping.update(zip(operation.results, clone.results))
+                copied += 1
+            if copied > limit:
+                raise UnsupportedError([("func.call", str(call.location), "too many calls to "
+                                         "inline for shape refinement")])
+            call.erase()
+
+
+def _remap_operands(operation, mapping: dict) -> None:
+    """Points the operands of an op (and of ops nested in it) at their inlined values."""
+    operands = operation.operands
+    for i in range(len(operands)):
+        new = mapping.get(operands[i])
+        if new is not None:
+            operands[i] = new
+    for region in operation.regions:
+        for block in region.blocks:
+            for view in block.operations:
+                _remap_operands(view.operation, mapping)
+
+
+def _failed_assertions(module) -> list:
+    """Messages of `shape_assertion` custom calls whose predicate folded to false."""
+    messages = []
+
+    def constant(value):
+        owner = value.owner
+        if getattr(owner, "name", None) != "stablehlo.constant":
+            return None
+        try:
+            return np.asarray(owner.attributes["value"])
+        except Exception:
+            return None
+
+    def visit(operation):
+        if operation.name == "stablehlo.custom_call" and \
+                operation.attributes["call_target_name"].value == "shape_assertion":
+            operands = [constant(v) for v in operation.operands]
+            if operands and operands[0] is not None and not operands[0].all():
+                shown = [o.item() if o is not None and o.size == 1 else "?" for o in operands[1:]]
+                message = operation.attributes["error_message"].value
+                try:
+                    message = message.format(*shown)
+                except (IndexError, KeyError, ValueError):
+                    pass
+                messages.append(message)
+        for region in operation.regions:
+            for block in region.blocks:
+                for view in block.operations:
+                    visit(view.operation)
+
+    for view in module.body.operations:
+        visit(view.operation)
+    return messages
+
+
+def _drop_unreachable(module) -> None:
+    """Erases functions @main does not call (directly or not): only @main is translated."""
+    functions = {view.operation.attributes["sym_name"].value: view.operation
+                 for view in module.body.operations if view.operation.name == "func.func"}
+    reached, stack = {"main"}, ["main"]
+    while stack:
+        for callee in _symbol_uses(functions[stack.pop()]):
+            if callee not in reached and callee in functions:
+                reached.add(callee)
+                stack.append(callee)
+    for name, operation in functions.items():
+        if name not in reached:
+            operation.erase()
+
+
+def _symbol_uses(operation) -> set:
+    """Symbols named by attributes of nested ops (func.call callees, composite
+    decompositions, custom_call called_computations, ...)."""
+    from jaxlib.mlir import ir
+
+    names = set()
+    for region in operation.regions:
+        for block in region.blocks:
+            for view in block.operations:
+                nested = view.operation
+                for key in nested.attributes:
+                    if key == "value":  # constants: indexed access aborts on some dense data
+                        continue
+                    attr = nested.attributes[key]
+                    items = list(attr) if isinstance(attr, ir.ArrayAttr) else [attr]
+                    names.update(a.value for a in items if isinstance(a, ir.FlatSymbolRefAttr))
+                names |= _symbol_uses(nested)
+    return names
+
+
+def _calls(operation) -> list:
+    found = []
+    for region in operation.regions:
+        for block in region.blocks:
+            for view in block.operations:
+                if view.operation.name == "func.call":
+                    found.append(view.operation)
+                found.extend(_calls(view.operation))
+    return found
+
+def _clone(function):
+    """A private copy of the module in a fresh context (MLIR contexts are not thread-safe).
+
+    `stablehlo-refine-arguments` refines @main only: another function is renamed @main in
+    the copy (and a @main it has is renamed out of the way).
+    """
+    import io
+
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    from shlo2jax._jax_internals import make_ir_context
+
+    global _passes_registered
+    if not _passes_registered:
+        stablehlo.register_stablehlo_passes()
+        _passes_registered = True
+    source = function.program.mlir_module
+    if source is None:
+        raise UnsupportedError([(f"func.func @{function.name}", function.definition.location,
+                                 "dynamic shapes need the MLIR module the program was "
+                                 "loaded from")])
+    if function.__dict__.setdefault("_bounded", _has_bounds(function.program)):
+        # refine-shapes leaves bounded `?` dimensions alone: the copy drops the bounds
+        # (the arguments were checked against them).
+        text = source.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
+        data = _BOUNDS_RE.sub("", text)
+    else:
+        buffer = io.BytesIO()
+        source.operation.write_bytecode(buffer)
+        data = buffer.getvalue()
+    context = make_ir_context()
+    with context:
+        module = ir.Module.parse(data)
+        if function.name != "main":
+            _rename(module, "main", "__shlo2jax_original_main")
+            _rename(module, function.name, "main")
+    return context, module
+
+
+_BOUNDS_RE = re.compile(r",\s*#stablehlo\.bounds<[^>]*>")
+
+
+def _has_bounds(program) -> bool:
+    return any(isinstance(t, T.TensorType) and t.bounds is not None
+               for op in program.module.ops for t in op.result_types) or any(
+        isinstance(t, T.TensorType) and t.bounds is not None
+        for f in program.module.functions.values() for t in f.input_types + f.output_types)
+
+
+def _check_bounds(function, key) -> None:
+    for i, (ttype, k) in enumerate(zip(function.input_types, key)):
+        bounds = getattr(ttype, "bounds", None)
+        if bounds and isinstance(k, tuple):
+            for d, (size, bound) in enumerate(zip(k[0], bounds)):
+                if bound is not None and size > bound:
+                    raise ShapeError(f"argument %arg{i} of @{function.name} has shape {k[0]}: "
+                                     f"dimension {d} exceeds its bound {bound}")
+
+
+def _rename(module, old: str, new: str) -> None:
+    from jaxlib.mlir import ir
+
+    for view in module.body.operations:
+        operation = view.operation
+        if operation.name == "func.func" and operation.attributes["sym_name"].value == old:
+            ir.SymbolTable.replace_all_symbol_uses(old, new, module.operation)
+            operation.attributes["sym_name"] = ir.StringAttr.get(new)
+            return
+
+
+def _entry_func(module, name: str):
+    for view in module.body.operations:
+        operation = view.operation
+        if operation.name == "func.func" and operation.attributes["sym_name"].value == name:
+            return operation
+    raise KeyError(name)
+
+
+def _refine(module, key) -> None:
+    from jaxlib.mlir import passmanager
+
+    global refinement_count
+    refinement_count += 1
+    types = _refined_argument_types(module, key)
+    passmanager.PassManager.parse(_REFINE_PIPELINE.format(types=",".join(types))).run(
+        module.operation)
+
+
+def _refined_argument_types(module, key) -> list:
+    """@main's argument types with the call's shapes (MLIR spelling)."""
+    from jaxlib.mlir import ir
+
+    types = []
+    for arg, k in zip(_entry_func(module, "main").regions[0].blocks[0].arguments, key):
+        mlir_type = arg.type
+        if isinstance(k, tuple) and isinstance(mlir_type, ir.RankedTensorType):
+            mlir_type = ir.RankedTensorType.get(list(k[0]), mlir_type.element_type,
+                                                loc=ir.Location.unknown())
+        types.append(str(mlir_type))
+    return types
+
+
+def _diagnostics(error) -> str:
+    lines = []
+    for d in getattr(error, "error_diagnostics", ()):
+        lines.append(f"  {d.location}: {d.message}")
+        lines += [f"    {n.location}: {n.message}" for n in d.notes]
+    return "\n".join(lines) or f"  {error}"
+
+
+def _describe_call(function, key, values) -> str:
+    parts = []
+    for i, k in enumerate(key):
+        if isinstance(k, tuple):
+            text = f"%arg{i}: {T.tensor_type(k[0], k[1])}"
+            if values and i in values:
+                text += f" = {values[i]}"
+            parts.append(text)
+    return f"calling @{function.name}({', '.join(parts)})"
+
+
+def _is_dynamic(mlir_type) -> bool:
+    from jaxlib.mlir import ir
+    if isinstance(mlir_type, ir.RankedTensorType):
+        return not mlir_type.has_static_shape
+    return isinstance(mlir_type, ir.UnrankedTensorType)
+
+
+def _dynamic_ops(module) -> list:
+    """Every op (nested ones too) with a result or block argument of dynamic type."""
+    found = []
+
+    def visit(operation):
+        if any(_is_dynamic(r.type) for r in operation.results) or any(
+                _is_dynamic(a.type) for region in operation.regions
+                for block in region.blocks for a in block.arguments):
+            found.append(operation)
+        for region in operation.regions:
+            for block in region.blocks:
+                for view in block.operations:
+                    visit(view.operation)
+
+    for view in module.body.operations:
+        visit(view.operation)
+    return found
+
+
+# The operands that carry shapes (not data) of the ops whose result shapes they decide.
+_SHAPE_OPERANDS = {
+    "stablehlo.dynamic_broadcast_in_dim": (1,), "stablehlo.dynamic_iota": (0,),
+    "stablehlo.dynamic_reshape": (1,), "stablehlo.dynamic_pad": (2, 3, 4),
+    "stablehlo.real_dynamic_slice": (1, 2, 3), "stablehlo.dynamic_gather": (2,),
+    "stablehlo.dynamic_conv": (2,), "stablehlo.set_dimension_size": (1,),
+}
+
+
+def _dimension_arguments(module, dynamic_ops) -> tuple:
+    """Scalar integer arguments of the entry function whose values flow into a dynamic op."""
+    from jaxlib.mlir import ir
+
+    func_op = _entry_func(module, "main")
+    entry_block = func_op.regions[0].blocks[0]
+    candidates = {i for i, a in enumerate(entry_block.arguments) if _is_small_integer(a.type)}
+    stack = [operation.operands[i] for operation in dynamic_ops
+             for i in _SHAPE_OPERANDS.get(operation.name, ())]
+    if not stack:
+        stack = [v for operation in dynamic_ops for v in operation.operands]
+    calls_to: dict = {}
+    for view in module.body.operations:
+        for call in _calls(view.operation):
+            calls_to.setdefault(call.attributes["callee"].value, []).append(call)
+    reached, seen = set(), set()
+    while stack:
+        value = stack.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            if owner == entry_block:
+                reached.add(value.arg_number)
+            elif owner.owner.operation.name == "func.func":  # a callee's argument: its callers'
+                callee = owner.owner.operation.attributes["sym_name"].value
+                stack.extend(call.operands[value.arg_number] for call in calls_to.get(callee, ()))
+            continue
+        stack.extend(owner.operands)
+    chosen = reached & candidates
+    if not chosen:  # not traced to an argument: every scalar integer may be a dimension size
+        chosen = {i for i in candidates if entry_block.arguments[i].type.rank == 0}
+    return tuple(sorted(chosen))
+
+
+def _is_small_integer(mlir_type) -> bool:
+    """A scalar, or a short static vector (start indices), of integers."""
+    from jaxlib.mlir import ir
+    return isinstance(mlir_type, ir.RankedTensorType) and mlir_type.has_static_shape and \
+        mlir_type.rank <= 1 and (mlir_type.rank == 0 or mlir_type.shape[0] <= 8) and \
+        isinstance(mlir_type.element_type, ir.IntegerType) and mlir_type.element_type.width > 1
+
+
+def _substitute_constants(module, values: dict) -> None:
+    """Each dimension-size argument's uses become a constant; the argument itself stays."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    func_op = _entry_func(module, "main")
+    block = func_op.regions[0].blocks[0]
+    for i, value in values.items():
+        arg = block.arguments[i]
+        data = np.array(value, dtype=T.ELEMENT_DTYPES[str(arg.type.element_type)])
+        attr = ir.DenseElementsAttr.get(data, type=arg.type.element_type, shape=list(data.shape))
+        constant = stablehlo.ConstantOp(attr, loc=arg.location,
+                                        ip=ir.InsertionPoint.at_block_begin(block))
+        arg.replace_all_uses_with(constant.result)
+
+
+def _translate(function, module):
+    from shlo2jax.module import decode_module
+    from shlo2jax.program import Program
+
+    program = function.program
+    options = program.load_options
+    decoded = decode_module(module, source_name=program.source_name,
+                            placeholder_data=options.get("placeholder_data", False),
+                            seed=options.get("seed", 0), strict=True)
+    return Program(decoded, module, program.source_name)["main"]
+
+
+def _still_dynamic(function, operations, values) -> UnsupportedError:
+    from shlo2jax.module import format_location
+
+    source = function.program.source_name
+    problems = []
+    for operation in operations[:10]:
+        types = ", ".join(str(r.type) for r in operation.results if _is_dynamic(r.type))
+        problems.append((operation.name, format_location(operation.location, source),
+                         f"result type(s) {types or '(block arguments)'} stay dynamic after shape "
+                         "refinement" + (" with the dimension-size arguments specialised"
+                                         if values else "")))
+    return UnsupportedError(problems)
+
+
+# ---------------------------------------------------------------- dimension-size values
+
+def _dimension_value(function, args, index: int):
+    """The argument's value, hashable (an int, or a tuple for a rank-1 argument)."""
+    try:
+        value = np.asarray(args[index])  # a tracer raises unless its value is known
+    except TypeError:
+        raise ShapeError(
+            f"argument %arg{index} of @{function.name} decides `?` dimensions of the program by "
+            "its value (a dimension size), so it must be concrete, but it is a traced value; pass "
+            "it as a numpy array or a concrete jax array (e.g. a static argument of the enclosing "
+            "jit), or use a program whose `?` dimensions follow from the argument shapes "
+            "alone") from None
+    return int(value) if value.ndim == 0 else tuple(int(v) for v in value.reshape(-1))

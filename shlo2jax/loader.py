@@ -102,7 +102,8 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
             module = decode()
     if strict and module.problems:
         raise UnsupportedError(module.problems)
-    return Program(module, mlir_module, source_name)
+    return Program(module, mlir_module, source_name,
+                   dict(placeholder_data=placeholder_data, seed=seed))
 
 
 def _try_deserialize_exported(data: bytes):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+from typing import Optional
+
 import jax
 import numpy as np
 
@@ -34,6 +36,9 @@ class Function:
         self.input_types: tuple = fdef.input_types
         self.output_types: tuple = fdef.output_types
         self._jitted = None
+        # `?` dimensions in the signature: each call specialises the module to its shapes.
+        self._dynamic = any(isinstance(t, T.TensorType) and not t.is_static
+                            for t in self.input_types + self.output_types)
 
     @property
     def in_avals(self) -> tuple:
@@ -97,7 +102,7 @@ class Function:
 
     def __call__(self, *args):
         self.check_arguments(args)
-        if not all(t.is_static for t in self.input_types if isinstance(t, T.TensorType)):
+        if self._dynamic:
             from shlo2jax.dynamic import call_dynamic
             return call_dynamic(self, args)
         with jax.enable_x64(True):
@@ -108,8 +113,10 @@ class Function:
 class Program:
     """A loaded StableHLO module. Calling it calls its entry function."""
 
-    def __init__(self, module: ModuleDef, mlir_module=None, source_name: str = ""):
+    def __init__(self, module: ModuleDef, mlir_module=None, source_name: str = "",
+                 load_options: Optional[dict] = None):
         self.module = module
+        self.load_options = dict(load_options or {})  # to decode refined copies the same way
         self.mlir_module = mlir_module  # the verified ir.Module (for the interpreter / XLA)
         self.source_name = source_name
         self.translator = Translator(module)
