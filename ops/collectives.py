@@ -1,0 +1,412 @@
+"""Collectives: all_reduce, all_gather, reduce_scatter, all_to_all, collective_permute,
+collective_broadcast, replica_id, partition_id, and the interpreter's run_parallel.
+
+A program runs as a grid of processes (replicas x partitions). Inside `shlo2jax.spmd`
+every process is one shard of a `shard_map` over the mesh axes ("replicas", "partitions"),
+and a process's flat id is `replica * num_partitions + partition`, the order of
+`lax.axis_index(("replicas", "partitions"))`. The spec turns `replica_groups` (or
+`source_target_pairs`) into groups of processes according to the op's mode
+(cross_replica, cross_partition, cross_replica_and_partition, flattened_ids); here every
+group is a list of flat ids, and the collective is one lax collective over both axes with
+those groups as `axis_index_groups`, or, where lax cannot express the group layout
+(ragged or partial groups, a non-monoid reduction, broadcast), the exact general path:
+all_gather the whole grid, then take the group's members in order.
+
+Outside a `shlo2jax.spmd` run, a 1x1 program (mhlo.num_replicas = mhlo.num_partitions = 1,
+the default) is one process: the collectives act on groups of one process.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from shlo2jax import spmd
+from shlo2jax import types as T
+from shlo2jax.errors import UnsupportedError
+from shlo2jax.registry import Unsupported, register_op
+from shlo2jax.spmd import AXES, SpmdContext
+
+_MONOIDS = {"stablehlo.add": "add", "mhlo.add": "add", "stablehlo.maximum": "max",
+            "mhlo.maximum": "max", "stablehlo.minimum": "min", "mhlo.minimum": "min"}
+_PROCESS_ID_OPS = frozenset({"stablehlo.replica_id", "mhlo.replica_id", "stablehlo.partition_id",
+                             "mhlo.partition_id"})
+_LAX_REDUCE = {"add": lax.psum, "max": lax.pmax, "min": lax.pmin}
+
+
+class Plan(NamedTuple):
+    """How one collective runs on one grid: `path` is "lax" (one lax collective over both
+    mesh axes with `axis_index_groups`), "general" (all_gather + select) or "single" (one
+    process, no mesh axes)."""
+    path: str
+    groups: tuple           # flat process ids, one tuple per group, in group order
+    axis_index_groups: Optional[list]
+    table: np.ndarray       # [N, G]: the members of each process's group (padded with itself)
+    sizes: np.ndarray       # [N]: size of each process's group (1 when in no group)
+    position: np.ndarray    # [N]: each process's index in its group
+    member: np.ndarray      # [N]: whether the process is in a group
+
+
+# ---------------------------------------------------------------- process groups
+
+def channel_id(op) -> int:
+    handle = op.attrs.get("channel_handle")
+    return int(handle.handle) if handle is not None else 0
+
+
+def group_mode(op) -> str:
+    """The spec's process-group mode of a collective."""
+    channel = channel_id(op)
+    short = op.name.split(".", 1)[1]
+    if short in ("all_to_all", "collective_permute", "collective_broadcast"):
+        return "cross_replica" if channel <= 0 else "cross_partition"
+    use_global = bool(op.attrs.get("use_global_device_ids", False))
+    if channel <= 0:
+        if use_global:
+            raise Unsupported("use_global_device_ids needs a channel_handle > 0")
+        return "cross_replica"
+    return "flattened_ids" if use_global else "cross_replica_and_partition"
+
+
+def _id_groups(groups) -> list:
+    """`replica_groups` without the -1 padding of ragged groups."""
+    arr = np.asarray(groups, dtype=np.int64)
+    if arr.size == 0:
+        return []
+    arr = arr.reshape(arr.shape[0], -1)
+    return [[int(i) for i in row if i >= 0] for row in arr]
+
+
+def process_groups(mode: str, groups: list, num_replicas: int, num_partitions: int) -> list:
+    """The spec's process groups as lists of flat ids (replica * num_partitions + partition).
+    Empty `groups` mean one group of every id along the mode's axis (every process for
+    flattened_ids)."""
+    R, P = num_replicas, num_partitions
+    flat = lambda r, p: r * P + p  # noqa: E731
+    out = []
+    if mode == "cross_replica":
+        groups = groups or [list(range(R))]
+        for p in range(P):
+            out += [[flat(r, p) for r in g] for g in groups]
+    elif mode == "cross_partition":
+        groups = groups or [list(range(P))]
+        for r in range(R):
+            out += [[flat(r, p) for p in g] for g in groups]
+    elif mode == "cross_replica_and_partition":
+        groups = groups or [list(range(R))]
+        out = [[flat(r, p) for p in range(P) for r in g] for g in groups]
+    elif mode == "flattened_ids":
+        out = [list(g) for g in (groups or [list(range(R * P))])]
+    else:
+        raise ValueError(mode)
+    n = R * P
+    seen = set()
+    for g in out:
+        for i in g:
+            if not 0 <= i < n:
+                raise ValueError(f"process id {i} outside the {R}x{P} grid ({mode})")
+            if i in seen:
+                raise ValueError(f"process {i} is in two groups ({mode})")
+            seen.add(i)
+    return out
+
+
+def make_plan(groups: list, n: int, in_mesh: bool, lax_ok: bool) -> Plan:
+    """`lax_ok`: the op has a lax collective for this element type and body. lax needs
+    groups that partition the processes into groups of equal size."""
+    size = max((len(g) for g in groups), default=1)
+    table = np.tile(np.arange(n)[:, None], (1, size))
+    sizes, position, member = np.ones(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
+    for g in groups:
+        for k, i in enumerate(g):
+            table[i, :len(g)] = g
+            sizes[i], position[i], member[i] = len(g), k, True
+    covers = member.all() and len({len(g) for g in groups}) == 1
+    if not in_mesh:
+        path, aig = "single", None
+    elif lax_ok and covers:
+        path = "lax"
+        aig = None if [list(g) for g in groups] == [list(range(n))] else [list(g) for g in groups]
+    else:
+        path, aig = "general", None
+    return Plan(path, tuple(tuple(g) for g in groups), aig, table, sizes, position, member)
+
+
+def grid(ctx, op) -> SpmdContext:
+    """The grid this op runs in: the spmd run's, or the module's when it is 1x1."""
+    current = getattr(ctx.translator, "spmd", None)
+    if current is not None:
+        if not current.in_mesh and op.name not in _PROCESS_ID_OPS and \
+                current.num_replicas * current.num_partitions > 1:
+            raise RuntimeError(f"{op.name} in a process run on its own (no mesh axes)")
+        return current
+    attrs = ctx.translator.module.attrs
+    R, P = int(attrs.get("mhlo.num_replicas", 1)), int(attrs.get("mhlo.num_partitions", 1))
+    if R * P != 1:
+        raise RuntimeError(f"{op.name} in a {R}x{P} program: run it with "
+                           "shlo2jax.spmd.run_spmd (one process per replica and partition)")
+    return SpmdContext(1, 1, in_mesh=False)
+
+
+def plan_for(ctx, op, lax_ok: bool = True) -> Plan:
+    """The op's plan on the current grid, computed once per grid shape."""
+    g = grid(ctx, op)
+    key = (g.num_replicas, g.num_partitions, g.in_mesh)
+    plans = op.params.setdefault("_plans", {})
+    plan = plans.get(key)
+    if plan is None:
+        groups = process_groups(op.params["mode"], op.params["groups"], g.num_replicas,
+                                g.num_partitions)
+        plan = make_plan(groups, g.num_replicas * g.num_partitions, g.in_mesh, lax_ok)
+        plans[key] = plan
+    return plan
+
+
+# ---------------------------------------------------------------- the general path
+
+def _members(x, plan: Plan):
+    """[G, *x.shape]: the operands of this process's group members, in group order, and
+    this process's flat id."""
+    if plan.path == "single":
+        return x[None], 0
+    gathered = lax.all_gather(x, AXES)
+    me = lax.axis_index(AXES)
+    return jnp.take(gathered, jnp.asarray(plan.table)[me], axis=0), me
+
+
+def _elementwise(body):
+    """A reduction region (scalars -> scalar) applied element by element to arrays."""
+    def apply(a, b):
+        shape = a.shape
+        out = jax.vmap(lambda u, v: body(u, v)[0])(a.reshape(-1), b.reshape(-1))
+        return out.reshape(shape)
+    return apply
+
+
+def _fold(vals, size, combine):
+    """vals[0] combined with vals[1..size-1] in order; `size` may be traced."""
+    acc = vals[0]
+    ragged = not isinstance(size, (int, np.integer))
+    for k in range(1, vals.shape[0]):
+        step = combine(acc, vals[k])
+        acc = jnp.where(k < size, step, acc) if ragged else step
+    return acc
+
+
+def _group_size(plan: Plan, me):
+    if plan.path == "single" or (plan.sizes == plan.sizes[0]).all():
+        return int(plan.sizes[0])
+    return jnp.asarray(plan.sizes)[me]
+
+
+def _position(plan: Plan, me):
+    return 0 if plan.path == "single" else jnp.asarray(plan.position)[me]
+
+
+def _concat_members(vals, dim: int):
+    return jnp.concatenate([vals[k] for k in range(vals.shape[0])], axis=dim)
+
+
+def _results(values):
+    values = tuple(values)
+    return values[0] if len(values) == 1 else values
+
+
+# ---------------------------------------------------------------- prepare helpers
+
+def _monoid(op) -> Optional[str]:
+    """"add" / "max" / "min" when the body is exactly that op on its two arguments."""
+    if not op.regions:
+        return None
+    region = op.regions[0]
+    if len(region.ops) != 1 or len(region.args) != 2:
+        return None
+    inner = region.ops[0]
+    kind = _MONOIDS.get(inner.name)
+    if kind is None or sorted(inner.operands) != sorted(region.args) or \
+            tuple(region.outputs) != tuple(inner.results):
+        return None
+    return kind
+
+
+def _prepare_grouped(op):
+    return {"mode": group_mode(op), "groups": _id_groups(op.attrs.get("replica_groups", ())),
+            "monoid": _monoid(op)}
+
+
+def _lax_reducible(op, operands) -> bool:
+    # XLA's all-reduce has no boolean add; those (and complex max/min, which do not exist)
+    # take the general path.
+    kind = op.params["monoid"]
+    if kind is None:
+        return False
+    return all(x.dtype != np.bool_ and (kind == "add" or not T.is_complex(x.dtype))
+               for x in operands)
+
+
+# ---------------------------------------------------------------- ops
+
+@register_op("stablehlo.replica_id", "mhlo.replica_id")
+def replica_id(ctx, op):
+    g = grid(ctx, op)
+    if not g.in_mesh:
+        return jnp.asarray(g.process[0], np.uint32)
+    return lax.axis_index(AXES[0]).astype(np.uint32)
+
+
+@register_op("stablehlo.partition_id", "mhlo.partition_id")
+def partition_id(ctx, op):
+    g = grid(ctx, op)
+    if not g.in_mesh:
+        return jnp.asarray(g.process[1], np.uint32)
+    return lax.axis_index(AXES[1]).astype(np.uint32)
+
+
+@register_op("stablehlo.all_reduce", "mhlo.all_reduce", prepare=_prepare_grouped)
+def all_reduce(ctx, op, *operands):
+    plan = plan_for(ctx, op, lax_ok=_lax_reducible(op, operands))
+    if plan.path == "lax":
+        reduce = _LAX_REDUCE[op.params["monoid"]]
+        return _results(reduce(x, AXES, axis_index_groups=plan.axis_index_groups)
+                        for x in operands)
+    combine = _elementwise(ctx.region(op.regions[0]))
+    out = []
+    for x in operands:
+        vals, me = _members(x, plan)
+        out.append(_fold(vals, _group_size(plan, me), combine))
+    return _results(out)
+
+
+@register_op("stablehlo.all_gather", "mhlo.all_gather", prepare=_prepare_grouped)
+def all_gather(ctx, op, *operands):
+    plan = plan_for(ctx, op)
+    dim = op.attrs["all_gather_dim"]
+    if plan.path == "lax":
+        return _results(lax.all_gather(x, AXES, axis=dim, tiled=True,
+                                       axis_index_groups=plan.axis_index_groups)
+                        for x in operands)
+    _require_uniform(plan, op)
+    return _results(_concat_members(_members(x, plan)[0], dim) for x in operands)
+
+
+def _require_uniform(plan: Plan, op):
+    if not plan.member.all() or len(set(plan.sizes.tolist())) != 1:
+        raise ValueError(f"{op.name} needs every process in a group of the same size; "
+                         f"groups {list(plan.groups)}")
+
+
+def _prepare_reduce_scatter(op):
+    params = _prepare_grouped(op)
+    params["dim"] = int(op.attrs["scatter_dimension"])
+    return params
+
+
+@register_op("stablehlo.reduce_scatter", "mhlo.reduce_scatter", prepare=_prepare_reduce_scatter)
+def reduce_scatter(ctx, op, x):
+    dim = op.params["dim"]
+    lax_ok = op.params["monoid"] == "add" and _lax_reducible(op, (x,))
+    plan = plan_for(ctx, op, lax_ok=lax_ok)
+    if plan.path == "lax":
+        return lax.psum_scatter(x, AXES, scatter_dimension=dim, tiled=True,
+                                axis_index_groups=plan.axis_index_groups)
+    _require_uniform(plan, op)
+    vals, me = _members(x, plan)
+    reduced = _fold(vals, int(plan.sizes[0]), _elementwise(ctx.region(op.regions[0])))
+    chunk = op.result_types[0].shape[dim]
+    return lax.dynamic_slice_in_dim(reduced, _position(plan, me) * chunk, chunk, dim)
+
+
+def _prepare_all_to_all(op):
+    params = _prepare_grouped(op)
+    params.update(split=int(op.attrs["split_dimension"]), concat=int(op.attrs["concat_dimension"]),
+                  count=int(op.attrs["split_count"]))
+    return params
+
+
+@register_op("stablehlo.all_to_all", "mhlo.all_to_all", prepare=_prepare_all_to_all)
+def all_to_all(ctx, op, *operands):
+    p = op.params
+    plan = plan_for(ctx, op)
+    if plan.path == "lax":
+        return _results(lax.all_to_all(x, AXES, p["split"], p["concat"], tiled=True,
+                                       axis_index_groups=plan.axis_index_groups)
+                        for x in operands)
+    _require_uniform(plan, op)
+    if int(plan.sizes[0]) != p["count"]:
+        raise ValueError(f"split_count {p['count']} differs from the group size {plan.sizes[0]}")
+    out = []
+    for x in operands:
+        vals, me = _members(x, plan)
+        chunk = x.shape[p["split"]] // p["count"]
+        # member k sends me its chunk number `my position`
+        parts = lax.dynamic_slice_in_dim(vals, _position(plan, me) * chunk, chunk, p["split"] + 1)
+        out.append(_concat_members(parts, p["concat"]))
+    return _results(out)
+
+
+def _prepare_permute(op):
+    mode = group_mode(op)
+    pairs = np.asarray(op.attrs.get("source_target_pairs", np.zeros((0, 2))), np.int64)
+    return {"mode": mode, "pairs": [tuple(int(v) for v in row) for row in pairs.reshape(-1, 2)]}
+
+
+def _flat_pairs(ctx, op) -> tuple:
+    """The pairs as flat ids: one copy per partition (cross_replica) or replica."""
+    g = grid(ctx, op)
+    R, P = key = (g.num_replicas, g.num_partitions)
+    cache = op.params.setdefault("_flat", {})
+    if key not in cache:
+        if op.params["mode"] == "cross_replica":
+            flat = [(s * P + p, t * P + p) for p in range(P) for s, t in op.params["pairs"]]
+        else:
+            flat = [(r * P + s, r * P + t) for r in range(R) for s, t in op.params["pairs"]]
+        n = R * P
+        if any(not (0 <= i < n) for pair in flat for i in pair):
+            raise ValueError(f"source_target_pairs {op.params['pairs']} outside the {R}x{P} grid")
+        cache[key] = tuple(flat)
+    return cache[key], g
+
+
+@register_op("stablehlo.collective_permute", "mhlo.collective_permute", prepare=_prepare_permute)
+def collective_permute(ctx, op, x):
+    pairs, g = _flat_pairs(ctx, op)
+    if g.in_mesh:
+        return lax.ppermute(x, AXES, perm=pairs)
+    return x if (0, 0) in pairs else jnp.zeros_like(x)
+
+
+@register_op("stablehlo.collective_broadcast", "mhlo.collective_broadcast",
+             prepare=_prepare_grouped)
+def collective_broadcast(ctx, op, x):
+    # one source, many targets: no lax collective sends that (ppermute is one-to-one)
+    plan = plan_for(ctx, op, lax_ok=False)
+    vals, me = _members(x, plan)
+    if plan.path == "single":
+        return x if plan.member[0] else jnp.zeros_like(x)
+    member = jnp.asarray(plan.member)[me]
+    return jnp.where(member, vals[0], jnp.zeros_like(x))
+
+
+# ---------------------------------------------------------------- interpreter.run_parallel
+
+def _prepare_run_parallel(op):
+    if "infeed" in op.attrs:
+        raise Unsupported("run_parallel with `infeed` (per-process infeed queues) is not "
+                          "modelled")
+    programs = op.attrs.get("programs")
+    if not programs or len({len(row) for row in programs}) != 1 or not programs[0]:
+        raise Unsupported(f"programs must be a non-empty rectangle, got {programs!r}")
+    return {"programs": tuple(tuple(row) for row in programs)}
+
+
+@register_op("interpreter.run_parallel", prepare=_prepare_run_parallel)
+def run_parallel(ctx, op, *operands):
+    try:
+        outs = spmd.run_parallel_traced(ctx.translator.module, op.params["programs"], operands)
+    except spmd.SpmdUnsupported as e:
+        raise UnsupportedError([(op.name, op.location, str(e))]) from None
+    return _results(outs)
