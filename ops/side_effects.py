@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import numpy as np
 from jax.experimental import io_callback
 
 from shlo2jax import feeds
@@ -114,3 +115,16 @@ def recv(ctx, op, token):
 @register_op("interpreter.probe")
 def interpreter_probe(ctx, op, operand):
     return operand
+
+
+def _print_value(type_text: str, value) -> None:
+    print(f"{type_text} {{\n  {np.array2string(np.asarray(value), separator=', ')}\n}}", flush=True)
+
+
+@register_op("interpreter.print")
+def interpreter_print(ctx, op, operand):
+    # The reference interpreter's debugging print, on the host's stdout. A debug callback
+    # (not an ordered io_callback) so it also works inside shard_map (multi-process runs).
+    type_text = str(T.tensor_type(operand.shape, operand.dtype))
+    jax.debug.callback(functools.partial(_print_value, type_text), operand)
+    return ()

@@ -9,7 +9,7 @@ ids `path#k`, paths relative to the conformance folder) and each case is reporte
 * **pass**        every check held;
 * **fail**        a check did not hold (which check, and the largest error);
 * **unsupported** an op or type has no translation yet (named), or the case needs what
-                  the runner does not model yet (multi-process cases, probes);
+                  the runner does not model yet (probes, send/recv between processes);
 * **error**       anything else: a translation error, a crash, a timeout.
 
 followed by `N passed, N failed, N skipped` (errors count as failed, unsupported as
@@ -30,6 +30,12 @@ skipped). Kinds of case:
   arguments and `?` dimensions get one consistent size) and its outputs are compared
   with the StableHLO reference interpreter in jaxlib, run in a child process because it
   aborts on ops it lacks (then the case is unsupported, with the interpreter's reason).
+
+* multi-process cases (`interpreter.run_parallel`): the op is translated like any other
+  (shlo2jax.ops.collectives, shlo2jax.spmd): each process is a shard of a `shard_map` over a
+  replicas x partitions mesh. Workers start with 8 host CPU devices
+  (`XLA_FLAGS=--xla_force_host_platform_device_count=8`); with `-j 0` the calling process's
+  devices count, and a grid larger than them is unsupported.
 
 Cases run in a pool of worker processes that each import jax once. A case that runs
 past `--timeout` or kills its worker (abort, segfault) is reported as an error and the
@@ -241,10 +247,17 @@ def _generic_check(name: str, body: str) -> str:
             f'({", ".join(types[:len(operands)])}) -> ()')
 
 
+_PROBE_RE = re.compile(r'^(\s*%[\w#]+\s*=\s*)interpreter\.probe\s+(%[\w#]+)\s*,\s*'
+                       r'probe_id\s*=\s*("(?:[^"\\]|\\.)*")\s*:\s*(.+?)\s*$', re.M)
+
+
 def rewrite_check_syntax(text: str) -> str:
-    """Rewrites the `check` dialect's custom syntax (and `interpreter.print`) to the generic
-    form jaxlib can parse, and the `<{...}>` properties of such generic ops to an attribute
-    dictionary (properties of unregistered ops are not visible as attributes)."""
+    """Rewrites the `check` dialect's custom syntax (and `interpreter.print` / `.probe`) to
+    the generic form jaxlib can parse, and the `<{...}>` properties of such generic ops to an
+    attribute dictionary (properties of unregistered ops are not visible as attributes)."""
+    text = _PROBE_RE.sub(lambda m: f'{m.group(1)}"interpreter.probe"({m.group(2)}) '
+                                   f'{{probe_id = {m.group(3)}}} : ({m.group(4)}) -> {m.group(4)}',
+                         text)
     out, pos = [], 0
     for m in _CUSTOM_OP_RE.finditer(text):
         if m.start() < pos:
@@ -456,11 +469,7 @@ def _unsupported_message(err) -> str:
     return "; ".join(parts[:3]) + more
 
 
-_NOT_MODELLED = (
-    ("interpreter.run_parallel", "multi-process case (interpreter.run_parallel): needs the "
-                                 "collectives issue"),
-    ("interpreter.probe", "interpreter.probe / expect_serialized_eq: needs the probe issue"),
-)
+_NOT_MODELLED = ()
 
 def _flat_arrays(values) -> list:
     import jax
@@ -474,6 +483,11 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
     import jax
     from shlo2jax import quant
     translator = program.translator
+    probed = None
+    if any(op.name == "interpreter.probe" for op in program.module.ops):
+        # `expect_serialized_eq` compares with what a probe recorded: record them first.
+        from shlo2jax.feeds import probe
+        _, probed = probe(fn, values="probes")
     translator.recorder = recorded = []
     translator._callees.clear()  # callees traced without the recorder would skip checks
     body = translator.function_body(fn.definition)
@@ -494,7 +508,16 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
     for (op, kind, params, _), values in zip(recorded, operands):
         # Quantized operands: storage integers for expect_eq, dequantized values otherwise.
         values = [np.asarray(quant.check_operand(v, kind)) for v in values]
-        if "expected" in params:
+        if kind == "serialized_eq":
+            recorded_values = probed.by_probe_id(params["probe_id"]) if probed else []
+            if params["iter"] >= len(recorded_values):
+                failures.append(f"@{fn.name}: {op.location}: probe {params['probe_id']!r} "
+                                f"recorded {len(recorded_values)} value(s), none for iteration "
+                                f"{params['iter']}")
+                continue
+            kind, expected = "eq", np.asarray(recorded_values[params["iter"]])
+            actual = values[0]
+        elif "expected" in params:
             actual, expected = values[0], np.asarray(params["expected"])
         elif len(values) == 2:
             actual, expected = values
@@ -508,6 +531,17 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
         more = f" (+{len(failures) - 1} more failing check(s))" if len(failures) > 1 else ""
         return len(recorded), failures[0] + more
     return len(recorded), None
+
+
+def _run_checked_parallel(program, fn, text: str) -> tuple[int, Optional[str]]:
+    """`_run_checked`; in multi-process cases (`interpreter.run_parallel`, run by
+    shlo2jax.spmd) the host feed is the interpreter's channels: a send meets the recv of
+    its channel (loopback), and outfeeds go where nobody reads them."""
+    if "interpreter.run_parallel" not in text:
+        return _run_checked(program, fn)
+    from shlo2jax import feeds
+    with feeds.host_io(loopback=True):
+        return _run_checked(program, fn)
 
 
 def _seeded_inputs(fn, size: int, seed: int = 0):
@@ -794,7 +828,7 @@ def run_case(case: dict, timeout: float = 120.0) -> tuple[str, str]:
         if runnable:
             checks = 0
             for fn in runnable:
-                n, failure = _run_checked(program, fn)
+                n, failure = _run_checked_parallel(program, fn, text)
                 if failure:
                     return "fail", failure
                 checks += n
@@ -844,6 +878,15 @@ _WORKER_CMD = "from shlo2jax.conformance import _worker_main; _worker_main()"
 _CASES_PER_WORKER = 300  # fresh workers now and then: jax caches grow with every jit
 
 
+def _with_host_devices(env) -> dict:
+    """`interpreter.run_parallel` runs its processes on a mesh of devices: on CPU, XLA makes
+    8 host devices when told before jax is imported."""
+    flags = env.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=8".strip()
+    return env
+
+
 def _worker_main() -> None:
     """Worker: reads cases from stdin, writes outcomes to stdout (pickled frames). Anything
     the case prints goes to stderr (a log the parent reads when the worker dies)."""
@@ -854,6 +897,7 @@ def _worker_main() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    _with_host_devices(os.environ)
     import jax  # noqa: F401  (imported once per worker, not per case)
     from shlo2jax import registry
     registry.lookup("stablehlo.add")  # imports every op family
@@ -882,7 +926,8 @@ class _Worker:
     def __init__(self, plugins=()):
         from multiprocessing.connection import Connection
         self.log = tempfile.TemporaryFile(prefix="shlo2jax-worker-")
-        env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+        env = {**_with_host_devices(dict(os.environ)),
+               "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
                "PYTHONUNBUFFERED": "1",
                _PLUGINS_ENV: os.pathsep.join(os.path.abspath(p) if p.endswith(".py") else p
                                              for p in plugins)}

@@ -123,10 +123,15 @@ class _Decoder:
 
     def parse_type(self, mlir_type, op_name: str, location: str):
         try:
-            return T.parse_type(str(mlir_type))
+            parsed = T.parse_type(str(mlir_type))
         except T.UnsupportedTypeError as e:
             self.problems.append((op_name, location, f"unsupported type: {e}"))
             return None
+        if type(parsed) is T.TensorType and parsed.dtype in T.XLA_UNSUPPORTED_DTYPES:
+            # Decoding is exact, but XLA aborts the process on an f6 array: refuse here.
+            self.problems.append((op_name, location, f"unsupported type: {parsed} (XLA has no "
+                                  f"{parsed.element} primitive to hold or compute on it)"))
+        return parsed
 
     def region(self, mlir_region, op_name: str, location: str) -> Region:
         blocks = list(mlir_region.blocks)

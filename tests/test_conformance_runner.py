@@ -229,20 +229,51 @@ def test_unsupported_is_reported_with_what_is_missing():
     assert result == "unsupported" and "no_such.target" in message
 
 
-def test_multi_process_cases_are_unsupported_before_running():
-    text = textwrap.dedent("""\
+def test_multi_process_cases_run_on_the_workers_devices(tmp_path):
+    # Workers start with 8 host devices; a 1x2 grid whose processes see their own ids.
+    (tmp_path / "grid.mlir").write_text(textwrap.dedent("""\
         func.func @f() -> tensor<ui32> {
-          %0 = stablehlo.constant dense<0> : tensor<ui32>
+          %0 = stablehlo.partition_id : tensor<ui32>
           return %0 : tensor<ui32>
         }
         func.func @main() {
           %r:2 = "interpreter.run_parallel"() {programs = [[@f, @f]]} : () -> (tensor<ui32>, tensor<ui32>)
           check.expect_eq_const %r#0, dense<0> : tensor<ui32>
+          check.expect_eq_const %r#1, dense<1> : tensor<ui32>
+          func.return
+        }
+        // -----
+        func.func @f() -> tensor<ui32> {
+          %0 = stablehlo.partition_id : tensor<ui32>
+          return %0 : tensor<ui32>
+        }
+        func.func @main() {
+          %r:2 = "interpreter.run_parallel"() {programs = [[@f, @f]]} : () -> (tensor<ui32>, tensor<ui32>)
+          check.expect_eq_const %r#1, dense<0> : tensor<ui32>
+          func.return
+        }
+        """))
+    results = {r["id"]: r for r in C.run_cases(C.discover([str(tmp_path)]), 1, 120)}
+    assert results["grid.mlir#0"]["outcome"] == "pass", results["grid.mlir#0"]["message"]
+    assert results["grid.mlir#1"]["outcome"] == "fail"
+
+
+def test_probe_cases_compare_with_the_recorded_values():
+    text = textwrap.dedent("""\
+        func.func @main() {
+          %0 = stablehlo.constant dense<[1, 2]> : tensor<2xi64>
+          %1 = stablehlo.add %0, %0 : tensor<2xi64>
+          %2 = interpreter.probe %1, probe_id = "p" : tensor<2xi64>
+          check.expect_serialized_eq %2, probe_id = "p" : tensor<2xi64>
           func.return
         }
         """)
-    result, message = run(text)
-    assert result == "unsupported" and "collectives" in message
+    assert outcome(text) == "pass"
+    missing = text.replace('serialized_eq %2, probe_id = "p" :',
+                           'serialized_eq %2, probe_id = "p", iter = 1 :')
+    assert missing != text
+    result, message = run(missing)
+    assert result == "fail" and "none for iteration 1" in message
 
 
 def test_function_with_arguments_is_compared_with_the_reference_interpreter():
