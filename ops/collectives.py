@@ -410,3 +410,19 @@ def run_parallel(ctx, op, *operands):
     except spmd.SpmdUnsupported as e:
         raise UnsupportedError([(op.name, op.location, str(e))]) from None
     return _results(outs)
+
+
+def _prepare_cross_replica_sum(op):
+    return {"mode": "cross_replica", "groups": _id_groups(op.attrs.get("replica_groups", ())),
+            "monoid": "add"}
+
+
+@register_op("stablehlo.cross-replica-sum", prepare=_prepare_cross_replica_sum)
+def cross_replica_sum(ctx, op, x):
+    # The legacy spelling of an all_reduce with an add body over replica groups.
+    plan = plan_for(ctx, op, lax_ok=x.dtype != np.bool_)
+    if plan.path == "lax":
+        return lax.psum(x, AXES, axis_index_groups=plan.axis_index_groups)
+    vals, me = _members(x, plan)
+    add = lax.bitwise_or if x.dtype == np.bool_ else lax.add
+    return _fold(vals, _group_size(plan, me), add)

@@ -384,6 +384,22 @@ def _grid_all_reduce_subgroups_general():
         assert paths == ["general"], (kind, groups, paths)
 
 
+def _grid_cross_replica_sum():
+    # The legacy op: an all_reduce with an add body over replica groups.
+    for groups, path in [([[0, 1, 2, 3]], "lax"), ([[0, 2], [1, 3]], "lax"), ([[0, 1, 2], [3]], "general")]:
+        x = _inputs(4, (3,), np.int32, seed=13)
+        text = f"""
+        func.func @main(%x: tensor<3xi32>) -> tensor<3xi32> {{
+          %r = "stablehlo.cross-replica-sum"(%x) {{replica_groups = {dense(groups)}}}
+            : (tensor<3xi32>) -> tensor<3xi32>
+          return %r : tensor<3xi32>
+        }}"""
+        outs, paths = _run(text, x, 4, 1)
+        _assert_outputs(outs, expected_all_reduce(
+            x, "add", spec_groups("cross_replica", groups, 4, 1), 4, 1))
+        assert paths == [path], (groups, paths)
+
+
 def _reduce_scatter_module(shape, out_shape, dtype, kind, groups, dim, handle=0, use_global=False):
     t, o = ttype(shape, dtype), ttype(out_shape, dtype)
     return f"""
