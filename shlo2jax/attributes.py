@@ -369,31 +369,29 @@ def dense_attribute(array: np.ndarray, mlir_type) -> "ir.DenseElementsAttr":
     raise T.UnsupportedTypeError(f"writing a {array.dtype} placeholder into the module")
 
 
+def _angle_bracket_end(text: str) -> int:
+    """Index just past the `>` that closes the first `<` of `text`."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    raise ValueError(f"unbalanced <...> in {text[:80]!r}")
+
+
 def _decode_from_asm(operation, name: str):
     text = operation.get_asm(print_generic_op_form=True)
     at = text.index(f"{name} = ") + len(name) + 3
-    m = re.compile(r"dense<").match(text, at)
-    if not m:
+    if not text.startswith("dense<", at):
         return Opaque(text[at:at + 200])
     # The type follows the literal: `dense<...> : tensor<...>`.
     tail = text[at:]
-    depth, i = 0, 0
-    for i, ch in enumerate(tail):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-            if depth == 0:
-                break
-    type_text = tail[i + 1:].lstrip()
+    literal_end = _angle_bracket_end(tail)
+    type_text = tail[literal_end:].lstrip()
     assert type_text.startswith(":")
     type_text = type_text[1:].lstrip()
-    depth, j = 0, 0
-    for j, ch in enumerate(type_text):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-            if depth == 0:
-                break
-    return dense_from_text(tail[:i + 1], T.parse_type(type_text[:j + 1]))
+    return dense_from_text(tail[:literal_end],
+                           T.parse_type(type_text[:_angle_bracket_end(type_text)]))
