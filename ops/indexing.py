@@ -8,6 +8,7 @@ whose result index is out of bounds.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import jax
@@ -17,8 +18,10 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
-from shlo2jax._jax_internals import general_scatter_primitive
+from shlo2jax._jax_internals import general_scatter_primitive, set_batching_rule
 from shlo2jax.attributes import GatherDims, Opaque, ScatterDims
+from shlo2jax.errors import TranslationError
+from shlo2jax.ops.control_flow import non_differentiable
 from shlo2jax.ops.shape import result_shape
 from shlo2jax.registry import Unsupported, register_op
 
@@ -295,26 +298,51 @@ def scatter(ctx, op, *args):
                   for x in inputs]
 
     if p["kinds"] is not None:
-        outs = [x if kind == "keep" else _LAX_SCATTER[kind](
-                    x, indices, u, dnums, indices_are_sorted=p["sorted"],
-                    unique_indices=p["unique"], mode=lax.GatherScatterMode.FILL_OR_DROP)
+        scatter_fns = {kind: functools.partial(
+            _LAX_SCATTER[kind], dimension_numbers=dnums, indices_are_sorted=p["sorted"],
+            unique_indices=p["unique"], mode=lax.GatherScatterMode.FILL_OR_DROP)
+            for kind in set(p["kinds"]) - {"keep"}}
+        if "mul" in scatter_fns and not p["unique"]:
+            scatter_fns["mul"] = _scatter_mul_with_named_error(scatter_fns["mul"], op)
+        outs = [x if kind == "keep" else scatter_fns[kind](x, indices, u)
                 for kind, x, u in zip(p["kinds"], inputs, updates)]
     else:
         body = _region_jaxpr(ctx.region(op.regions[0]), p["dtypes"])
-        outs = _general_scatter_p.bind(*inputs, indices, *updates, body=body, n=n, dnums=dnums,
-                                       indices_are_sorted=p["sorted"],
-                                       unique_indices=p["unique"])
+        bind = lambda *a: tuple(_general_scatter_p.bind(
+            *a, body=body, n=n, dnums=dnums, indices_are_sorted=p["sorted"],
+            unique_indices=p["unique"]))
+        outs = non_differentiable(bind, op, "a scatter whose update body is not add, multiply, "
+                                  "min, max or replace")(*inputs, indices, *updates)
 
     if any(margin):
         outs = [lax.slice(x, margin, [m + s for m, s in zip(margin, shape)]) for x in outs]
     return outs[0] if n == 1 else tuple(outs)
 
 
+def _scatter_mul_with_named_error(scatter_mul, op):
+    """A multiplying scatter with possibly repeated indices: lax differentiates it in the
+    operand but not in the updates; say so naming the op instead of lax's bare error."""
+    fn = jax.custom_jvp(scatter_mul)
+
+    def _jvp(primals, tangents):
+        x, indices, updates = primals
+        tx, _, tu = tangents
+        if not isinstance(tu, jax.custom_derivatives.SymbolicZero):
+            raise TranslationError(op.name, op.location, "cannot differentiate a multiplying "
+                                   "scatter in its updates unless unique_indices = true")
+        out = scatter_mul(x, indices, updates)
+        if isinstance(tx, jax.custom_derivatives.SymbolicZero):
+            return out, jnp.zeros_like(out)
+        return out, scatter_mul(tx, indices, updates)
+    fn.defjvp(_jvp, symbolic_zeros=True)
+    return fn
+
+
 # ---------------------------------------------------------------- general scatter bodies
 #
 # lax offers scatters only for fixed bodies (replace/add/mul/min/max) and one operand.
 # Any other body, and several operands sharing one body, lower to a stablehlo.scatter
-# whose region is the traced body: XLA applies it natively. (No autodiff / vmap rules.)
+# whose region is the traced body: XLA applies it natively. Derivatives raise an error naming the op; vmap adds the batch as a scattered index coordinate.
 
 def _region_jaxpr(region, dtypes):
     avals = [jax.ShapeDtypeStruct((), t) for t in dtypes] * 2
@@ -325,3 +353,42 @@ def _region_jaxpr(region, dtypes):
 
 
 _general_scatter_p = general_scatter_primitive()
+
+
+def _batch_at_front(x, dim, size):
+    if dim is None:
+        return lax.broadcast(x, (size,))
+    return jnp.moveaxis(x, dim, 0)
+
+
+def _general_scatter_batch(args, dims, *, body, n, dnums, indices_are_sorted, unique_indices):
+    """vmap. One operand: the mapped dim leads everything and becomes one more scattered
+    index coordinate (an iota), so each batch element scatters into its own slice. Several
+    operands: a lax.map over the batch (XLA's CPU backend crashed on the variadic form)."""
+    params = dict(body=body, n=n, indices_are_sorted=indices_are_sorted,
+                  unique_indices=unique_indices)
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    if n > 1:
+        mapped = [k for k, d in enumerate(dims) if d is not None]
+
+        def one(slices):
+            full = list(args)
+            for k, x in zip(mapped, slices):
+                full[k] = x
+            return tuple(_general_scatter_p.bind(*full, dnums=dnums, **params))
+        return list(lax.map(one, tuple(jnp.moveaxis(args[k], dims[k], 0) for k in mapped))), [0] * n
+    args = [_batch_at_front(a, d, size) for a, d in zip(args, dims)]
+    indices = args[n]
+    batch_index = lax.broadcasted_iota(indices.dtype, (*indices.shape[:-1], 1), 0)
+    args[n] = lax.concatenate([batch_index, indices], indices.ndim - 1)
+    up = lambda ds: tuple(d + 1 for d in ds)
+    batched = lax.ScatterDimensionNumbers(
+        update_window_dims=up(dnums.update_window_dims),
+        inserted_window_dims=(0,) + up(dnums.inserted_window_dims),
+        scatter_dims_to_operand_dims=(0,) + up(dnums.scatter_dims_to_operand_dims),
+        operand_batching_dims=up(dnums.operand_batching_dims),
+        scatter_indices_batching_dims=up(dnums.scatter_indices_batching_dims))
+    return _general_scatter_p.bind(*args, dnums=batched, **dict(params, indices_are_sorted=False)), [0] * n
+
+
+set_batching_rule(_general_scatter_p, _general_scatter_batch)

@@ -16,11 +16,13 @@ import re
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.module import Region
+from shlo2jax.ops.control_flow import explicit_captures, non_differentiable
 from shlo2jax.registry import Unsupported, register_op
 
 
@@ -126,7 +128,71 @@ def _flagged(body):
 def _reduce_prepare(op):
     n = len(op.results)
     return {"dims": _ints(op.attrs["dimensions"]), "monoid": _monoid(op.regions[0]) if n == 1 else None,
-            "dtypes": tuple(t.dtype for t in op.result_types), "n": n}
+            "dtypes": tuple(t.dtype for t in op.result_types), "n": n,
+            "selection": _is_selection(op.regions[0], n) if n > 1 else None}
+
+
+def _is_selection(region: Region, n: int):
+    """True when every output is `select(pred, lhs_i, rhs_i)` of its own pair of arguments
+    (argmax / argmin and other pick-one-element reductions): each result is then one
+    input element, which is what carries the derivative."""
+    producers = {o.results[0]: o for o in region.ops if len(o.results) == 1}
+    for i, out in enumerate(region.outputs):
+        sel = producers.get(out)
+        if sel is None or sel.name.split(".", 1)[1] != "select" or \
+                set(sel.operands[1:]) != {region.args[i], region.args[n + i]}:
+            return None
+    return True
+
+
+def _general_reduce(body, inputs, inits, dims):
+    flag = lax.full(inputs[0].shape, True)
+    has, *partial = lax.reduce((flag, *inputs), (np.bool_(False), *inits), _flagged(body), dims)
+    shape = partial[0].shape
+    if 0 in shape:
+        return partial
+    finished = _elementwise(body, [*inits, *partial], shape)
+    if all(inputs[0].shape[d] for d in dims):
+        return finished
+    # An empty reduction is its init alone.
+    return [lax.select(has, f, lax.broadcast_in_dim(i, shape, ())) for f, i in zip(finished, inits)]
+
+
+def _selection_reduce(ctx, op, inputs, inits, dims):
+    """A selection reduce whose derivative is that of the element it picked: the tangent
+    of each output is the mean tangent of the input elements equal (in every operand) to
+    the picked tuple; nothing flows where no element matches (e.g. the init was kept)."""
+    captured, bind = explicit_captures(ctx, op.regions[0])
+    rank = inputs[0].ndim
+    kept = tuple(d for d in range(rank) if d not in dims)
+
+    @jax.custom_jvp
+    def run(caps, inputs, inits):
+        return tuple(_general_reduce(bind(caps)[0], list(inputs), list(inits), dims))
+
+    # Captured values only steer the selection (outputs are selects of the arguments).
+    @run.defjvp
+    def _jvp(primals, tangents):
+        (caps, xs, inits), (_, txs, tinits) = primals, tangents
+        outs = run(caps, xs, inits)
+        shape = xs[0].shape
+        mask = lax.full(shape, True)
+        for x, o in zip(xs, outs):
+            mask = mask & (x == lax.broadcast_in_dim(o, shape, kept))
+        count = lax.reduce(lax.convert_element_type(mask, np.int32), np.int32(0), lax.add, dims)
+        touts = []
+        for x, t, ti, o in zip(xs, txs, tinits, outs):
+            if not jnp.issubdtype(o.dtype, jnp.inexact):
+                touts.append(np.zeros(o.shape, jax.dtypes.float0))
+                continue
+            picked = lax.reduce(lax.select(mask, t, jnp.zeros_like(t)), _identity("add", t.dtype),
+                                lax.add, dims)
+            picked = picked / lax.convert_element_type(lax.max(count, np.int32(1)), t.dtype)
+            # Where no element matched, the init was the result.
+            touts.append(lax.select(count > 0, picked, lax.broadcast_in_dim(ti, o.shape, ())))
+        return outs, tuple(touts)
+
+    return _result(op, list(run(captured, tuple(inputs), tuple(inits))))
 
 
 @register_op("stablehlo.reduce", "mhlo.reduce", prepare=_reduce_prepare)
@@ -138,20 +204,26 @@ def reduce(ctx, op, *args):
               for x, dt in zip(args[:n], p["dtypes"])]
     inits = list(args[n:])
     name = _bool_monoid(p["monoid"], p["dtypes"][0])
+    if name in _AD_REDUCE and _has_identity(name, p["dtypes"][0]) and \
+            not _is_identity(name, inits[0]):
+        # Reduce from the identity, which lax turns into its differentiable reductions, then
+        # apply the init once (the init may also be traced: jax exports some via a broadcast).
+        x = inputs[0]
+        out = lax.reduce(x, _identity(name, x.dtype), _MONOIDS[name], dims)
+        if name == "add" and T.is_float(x.dtype):
+            # lax sums from +0: a sum of only -0 terms (spec: -0) must stay -0.
+            negative_zero = jnp.all((x == 0) & jnp.signbit(x), axis=dims)
+            out = lax.select(negative_zero, lax.full_like(out, -0.0), out)
+        return _MONOIDS[name](out, lax.broadcast_in_dim(inits[0], out.shape, ()))
     if name is not None and (name in _IDEMPOTENT or _is_identity(name, inits[0])):
         return _monoid_reduce(lax.reduce, inputs[0], inits[0], name, dims)
-    body = ctx.region(op.regions[0])
-    flag = lax.full(inputs[0].shape, True)
-    has, *partial = lax.reduce((flag, *inputs), (np.bool_(False), *inits), _flagged(body), dims)
-    shape = partial[0].shape
-    if 0 in shape:
-        return _result(op, partial)
-    finished = _elementwise(body, [*inits, *partial], shape)
-    if all(inputs[0].shape[d] for d in dims):
-        return _result(op, finished)
-    # An empty reduction is its init alone.
-    return _result(op, [lax.select(has, f, lax.broadcast_in_dim(i, shape, ()))
-                        for f, i in zip(finished, inits)])
+    if p["selection"] is not None:
+        return _selection_reduce(ctx, op, inputs, inits, dims)
+    captured, bind = explicit_captures(ctx, op.regions[0])
+    run = non_differentiable(
+        lambda caps, xs, inits: tuple(_general_reduce(bind(caps)[0], list(xs), list(inits), dims)),
+        op, "a reduce body that is neither a monoid nor a selection")
+    return _result(op, list(run(captured, tuple(inputs), tuple(inits))))
 
 
 # ------------------------------------------------------------------ reduce_window
@@ -184,12 +256,22 @@ def reduce_window(ctx, op, *args):
               for x, dt in zip(args[:n], p["dtypes"])]
     inits = list(args[n:])
     name = _bool_monoid(p["monoid"], p["dtypes"][0])
+    if name in _AD_WINDOW and _has_identity(name, p["dtypes"][0]) and \
+            not _is_identity(name, inits[0]):
+        return _ad_reduce_window(inputs[0], inits[0], name, p)
     # XLA skips padding where the spec pads with init: the same only for an identity
     # init or an idempotent body.
     if name in _IDEMPOTENT or (name == "add" and _is_identity(name, inits[0])):
         return _monoid_reduce(lax.reduce_window, inputs[0], inits[0], name, p["window"],
                               p["strides"], p["padding"], p["base"], p["wdil"])
-    body = ctx.region(op.regions[0])
+    captured, bind = explicit_captures(ctx, op.regions[0])
+    run = non_differentiable(lambda caps, xs, inits: tuple(_general_reduce_window(
+        bind(caps)[0], list(xs), list(inits), p)), op, "a reduce_window body other than "
+        "add, max or min")
+    return _result(op, list(run(captured, tuple(inputs), tuple(inits))))
+
+
+def _general_reduce_window(body, inputs, inits, p):
     config = [(lo, hi, b - 1) for (lo, hi), b in zip(p["padding"], p["base"])]
     padded = [lax.pad(x, i, config) for x, i in zip(inputs, inits)]
     rank = len(p["window"])
@@ -199,9 +281,49 @@ def reduce_window(ctx, op, *args):
                                     p["wdil"])
     shape = partial[0].shape
     if 0 in shape:
-        return _result(op, partial)
+        return partial
     # Windows are never empty (window_dimensions > 0): the init enters exactly once here.
-    return _result(op, _elementwise(body, [*inits, *partial], shape))
+    return _elementwise(body, [*inits, *partial], shape)
+
+
+# Monoids lax reduces with differentiable, batchable primitives (given the identity init).
+_AD_REDUCE = frozenset({"add", "multiply", "maximum", "minimum"})
+_AD_WINDOW = frozenset({"add", "maximum", "minimum"})   # no reduce_window_prod in lax
+
+
+def _has_identity(name, dtype) -> bool:
+    """Whether _identity knows `name`'s identity on `dtype` (complex has no max/min one)."""
+    return name in ("add", "multiply") or not (T.is_complex(dtype) or np.dtype(dtype) == np.bool_)
+
+
+def _identity(name, dtype):
+    if name in ("add", "multiply"):
+        return np.array(0 if name == "add" else 1, dtype)
+    if T.is_float(dtype):
+        value = np.array(-np.inf if name == "maximum" else np.inf, dtype)
+        if np.isnan(value.astype(np.float32)):   # a float8 type without infinities
+            value = np.array(ml_dtypes.finfo(dtype).min if name == "maximum"
+                             else ml_dtypes.finfo(dtype).max, dtype)
+        return value
+    info = np.iinfo(dtype)
+    return np.array(info.min if name == "maximum" else info.max, dtype)
+
+
+def _ad_reduce_window(x, init, name, p):
+    """Sum/max/min windows whose init is not a concrete identity (jax exports its inits
+    through a broadcast, so they arrive traced).
+
+    lax only picks its differentiable, batchable reduce_window_{sum,max,min} primitives
+    for a concrete identity init; so the spec's padding with init is made explicit and
+    the init is applied once at the end, which is exactly the spec's result.
+    """
+    config = [(lo, hi, b - 1) for (lo, hi), b in zip(p["padding"], p["base"])]
+    if any(c != (0, 0, 0) for c in config):
+        x = lax.pad(x, init, config)
+    rank = x.ndim
+    out = lax.reduce_window(x, _identity(name, x.dtype), _MONOIDS[name], p["window"],
+                            p["strides"], ((0, 0),) * rank, (1,) * rank, p["wdil"])
+    return _MONOIDS[name](out, lax.broadcast_in_dim(init, out.shape, ()))
 
 
 # ------------------------------------------------------------------ map
