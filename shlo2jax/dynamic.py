@@ -268,7 +268,7 @@ def _failed_assertions(module) -> list:
         except Exception:
             return None
 
-    def visit(operation):
+    for operation in _operations(module):
         if operation.name == "stablehlo.custom_call" and \
                 operation.attributes["call_target_name"].value == "shape_assertion":
             operands = [constant(v) for v in operation.operands]
@@ -280,13 +280,6 @@ def _failed_assertions(module) -> list:
                 except (IndexError, KeyError, ValueError):
                     pass
                 messages.append(message)
-        for region in operation.regions:
-            for block in region.blocks:
-                for view in block.operations:
-                    visit(view.operation)
-
-    for view in module.body.operations:
-        visit(view.operation)
     return messages
 
 
@@ -466,21 +459,21 @@ def _is_dynamic(mlir_type) -> bool:
 
 def _dynamic_ops(module) -> list:
     """Every op (nested ones too) with a result or block argument of dynamic type."""
-    found = []
-
-    def visit(operation):
-        if any(_is_dynamic(r.type) for r in operation.results) or any(
+    return [operation for operation in _operations(module)
+            if any(_is_dynamic(r.type) for r in operation.results) or any(
                 _is_dynamic(a.type) for region in operation.regions
-                for block in region.blocks for a in block.arguments):
-            found.append(operation)
-        for region in operation.regions:
-            for block in region.blocks:
-                for view in block.operations:
-                    visit(view.operation)
+                for block in region.blocks for a in block.arguments)]
 
-    for view in module.body.operations:
-        visit(view.operation)
-    return found
+
+def _operations(module):
+    """Every operation of the module, nested ones included, in program order."""
+    stack = [view.operation for view in reversed(list(module.body.operations))]
+    while stack:
+        operation = stack.pop()
+        yield operation
+        for region in reversed(list(operation.regions)):
+            for block in reversed(list(region.blocks)):
+                stack.extend(view.operation for view in reversed(list(block.operations)))
 
 
 # The operands that carry shapes (not data) of the ops whose result shapes they decide.
