@@ -113,12 +113,7 @@ def _wrap_prepare(name, prepare):
         quantized_regions = any(_is_q(t) for r in op.regions for t in r.arg_types)
         if not quantized_regions and not any(_is_q(t) for t in op.result_types):
             return prepare(op) if prepare is not None else op.attrs
-        for t in op.result_types:
-            if _is_q(t):
-                try:
-                    check_tensor_type(t.shape, t.quant)
-                except T.UnsupportedTypeError as e:
-                    raise Unsupported(str(e)) from None
+        _check_quantized_results(op)
         if op.regions:
             # Recognised bodies (a lone add as a monoid, ...) would apply to the storage
             # integers; with the adapters no body is recognised and each runs as written.
@@ -245,13 +240,18 @@ def _wrap_handler(name, handler):
 
 # --------------------------------------------------------------------------- own ops
 
-def _quantized_result_prepare(op):
+def _check_quantized_results(op):
+    """The tensor-level quantization constraints of the op's results, at load time."""
     for t in op.result_types:
         if _is_q(t):
             try:
                 check_tensor_type(t.shape, t.quant)
             except T.UnsupportedTypeError as e:
                 raise Unsupported(str(e)) from None
+
+
+def _quantized_result_prepare(op):
+    _check_quantized_results(op)
     return op.result_types[0]
 
 

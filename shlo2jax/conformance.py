@@ -370,6 +370,15 @@ def ulp_distance(a: np.ndarray, e: np.ndarray) -> np.ndarray:
         return np.where(sa == se, same, ma + me)
 
 
+def _mismatch(bad, actual, expected, what: str, worst: str) -> Optional[str]:
+    """None when no element is `bad`, else how many are, the worst error and the first one."""
+    if not bad.any():
+        return None
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (f"{int(bad.sum())} of {actual.size} element(s) {what}; {worst}; first at "
+            f"{_fmt_index(bad)}: {actual[idx]} vs {expected[idx]}")
+
+
 def compare(kind: str, params: dict, actual, expected) -> Optional[str]:
     """None when `actual` satisfies the check against `expected`, else what went wrong
     (with the largest error). `kind` is eq / almost_eq / close as ops/check.py records them."""
@@ -407,12 +416,8 @@ def compare(kind: str, params: dict, actual, expected) -> Optional[str]:
             bad |= over | nf_bad
             if (~nonfinite).any():
                 worst = max(worst, float(np.max(np.where(nonfinite, 0.0, diff))))
-        if not bad.any():
-            return None
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        return (f"{int(bad.sum())} of {actual.size} element(s) off by more than {tol:g}; "
-                f"largest difference {worst:.6g}; first at {_fmt_index(bad)}: "
-                f"{actual[idx]} vs {expected[idx]}")
+        return _mismatch(bad, actual, expected, f"off by more than {tol:g}",
+                         f"largest difference {worst:.6g}")
     if kind == "close":
         lo = int(params.get("min_ulp_difference", 0))
         hi = int(params.get("max_ulp_difference", 3))
@@ -425,12 +430,8 @@ def compare(kind: str, params: dict, actual, expected) -> Optional[str]:
             bad |= outside | nf_bad
             if (~nonfinite).any():
                 worst = max(worst, int(np.max(np.where(nonfinite, 0, ulps))))
-        if not bad.any():
-            return None
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        return (f"{int(bad.sum())} of {actual.size} element(s) outside [{lo}, {hi}] ULP; "
-                f"largest distance {worst} ULP; first at {_fmt_index(bad)}: "
-                f"{actual[idx]} vs {expected[idx]}")
+        return _mismatch(bad, actual, expected, f"outside [{lo}, {hi}] ULP",
+                         f"largest distance {worst} ULP")
     return f"unknown check kind {kind!r}"
 
 
