@@ -1,0 +1,151 @@
+"""The real-producer corpus's entry format: writing (producers' venvs) and reading (the tests).
+
+Needs numpy only, so every producer's environment can write entries and the tests can read
+them without any producer installed.
+
+An entry is a folder `tests/corpus/<producer>/<name>/` holding
+
+- the artifact exactly as the producer wrote it: `exported.bin` (a serialized
+  `jax.export.Exported`), `model.mlir.bc` (MLIR or VHLO bytecode) or `model.mlir` (text);
+- `data.npz`: `arg_<i>` the seeded arguments of the exported function, in its order;
+  `out_<i>` the producer's own outputs for them; `proj_<i>` a fixed projection for every
+  floating output; `grad_<i>` the producer's gradient of the scalar loss
+  `sum_i sum(out_i * proj_i)` (floating outputs only) with respect to argument i, for
+  every argument whose `grad` is true in the metadata;
+- `meta.json`: what made it (see `write_entry`).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Optional, Sequence
+
+import numpy as np
+
+CORPUS = pathlib.Path(__file__).resolve().parent
+
+ARTIFACT_NAMES = ("exported.bin", "model.mlir.bc", "model.mlir")
+
+# Default comparison tolerances. Forward: |got - want| <= atol + rtol * max|want| over
+# each output (producers and XLA order float reductions differently). Gradients: the
+# brief's 1e-4 relative, |got - want|_inf <= grad_rtol * |want|_inf per argument.
+DEFAULT_TOLERANCE = {"forward_rtol": 1e-4, "forward_atol": 1e-5, "grad_rtol": 1e-4}
+
+
+def is_float(dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind in "fc" or dtype.name in ("bfloat16",) or dtype.name.startswith("float8")
+
+
+def loss_projections(outputs: Sequence[np.ndarray], seed: int = 1234) -> list:
+    """One fixed, seeded projection per floating output (None for the others)."""
+    rng = np.random.default_rng(seed)
+    projections = []
+    for out in outputs:
+        out = np.asarray(out)
+        projections.append(rng.standard_normal(out.shape).astype(out.dtype)
+                           if is_float(out.dtype) else None)
+    return projections
+
+
+def write_entry(folder, *, producer: str, model: str, artifact_name: str, artifact: bytes,
+                args: Sequence[np.ndarray], arg_info: Sequence[dict],
+                outputs: Sequence[np.ndarray], projections: Sequence[Optional[np.ndarray]],
+                grads: dict, versions: dict, export_call: str,
+                function: str = "main", output_names: Optional[Sequence[str]] = None,
+                tolerance: Optional[dict] = None, vmap_args: Optional[Sequence[int]] = None,
+                notes: str = "", extra: Optional[dict] = None) -> pathlib.Path:
+    """Writes one entry.
+
+    arg_info[i]: {"name": the producer's name for argument i (parameter path, placeholder
+    name, ...), "role": "param" | "input" | "buffer" | "platform_index" | ..., "grad":
+    whether grads[i] is given}. grads: {arg index: the producer's gradient}. vmap_args:
+    the argument indices a vmap test batches over (the others are broadcast), or None when
+    the entry is not meant for vmap (e.g. a shape-checked dynamic export). extra: anything
+    else worth keeping (e.g. gradients of closed-over weights keyed by parameter path).
+    """
+    if artifact_name not in ARTIFACT_NAMES:
+        raise ValueError(f"artifact_name must be one of {ARTIFACT_NAMES}")
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ARTIFACT_NAMES:
+        (folder / name).unlink(missing_ok=True)
+    (folder / artifact_name).write_bytes(artifact)
+    if len(arg_info) != len(args):
+        raise ValueError(f"{len(args)} args but {len(arg_info)} arg_info records")
+    arrays = {}
+    for i, a in enumerate(args):
+        arrays[f"arg_{i}"] = np.asarray(a)
+    for i, o in enumerate(outputs):
+        arrays[f"out_{i}"] = np.asarray(o)
+    for i, p in enumerate(projections):
+        if p is not None:
+            arrays[f"proj_{i}"] = np.asarray(p)
+    for i, g in grads.items():
+        if not arg_info[i].get("grad"):
+            raise ValueError(f"gradient for argument {i}, whose arg_info has grad false")
+        arrays[f"grad_{i}"] = np.asarray(g)
+    for i, info in enumerate(arg_info):
+        if info.get("grad") and i not in grads:
+            raise ValueError(f"argument {i} is marked grad but has no gradient")
+    np.savez_compressed(folder / "data.npz", **arrays)
+    meta = {
+        "name": folder.name,
+        "producer": producer,
+        "model": model,
+        "artifact": artifact_name,
+        "function": function,
+        "versions": versions,
+        "export_call": export_call,
+        "args": [{**info, "shape": list(np.shape(a)), "dtype": str(np.asarray(a).dtype)}
+                 for info, a in zip(arg_info, args)],
+        "outputs": [{"name": (output_names[i] if output_names else f"out_{i}"),
+                     "shape": list(np.shape(o)), "dtype": str(np.asarray(o).dtype)}
+                    for i, o in enumerate(outputs)],
+        "loss": "sum over floating outputs i of sum(out_i * proj_i)",
+        "tolerance": {**DEFAULT_TOLERANCE, **(tolerance or {})},
+        "vmap_args": None if vmap_args is None else list(vmap_args),
+        "notes": notes,
+        "extra": extra or {},
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return folder
+
+
+class Entry:
+    """One corpus entry, read back."""
+
+    def __init__(self, folder):
+        self.folder = pathlib.Path(folder)
+        self.meta = json.loads((self.folder / "meta.json").read_text())
+        self.id = f"{self.meta['producer']}/{self.folder.name}"
+        self.artifact_path = self.folder / self.meta["artifact"]
+        with np.load(self.folder / "data.npz", allow_pickle=False) as data:
+            arrays = dict(data)
+        n_args, n_out = len(self.meta["args"]), len(self.meta["outputs"])
+        self.args = [arrays[f"arg_{i}"] for i in range(n_args)]
+        self.outputs = [arrays[f"out_{i}"] for i in range(n_out)]
+        self.projections = [arrays.get(f"proj_{i}") for i in range(n_out)]
+        self.grads = {i: arrays[f"grad_{i}"] for i in range(n_args) if f"grad_{i}" in arrays}
+        self.tolerance = self.meta["tolerance"]
+
+    def __repr__(self):
+        return f"<corpus entry {self.id}>"
+
+
+def entries(root=CORPUS) -> list:
+    """Every entry below `root`, sorted by id."""
+    found = [Entry(p.parent) for p in pathlib.Path(root).glob("*/*/meta.json")]
+    return sorted(found, key=lambda e: e.id)
+
+
+def known_failures(root=CORPUS) -> dict:
+    """{(entry id, check): reason} from every `<producer>/known_failures.json`
+    (a list of {"entry": name, "check": "forward" | "grad" | ..., "reason": ...})."""
+    out = {}
+    for path in sorted(pathlib.Path(root).glob("*/known_failures.json")):
+        producer = path.parent.name
+        for record in json.loads(path.read_text()):
+            out[(f"{producer}/{record['entry']}", record["check"])] = record["reason"]
+    return out
