@@ -1,0 +1,180 @@
+"""The real-producer corpus (tests/corpus/<producer>/<name>/): every entry loads with every op
+supported, and its forward pass, gradients, vmap and jit-vs-eager agree with the producer's own
+results. The checks live in tests/corpus/checks.py (the README table's report uses them too).
+
+Known failures are listed per producer in tests/corpus/<producer>/known_failures.json; a listed
+check that fails is an xfail, a listed check that passes fails (remove its line: the lists only
+shrink), an unlisted failure fails.
+"""
+
+import copy
+import pathlib
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from corpus import checks
+from corpus import entry as corpus_entry
+
+ENTRIES = corpus_entry.entries()
+KNOWN = corpus_entry.known_failures()
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+RUN_CHECKS = [c for c in checks.CHECKS if c != "load"]
+
+_loaded = {}
+
+
+def _load(e):
+    if e.id not in _loaded:
+        _loaded[e.id] = checks.check_load(e)
+    return _loaded[e.id]
+
+
+def _verdict(e, check, result):
+    if result.skipped:
+        pytest.skip(f"{e.id}: {result.skipped}")
+    reason = KNOWN.get((e.id, check))
+    if reason is not None:
+        if result.ok:
+            pytest.fail(f"{e.id} {check} passes, but tests/corpus/{e.meta['producer']}/"
+                        f"known_failures.json lists it as failing ({reason}): remove that line")
+        pytest.xfail(f"{reason} [now: {result.message}]")
+    assert result.ok, f"{e.id} {check}: {result.message}"
+
+
+def _ids(e):
+    return e.id
+
+
+def test_corpus_is_there():
+    assert len(ENTRIES) >= 1, "no entry under tests/corpus/*/*/meta.json"
+
+
+@pytest.mark.parametrize("e", ENTRIES, ids=_ids)
+def test_load(e):
+    result, _ = _load(e)
+    if result.ok:
+        # What a user sees: `shlo2jax info` on the artifact agrees.
+        text = checks.cli_info(e)
+        if "every op is supported" not in text:
+            result = checks.Result(False, message=f"`shlo2jax info` reports:\n{text}")
+    _verdict(e, "load", result)
+
+
+@pytest.mark.parametrize("check", RUN_CHECKS)
+@pytest.mark.parametrize("e", ENTRIES, ids=_ids)
+def test_entry(e, check):
+    load_result, fn = _load(e)
+    if fn is None:
+        result = checks.Result(False, message=f"not loaded: {load_result.message}")
+    else:
+        result = checks.run(e, check, fn)
+    _verdict(e, check, result)
+
+
+def test_known_failures_name_real_checks():
+    ids = {e.id for e in ENTRIES}
+    for (entry_id, check), reason in KNOWN.items():
+        assert entry_id in ids, f"known_failures.json names {entry_id}, which is not in the corpus"
+        assert check in checks.CHECKS, f"{entry_id}: unknown check {check!r}"
+        assert reason.strip(), f"{entry_id} {check}: a known failure needs its reason"
+
+
+def test_entries_are_complete():
+    for e in ENTRIES:
+        assert e.artifact_path.is_file(), e.id
+        assert len(e.args) == len(e.meta["args"]), e.id
+        for i, info in enumerate(e.meta["args"]):
+            assert bool(info.get("grad")) == (i in e.grads), f"{e.id} arg {i}"
+        for out, proj in zip(e.outputs, e.projections):
+            assert (proj is not None) == corpus_entry.is_float(out.dtype), e.id
+
+
+# The checks can fail: broken stand-ins for a program are caught.
+
+def _sanity_entry():
+    found = [e for e in ENTRIES if e.id == "jax/mlp"]
+    assert found, "the sanity tests use the corpus entry jax/mlp"
+    e = found[0]
+    _, fn = _load(e)
+    assert checks.check_forward(e, fn).ok and checks.check_grad(e, fn).ok
+    return e, fn
+
+
+def test_sanity_perturbed_golden_output_is_caught():
+    e, fn = _sanity_entry()
+    bad = copy.copy(e)
+    bad.outputs = [o.copy() for o in e.outputs]
+    bad.outputs[0].flat[3] += 1e-3 * np.abs(bad.outputs[0]).max()
+    result = checks.check_forward(bad, fn)
+    assert not result.ok and "max |got - want|" in result.message
+
+
+def test_sanity_perturbed_golden_gradient_is_caught():
+    e, fn = _sanity_entry()
+    bad = copy.copy(e)
+    i = min(e.grads)
+    bad.grads = dict(e.grads)
+    bad.grads[i] = e.grads[i] * (1 + 1e-3)
+    result = checks.check_grad(bad, fn)
+    assert not result.ok and f"arg {i}" in result.message
+
+
+def test_sanity_nan_gradient_is_caught():
+    e, fn = _sanity_entry()
+
+    @jax.custom_vjp
+    def nan_cotangent(x):
+        return x
+    nan_cotangent.defvjp(lambda x: (x, None), lambda _, g: (g * jnp.nan,))
+
+    i = min(e.grads)
+
+    def broken(*args):
+        args = list(args)
+        args[i] = nan_cotangent(args[i])
+        return fn(*args)
+    result = checks.check_grad(e, broken)
+    assert not result.ok and result.nonfinite == e.grads[i].size
+
+
+def test_sanity_vmap_mismatch_is_caught():
+    e, fn = _sanity_entry()
+
+    @jax.custom_batching.custom_vmap
+    def shifted_under_vmap(x):
+        return x
+
+    @shifted_under_vmap.def_vmap
+    def _rule(axis_size, in_batched, x):
+        return x + 1e-2, in_batched[0]
+
+    result = checks.check_vmap(e, lambda *a: shifted_under_vmap(checks.as_list(fn(*a))[0]))
+    assert not result.ok
+
+
+def test_sanity_jit_eager_mismatch_is_caught():
+    e, fn = _sanity_entry()
+
+    def differs_eagerly(*args):
+        out = checks.as_list(fn(*args))[0]
+        return out + (1e-2 if jax.config.jax_disable_jit else 0.0)
+    assert not checks.check_jit_eager(e, differs_eagerly).ok
+
+
+def test_readme_table_lists_every_entry():
+    text = README.read_text()
+    match = re.search(r"<!-- corpus-table:start -->(.*?)<!-- corpus-table:end -->", text, re.S)
+    assert match, "README.md has no corpus-table markers"
+    rows = set()
+    for line in match.group(1).splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0] not in ("producer", "") and not set(cells[0]) <= set("-: "):
+            rows.add(f"{cells[0]}/{cells[1]}")
+    assert rows == {e.id for e in ENTRIES}, (
+        "README.md's corpus table is stale: regenerate it with "
+        "`python tests/corpus/report.py --readme README.md`; "
+        f"missing {sorted({e.id for e in ENTRIES} - rows)}, extra {sorted(rows - {e.id for e in ENTRIES})}")
