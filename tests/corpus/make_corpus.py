@@ -8,7 +8,8 @@ Each producer's module, `tests/corpus/producers/<module>.py`, exposes
 installed (see tests/corpus/README.md): this script re-runs itself with that environment's
 interpreter, found as `--python`, else `$SHLO2JAX_GEN_VENVS/<venv>/bin/python` (default
 `/work/venvs`), else the current interpreter when it can import the producer. Producer modules
-can `import entry` (tests/corpus is put on sys.path).
+can `import entry` and `from producers import ...` (a finder provides both; tests/corpus
+itself is kept off sys.path, where its producer folders would shadow packages).
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ class _RelativeSourceLoader(importlib.machinery.SourceFileLoader):
 
 class _ProducerFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
+        if fullname == "entry":
+            file = CORPUS / "entry.py"
+            return importlib.util.spec_from_file_location(
+                fullname, file, loader=_RelativeSourceLoader(fullname, str(file)))
         if fullname != "producers" and not fullname.startswith("producers."):
             return None
         parts = fullname.split(".")
@@ -81,7 +86,12 @@ class _ProducerFinder(importlib.abc.MetaPathFinder):
 
 def _build_here(producer: str, only: str | None) -> None:
     sys.dont_write_bytecode = True
-    sys.path.insert(0, str(CORPUS))
+    # tests/corpus must not be on sys.path (nor the working directory, once it is
+    # tests/corpus): its producer folders (jax/, keras/, torch/, ...) would shadow the
+    # packages of those names where a venv lacks them. `entry` and `producers.*` are found by
+    # this finder instead.
+    sys.path[:] = [p for p in sys.path if p not in ("", ".") and
+                   pathlib.Path(p).resolve() != CORPUS]
     sys.meta_path.insert(0, _ProducerFinder())
     os.chdir(CORPUS)
     module = importlib.import_module(f"producers.{PRODUCERS[producer][0]}")

@@ -250,6 +250,11 @@ def build(root, only=None):
         "and the updated running statistics; state as arguments",
         fn=nnx_train_fn(graphdef), params=state, inputs=[images], input_names=["images"],
         vmap=False, notes="batch statistics couple the examples: no vmap over them")
+    add("nnx_cnn_bn_train_vjp", model="the train-mode nnx CNN serialized with vjp_order=1: the "
+        "artifact carries the producer's VJP, which keeps BatchNorm's stop_gradient on the "
+        "running-statistics update; state as arguments",
+        fn=nnx_train_fn(graphdef), params=state, inputs=[images], input_names=["images"],
+        vmap=False, vjp_order=1, notes="batch statistics couple the examples: no vmap over them")
 
     rng = jc.rng_for("nnx_resnet")
     model = NnxResNet(nnx.Rngs(3))

@@ -22,7 +22,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import entry  # noqa: E402  (tests/corpus is on sys.path: make_corpus.py puts it there)
+import entry  # noqa: E402  (make_corpus.py's finder provides it)
 
 # The producers' gradients and outputs are computed in float32 as the models are written; x64
 # stays off so the exported programs are what a default-configured JAX user exports.
