@@ -6,13 +6,14 @@ with `model.export(path, format="tf_saved_model")` then the same converter.
 
 The converter freezes tf.Variables into constants (the closed-over entries; their gradients are
 in param_grads.npz); weights passed as signature inputs stay arguments. Inputs and outputs are
-named with zero-padded positions ("a00_x", "output_00") so the SavedModel signature's name order
-is the positional order.
+named with zero-padded positions ("a00_x", "output_00"); the converter orders @main's arguments
+and results its own way, and the entry follows that order (see `module_order`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 
@@ -52,14 +53,42 @@ def _as_list(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def convert(module_or_dir, signature=None) -> bytes:
+def convert(module_or_dir, signature=None, input_arg_shapes: str = "") -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         if isinstance(module_or_dir, str):
             path = module_or_dir
         else:
             path = os.path.join(tmp, "saved_model")
             tf.saved_model.save(module_or_dir, path, signatures={"serving_default": signature})
-        return tf2shlo.savedmodel_to_stablehlo(path, ["serving_default"], ["serve"], "")
+        return tf2shlo.savedmodel_to_stablehlo(path, ["serving_default"], ["serve"],
+                                               input_arg_shapes)
+
+
+def module_order(artifact: bytes, n_args: int, n_outputs: int):
+    """(argument positions, output positions) in the converted @main's order.
+
+    The converter orders @main's arguments and results as it pleases (neither by the
+    signature's order nor by name); its `tf.entry_function` attribute keeps the SavedModel
+    tensor names in @main's order ("serving_default_a03_var:0,...", "PartitionedCall:2,...":
+    structured outputs are numbered in sorted-key order). The artifact is MLIR bytecode and
+    this venv has no MLIR bindings, so the two strings are read from the bytecode's string
+    table; every position must be found exactly once."""
+    lists = [m.decode() for m in re.findall(rb"[A-Za-z_][\w/]*:\d+(?:,[A-Za-z_][\w/]*:\d+)*",
+                                            artifact)]
+    inputs = [m for m in lists if m.startswith("serving_default_")]
+    outputs = [m for m in lists if not m.startswith("serving_default_")
+               and len(m.split(",")) == n_outputs]
+    if len(inputs) != 1 or len(outputs) != 1:
+        raise RuntimeError(f"cannot read the converter's signature order: {lists}")
+    arg_order = []
+    for item in inputs[0].split(","):
+        tensor = item[len("serving_default_"):].rsplit(":", 1)[0]
+        match = re.fullmatch(r"a(\d\d)_.*", tensor)
+        arg_order.append(int(match.group(1)) if match else 0)
+    out_order = [int(item.rsplit(":", 1)[1]) for item in outputs[0].split(",")]
+    if sorted(arg_order) != list(range(n_args)) or sorted(out_order) != list(range(n_outputs)):
+        raise RuntimeError(f"incomplete signature order {arg_order} / {out_order}")
+    return arg_order, out_order
 
 
 def add_entry(root, name, *, model, fn, args, arg_names, roles, variables=None,
@@ -100,6 +129,14 @@ def add_entry(root, name, *, model, fn, args, arg_names, roles, variables=None,
              for i, g in zip(float_idx, grads)}
     arg_info = [{"name": n, "role": r, "grad": i in grads}
                 for i, (n, r) in enumerate(zip(arg_names, roles))]
+    # Everything in the converted module's own order.
+    arg_order, out_order = module_order(artifact, len(args), len(outputs_np))
+    args = [args[i] for i in arg_order]
+    arg_info = [arg_info[i] for i in arg_order]
+    roles = [roles[i] for i in arg_order]
+    grads = {j: grads[i] for j, i in enumerate(arg_order) if i in grads}
+    outputs_np = [outputs_np[k] for k in out_order]
+    projections = [projections[k] for k in out_order]
     folder = root / PRODUCER / name
     extra = {"grad_by": "tf.GradientTape"}
     if variables:
@@ -250,11 +287,13 @@ def build(root, only=None):
     # this way does not convert: its tf.while_loop carries a TensorList, "'mhlo.while' op
     # operand #2 must be variadic of ranked tensor ... but got
     # 'tensor<!tf_type.variant<tensor<?x8xf32>>>'"; see tests/corpus/README.md.)
-    if want("keras_tf_cnn_closed"):
+    for name, shapes in (("keras_tf_cnn_closed", "2,8,8,3"), ("keras_tf_cnn_dynamic_closed", "")):
+        if not want(name):
+            continue
         import keras
         assert keras.backend.backend() == "tensorflow", keras.backend.backend()
         keras.utils.set_random_seed(3)
-        model = keras.Sequential([keras.Input((8, 8, 3), batch_size=2),
+        model = keras.Sequential([keras.Input((8, 8, 3)),
                                   keras.layers.Conv2D(8, 3, padding="same"),
                                   keras.layers.BatchNormalization(),
                                   keras.layers.Activation("swish"),
@@ -267,10 +306,13 @@ def build(root, only=None):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "export")
             model.export(path, format="tf_saved_model", verbose=False)
-            artifact = convert(path)
-        add_entry(root, "keras_tf_cnn_closed", model="Keras 3 (TensorFlow backend) CNN: Conv2D, "
+            artifact = convert(path, input_arg_shapes=shapes)
+        call = CONVERT.replace("'')", f"{shapes!r})")
+        how = ("the batch fixed by the converter's input_arg_shapes_str='2,8,8,3'" if shapes else
+               "the exported batch dimension left dynamic (the converter keeps shape-dialect ops)")
+        add_entry(root, name, model="Keras 3 (TensorFlow backend) CNN: Conv2D, "
                   "BatchNormalization, swish, DepthwiseConv2D, LayerNormalization, softmax Dense; "
-                  "exported by model.export, weights frozen by the converter",
+                  f"exported by model.export, weights frozen by the converter; {how}",
                   fn=lambda x: model(x, training=False), args=[images], arg_names=["images"],
                   roles=["input"], variables=variables, artifact=artifact,
-                  export_call=f"model.export(dir, format='tf_saved_model'); {CONVERT}")
+                  export_call=f"model.export(dir, format='tf_saved_model'); {call}")
