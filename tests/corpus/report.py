@@ -51,8 +51,10 @@ def _cell(check, r) -> str:
         return "n/a"
     if check in ("load", "vmap", "jit_eager"):
         return "ok" if r.ok else "FAIL"
-    if not r.ok and r.error is not None and math.isinf(r.error) and not r.nonfinite:
-        return "error"
+    if not r.ok and r.nonfinite:
+        return "FAIL non-finite"
+    if not r.ok and r.error is not None and math.isinf(r.error):
+        return "FAIL raised"
     text = _number(r.error)
     return text if r.ok else f"FAIL {text}"
 
@@ -101,7 +103,12 @@ def markdown(results: dict, known: dict) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows(results):
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", f"**Totals:** {totals(results)}.", ""]
+    lines += ["", f"**Totals:** {totals(results)}.", "",
+              "Errors: forward, max |got - want| / max |want| over the outputs; grad, the worst "
+              "argument's max |got - want| / max(max |want|, 1e-3 x the entry's largest); "
+              "non-finite grads, values non-finite where the producer's are finite; FAIL raised: "
+              "the check raised (message below); n/a: no floating argument or no vmap argument.",
+              ""]
     fails = failures(results, known)
     if fails:
         lines.append("Failures (the lists in `tests/corpus/<producer>/known_failures.json` "
