@@ -32,7 +32,6 @@ from typing import Callable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.lax import linalg as L
 
 from shlo2jax import registry

@@ -181,9 +181,11 @@ legacy(["ducc_fft"], ducc_fft, _prepare,
        TargetInfo("DUCC FFT on CPU (FlatBuffers descriptor operand)",
                   jax="0.4.1 .. 0.4.12 (and later jax with jaxlib < 0.4.13)",
                   test=("tests/test_legacy_custom_calls.py::test_ducc_fft",
-                        "tests/test_legacy_custom_calls.py::test_history_data"), **_INFO))
+                        "tests/test_legacy_custom_calls.py::test_ducc_fft_unknown_type_code"),
+                  **_INFO))
 legacy(["dynamic_ducc_fft"], dynamic_ducc_fft, _prepare,
        TargetInfo("DUCC FFT on CPU, dynamic shapes (FlatBuffers descriptor operand)",
                   jax="0.4.13 .. 0.4.26",
                   test=("tests/test_legacy_custom_calls.py::test_ducc_fft",
-                        "tests/test_legacy_custom_calls.py::test_history_data"), **_INFO))
+                        "tests/test_legacy_custom_calls.py::test_ducc_fft_unknown_type_code"),
+                  **_INFO))

@@ -19,19 +19,16 @@ declared), so the logical tensors are the usual ones, except where noted.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
-
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.extend.random import threefry2x32_p
 from jax.lax import linalg as L
 
 from shlo2jax.registry import Unsupported
 from shlo2jax.ops import custom_calls_linalg as linalg
 from shlo2jax.ops.custom_calls_catalog import TargetInfo
-from shlo2jax.ops.custom_calls_legacy import (Outputs, Struct, check_dtype, enum_value, legacy,
-                                              target_of, unpack)
+from shlo2jax.ops.custom_calls_legacy import (Outputs, Struct, check_dtype, descriptor_bytes,
+                                              enum_value, legacy, target_of, unpack)
 
 # enum class SolverType / BlasType {F32, F64, C64, C128} (solver_kernels.h, blas_kernels.h)
 _SOLVER_TYPES = {0: np.float32, 1: np.float64, 2: np.complex64, 3: np.complex128}
@@ -295,46 +292,43 @@ _LEGACY_GPU = "descriptor"
 legacy(["cusolver_getrf", "hipsolver_getrf", "cublas_getrf_batched", "hipblas_getrf_batched"],
        getrf, _prepare_getrf,
        TargetInfo("cuSOLVER/hipSOLVER getrf, cuBLAS/hipBLAS getrf_batched (LU), pre-FFI",
-                  forms=(_LEGACY_GPU,), jax="0.4.1 .. 0.4.31 (FFI since e51848ea3d)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_getrf",
-                        "tests/test_legacy_custom_calls.py::test_bad_descriptors"),
+                  forms=(_LEGACY_GPU,), jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.32, e51848ea3d)",
+                  test=("tests/test_legacy_custom_calls.py::test_gpu_getrf",),
                   **_SOLVER_INFO))
 legacy(["cusolver_geqrf", "hipsolver_geqrf", "cublas_geqrf_batched", "hipblas_geqrf_batched"],
        geqrf, _prepare_geqrf,
        TargetInfo("cuSOLVER/hipSOLVER geqrf, cuBLAS/hipBLAS geqrf_batched (QR), pre-FFI",
-                  forms=(_LEGACY_GPU,), jax="0.4.1 .. 0.4.34 (FFI since c0240764bc)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_geqrf_orgqr",
-                        "tests/test_legacy_custom_calls.py::test_history_data"),
+                  forms=(_LEGACY_GPU,), jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)",
+                  test=("tests/test_legacy_custom_calls.py::test_gpu_geqrf_orgqr",),
                   **_SOLVER_INFO))
 legacy(["cusolver_orgqr", "hipsolver_orgqr"], orgqr, _prepare_orgqr,
        TargetInfo("cuSOLVER/hipSOLVER orgqr/ungqr (Householder product), pre-FFI",
-                  forms=(_LEGACY_GPU,), jax="0.4.1 .. 0.4.34 (FFI since c0240764bc)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_geqrf_orgqr",
-                        "tests/test_legacy_custom_calls.py::test_history_data"),
+                  forms=(_LEGACY_GPU,), jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)",
+                  test=("tests/test_legacy_custom_calls.py::test_gpu_geqrf_orgqr",),
                   **_SOLVER_INFO))
 legacy(["cusolver_syevd", "hipsolver_syevd", "cusolver_syevj", "hipsolver_syevj"],
        syev, _prepare_syev,
        TargetInfo("cuSOLVER/hipSOLVER syevd, syevj (eigh), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.4.34 (FFI since 67f24df740)",
+                  jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 67f24df740)",
                   test=("tests/test_legacy_custom_calls.py::test_gpu_syev",
-                        "tests/test_back_compat.py::test_back_compat",
-                        "tests/test_legacy_custom_calls.py::test_history_data"),
+                        "tests/test_legacy_custom_calls.py::test_gpu_syevd_dynamic_batch_operand",
+                        "tests/test_back_compat.py::test_back_compat"),
                   **_SOLVER_INFO))
 legacy(["cusolver_gesvd", "hipsolver_gesvd"], gesvd, _prepare_gesvd,
        TargetInfo("cuSOLVER/hipSOLVER gesvd (SVD), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.4.34 (FFI since 8361eb58e1)",
+                  jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)",
                   test=("tests/test_legacy_custom_calls.py::test_gpu_gesvd",), **_SOLVER_INFO))
 legacy(["cusolver_gesvdj"], gesvdj, _prepare_gesvdj,
        TargetInfo("cuSOLVER gesvdj (SVD, Jacobi), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.4.34 (FFI since 8361eb58e1)",
+                  jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)",
                   test=("tests/test_legacy_custom_calls.py::test_gpu_gesvdj",), **_SOLVER_INFO))
 legacy(["cusolver_sytrd", "hipsolver_sytrd"], sytrd, _prepare_sytrd,
        TargetInfo("cuSOLVER/hipSOLVER sytrd/hetrd (tridiagonal), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.4.38 (FFI since 32df37e6e4)",
+                  jax="0.4.1 .. 0.4.38 (`*_ffi` from 0.5.0, 32df37e6e4)",
                   test=("tests/test_legacy_custom_calls.py::test_gpu_sytrd",), **_SOLVER_INFO))
 legacy(["cusolver_csrlsvqr"], csrlsvqr, _prepare_csrlsvqr,
        TargetInfo("cuSOLVER csrlsvqr (sparse solve), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.5.0",
+                  jax="0.4.1 .. 0.5.0 (`*_ffi` from 0.5.1)",
                   test=("tests/test_legacy_custom_calls.py::test_gpu_csrlsvqr",), **_SOLVER_INFO))
 
 
@@ -367,10 +361,10 @@ def threefry(params: ThreefryCall, k0, k1, x0, x1, *length):
 
 legacy(["cu_threefry2x32", "hip_threefry2x32"], threefry, _prepare_threefry,
        TargetInfo("threefry2x32 random bits, pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.4.30 (FFI since cbe524298c); exports until 0.5.0",
+                  jax="0.4.1 .. 0.5.0 (`*_ffi` from 0.4.31, cbe524298c; the old form stayed for exports)",
                   dtypes="u32",
                   test=("tests/test_legacy_custom_calls.py::test_threefry_descriptor",
-                        "tests/test_legacy_custom_calls.py::test_history_data")))
+                        "tests/test_legacy_custom_calls.py::test_threefry_dynamic_length_operand")))
 
 
 # ---------------------------------------------------------------- Cholesky rank-1 update
@@ -403,7 +397,7 @@ def cholesky_update(params: CholeskyUpdateCall, r, w):
 
 legacy(["cu_cholesky_update"], cholesky_update, _prepare_cholesky_update,
        TargetInfo("Cholesky rank-1 update, pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.29 .. 0.4.31 (FFI since bd90968a25)", dtypes="f32, f64",
+                  jax="0.4.29 .. 0.4.31 (`*_ffi` from 0.4.32, bd90968a25)", dtypes="f32, f64",
                   test=("tests/test_legacy_custom_calls.py::test_cholesky_update_descriptor",)))
 
 
@@ -436,7 +430,6 @@ def _prepare_gtsv2(op):
     cfg = op.attrs.get("mhlo.backend_config")
     raw = None
     if isinstance(cfg, dict) and "opaque" in cfg:  # FFI spelling: the same struct as `opaque`
-        from shlo2jax.ops.custom_calls_legacy import descriptor_bytes
         raw = descriptor_bytes(op, "opaque")
     layout, fields = unpack(op, GTSV2_V1, GTSV2_V2, raw=raw)
     out = Outputs.of(op)
@@ -480,4 +473,5 @@ legacy(["cusparse_gtsv2_f32", "cusparse_gtsv2_f64", "hipsparse_gtsv2_f32", "hips
                   jax="0.4.1 .. 0.5.3 (descriptor), 0.6.0 .. 0.6.1 (`*_ffi` with the "
                       "descriptor as `opaque`)",
                   dtypes="f32, f64",
-                  test=("tests/test_legacy_custom_calls.py::test_gtsv2",)))
+                  test=("tests/test_legacy_custom_calls.py::test_gtsv2",
+                        "tests/test_legacy_custom_calls.py::test_gtsv2_v1_single_column_is_the_plain_solve")))
