@@ -315,3 +315,36 @@ legacy(["oneapisolver_potrf_ffi"], oneapi_potrf, linalg._prepare_potrf,
        TargetInfo("oneAPI (Intel GPU) potrf (Cholesky)", forms=("FFI",),
                   jax="main branch after 0.11.0 (platform `oneapi`)", dtypes=_LAPACK_DTYPES,
                   test=("tests/test_legacy_custom_calls.py::test_oneapi_potrf",)))
+
+
+# ---------------------------------------------------------------- reported at load
+# jax.nn.dot_product_attention(implementation="cudnn") lowers to XLA's cuDNN
+# fused-attention calls (jax/_src/cudnn/fused_attention_stablehlo.py, jax 0.4.25 ..),
+# configured by a JSON backend_config (layouts as dot dimension numbers, mask type,
+# sliding window, segment offsets, paged KV cache, dropout seed). Not translated.
+
+def _refuse_cudnn_attention(op):
+    raise Unsupported(f"custom_call @{target_of(op)} is cuDNN fused attention, which runs only "
+                      "on a CUDA GPU with cuDNN; it has no translation here (export with "
+                      "jax.nn.dot_product_attention(implementation='xla') for a portable program)")
+
+
+def _never_runs(params, *operands):
+    raise AssertionError("refused at load")
+
+
+legacy(["__cudnn$fmhaSoftmax", "__cudnn$fmhaSoftmaxBackward", "__cudnn$fmhaSoftmaxDropout",
+        "__cudnn$fmhaSoftmaxDropoutBackward", "__cudnn$fmhaScaleBiasSoftmax",
+        "__cudnn$fmhaScaleBiasSoftmaxBackward", "__cudnn$fmhaScaleBiasSoftmaxDropout",
+        "__cudnn$fmhaScaleBiasSoftmaxDropoutBackward", "__cudnn$fmhaScaleMaskSoftmax",
+        "__cudnn$fmhaScaleMaskSoftmaxBackward", "__cudnn$fmhaScaleMaskSoftmaxDropout",
+        "__cudnn$fmhaScaleMaskSoftmaxDropoutBackward", "__cudnn$fmhaScaleBiasMaskSoftmax",
+        "__cudnn$fmhaScaleBiasMaskSoftmaxBackward", "__cudnn$fmhaScaleBiasMaskSoftmaxDropout",
+        "__cudnn$fmhaScaleBiasMaskSoftmaxDropoutBackward", "__cudnn$fmhaSoftmaxF8",
+        "__cudnn$fmhaSoftmaxBackwardF8"],
+       _never_runs, _refuse_cudnn_attention,
+       TargetInfo("cuDNN fused attention (jax.nn.dot_product_attention, cudnn)",
+                  forms=("attributes",),
+                  jax="0.4.25 .. (Mask variants 0.4.25 .. 0.4.28; F8 0.4.38 ..)",
+                  dtypes="reported at load (needs a CUDA GPU with cuDNN)",
+                  test=("tests/test_legacy_custom_calls.py::test_cudnn_fused_attention_is_reported",)))

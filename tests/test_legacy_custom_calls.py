@@ -1396,3 +1396,11 @@ def test_catalog_names_existing_tests():
             if not re.search(rf"^def {re.escape(name)}\(", source, re.M):
                 missing.append(ref)
     assert not missing, missing
+
+
+@pytest.mark.parametrize("target", ["__cudnn$fmhaSoftmax", "__cudnn$fmhaScaleBiasMaskSoftmaxBackward"])
+def test_cudnn_fused_attention_is_reported(target):
+    t = "tensor<1x4x2x8xf16>"
+    with pytest.raises(UnsupportedError, match=re.escape(target) + ".*cuDNN fused attention"):
+        _program(target, [("arg", t)] * 3, [t, "tensor<0xui8>"],
+                 'backend_config = "{\\22cudnn_fmha_backend_config\\22: {}}"')
