@@ -26,6 +26,7 @@ what its `prepare(op)` decoded (a frozen dataclass) and the operand arrays;
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import struct
 from typing import Callable, Optional
 
@@ -55,12 +56,35 @@ def legacy(targets, kernel: Callable, prepare: Callable, info: TargetInfo) -> No
             operands = [x for i, x in enumerate(operands) if i not in shape_operands]
         return kernel(params, *operands)
 
+    arity = _arity(kernel)
+
     def decode(op):
-        return _shape_operand_indices(op), prepare(op)
+        try:
+            shape_operands = _shape_operand_indices(op)
+            count = len(op.operands) - len(shape_operands)
+            if not arity[0] <= count <= arity[1]:
+                expected = arity[0] if arity[0] == arity[1] else f"{arity[0]} or more"
+                raise Unsupported(f"custom_call @{target_of(op)} with {count} operands; the "
+                                  f"kernel takes {expected}")
+            return shape_operands, prepare(op)
+        except Unsupported:
+            raise
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError, struct.error) as e:
+            raise Unsupported(f"custom_call @{target_of(op)}: cannot decode it ({e})") from None
 
     for target in targets:
         registry.register_custom_call(target, handler, prepare=decode)
     describe(targets, info)
+
+
+def _arity(kernel) -> tuple:
+    """(least, most) operands `kernel(params, *operands)` takes."""
+    positional = [p for p in inspect.signature(kernel).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    variadic = any(p.kind == p.VAR_POSITIONAL
+                   for p in inspect.signature(kernel).parameters.values())
+    least = len(positional) - 1
+    return least, (1 << 30) if variadic else least
 
 
 def _shape_operand_indices(op) -> frozenset:
@@ -258,7 +282,7 @@ def lapack_sytrd(params: LapackOutputs, n, lower, lda, b, lwork, a):
 legacy(["lapack_sgeev", "lapack_dgeev", "lapack_cgeev", "lapack_zgeev"],
        lapack_geev, _prepare_lapack,
        TargetInfo("LAPACK geev (eig), pre-FFI", forms=("operands",),
-                  jax="0.4.1 .. 0.4.31; exports until 0.4.33 (FFI since 3c6103f2df)",
+                  jax="0.4.1 .. 0.4.31; exports until 0.5.0 (FFI since 3c6103f2df)",
                   dtypes=_LAPACK_DTYPES,
                   test=("tests/test_legacy_custom_calls.py::test_lapack_geev",)))
 legacy(["lapack_sgees", "lapack_dgees", "lapack_cgees", "lapack_zgees"],

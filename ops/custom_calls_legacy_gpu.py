@@ -95,6 +95,7 @@ def _check_batch(op, fields, shape, allow_dynamic=False):
 class SolverCall:
     """A decoded solver descriptor: the flags the kernel reads, and its result types."""
     out: Outputs
+    has_info: bool = True  # cuBLAS's batched geqrf has no info result
     lower: bool = True
     compute_uv: bool = True
     full_matrices: bool = True
@@ -114,12 +115,13 @@ def _decode(op, layout: Struct, **checks):
 # ---------------------------------------------------------------- LU
 
 def _prepare_getrf(op):
-    layout = GETRF_BATCHED if "blas" in target_of(op) else GETRF
-    fields, out = _decode(op, layout)
+    batched = "blas" in target_of(op)  # cuBLAS's batched kernel: square matrices only
+    fields, out = _decode(op, GETRF_BATCHED if batched else GETRF)
     m, n = out.types[0][0][-2:]
-    if (fields.get("m", m), fields["n"]) != (m, n):
-        raise Unsupported(f"custom_call @{target_of(op)}: descriptor sizes "
-                          f"{fields.get('m', fields['n'])}x{fields['n']} but the matrix is {m}x{n}")
+    sizes = (fields["n"], fields["n"]) if batched else (fields["m"], fields["n"])
+    if sizes != (m, n):
+        raise Unsupported(f"custom_call @{target_of(op)}: descriptor sizes {sizes[0]}x{sizes[1]} "
+                          f"but the matrix is {m}x{n}")
     return SolverCall(out)
 
 
@@ -136,14 +138,14 @@ def _prepare_geqrf(op):
     if (fields["m"], fields["n"]) != tuple(out.types[0][0][-2:]):
         raise Unsupported(f"custom_call @{target_of(op)}: descriptor sizes "
                           f"{fields['m']}x{fields['n']} do not match the matrix")
-    return SolverCall(out)
+    return SolverCall(out, has_info="blas" not in target_of(op))
 
 
 def geqrf(params: SolverCall, a):
     """cuSOLVER: (A with R and the reflectors, tau, info, workspace); cuBLAS batched:
     (A, tau, two byte workspaces) -- no info."""
     a_out, taus = linalg._geqrf(a)
-    if len(params.out.types) == 4 and params.out.types[2][1] == np.int32:
+    if params.has_info:
         return params.out.pack([a_out, taus, jnp.zeros(a.shape[:-2], np.int32)])
     return params.out.pack([a_out, taus])
 

@@ -1142,6 +1142,18 @@ BAD_DESCRIPTORS = [
 ]
 
 
+BAD_DESCRIPTORS += [
+    ("cusolver_geqrf", struct.pack("<5i", 0, 1, 3, 3, 4),  # one operand too many
+     ["tensor<3x3xf32>", "tensor<3x3xf32>"],
+     ["tensor<3x3xf32>", "tensor<3xf32>", "tensor<i32>", "tensor<4xf32>"],
+     r"cusolver_geqrf with 2 operands; the kernel takes 1"),
+    ("lapack_sgehrd", b"",  # a result that is a token: cannot be decoded
+     ["tensor<3x3xf32>"], ["!stablehlo.token"], r"lapack_sgehrd with 1 operands; the kernel takes 7"),
+    ("cu_threefry2x32", struct.pack("<q", 4),  # token results: nothing to decode them as
+     ["tensor<4xui32>"] * 4, ["!stablehlo.token"] * 2, r"cu_threefry2x32: cannot decode it"),
+]
+
+
 @pytest.mark.parametrize("target,desc,operands,results,message", BAD_DESCRIPTORS,
                          ids=[c[0] + str(i) for i, c in enumerate(BAD_DESCRIPTORS)])
 def test_bad_descriptors(target, desc, operands, results, message):
