@@ -71,8 +71,8 @@ def _threefry(ctx, op, params, k0, k1, x0, x1):
     return tuple(threefry2x32_p.bind(k0, k1, x0, x1))
 
 
-builtin(["cu_threefry2x32_ffi", "hip_threefry2x32_ffi", "cu_threefry2x32", "hip_threefry2x32"],
-        _threefry)
+# The pre-FFI `cu_threefry2x32` (descriptor) is in custom_calls_legacy_gpu.py.
+builtin(["cu_threefry2x32_ffi", "hip_threefry2x32_ffi"], _threefry)
 
 
 # ------------------------------------------------ 64-bit splitting (TPU x64 rewriting)

@@ -10,8 +10,6 @@ storage: the logical tensors are the same, so they are ignored.
 
 from __future__ import annotations
 
-import struct
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -206,23 +204,7 @@ def syevd(ctx, op, lower, a):
 builtin(_lapack(("syevd", "heevd")) + _gpu("syevd"), syevd, _prepare_syevd)
 
 
-def _prepare_legacy_hipsolver_syev(op):
-    # Pre-FFI descriptor: int32 (type, uplo, batch, n, lwork); rocBLAS fill 122 = lower.
-    raw = op.attrs.get("backend_config", "")
-    raw = raw.encode("latin-1") if isinstance(raw, str) else bytes(raw)
-    if len(raw) < 8:
-        raise Unsupported("hipsolver_syev descriptor too short")
-    return struct.unpack_from("<2i", raw)[1] == 122
-
-
-def legacy_hipsolver_syev(ctx, op, lower, a):
-    v, w = L.eigh(a, lower=lower, symmetrize_input=False, sort_eigenvalues=True)
-    work = op.result_types[3]
-    return v, w, _info(_all_finite(w, a.ndim - 2)), jnp.zeros(work.shape, work.dtype)
-
-
-builtin(["hipsolver_syevd", "hipsolver_syevj"],
-        legacy_hipsolver_syev, _prepare_legacy_hipsolver_syev)
+# The pre-FFI `hipsolver_syevd` / `cusolver_syevj` & co: custom_calls_legacy_gpu.py.
 
 
 def _prepare_tpu_eigh(op):
