@@ -368,7 +368,10 @@ class ExportedFunction(Function):
 
         def transpose(*args):
             primals, cts = args[:n_in], args[n_in:]
-            full = [np.zeros(a.shape, jax.dtypes.float0) for a in out_avals]
+            shapes = [a.shape for a in out_avals]
+            if not all(isinstance(d, int) for shape in shapes for d in shape):  # polymorphic
+                shapes = [o.shape for o in jax.eval_shape(self._call_module, *primals)]
+            full = [np.zeros(shape, jax.dtypes.float0) for shape in shapes]
             for j, ct in zip(diff_out, cts):
                 full[j] = ct
             in_cts = self.producer_vjp_function()(*primals, *full)
