@@ -66,17 +66,12 @@ def _register_simple(mnemonic, fn):
 _UNARY = {
     "cosine": lax.cos,
     "sine": lax.sin,
-    "tan": lax.tan,
     "tanh": lax.tanh,
-    "exponential": lax.exp,
-    "log": lax.log,
-    "log_plus_one": lax.log1p,
     "negate": lax.neg,
     "not": lax.bitwise_not,  # logical not on i1
     "count_leading_zeros": lax.clz,
     "round_nearest_afz": lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
     "round_nearest_even": lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
-    "rsqrt": lax.rsqrt,
     "is_finite": lax.is_finite,
 }
 
@@ -102,17 +97,19 @@ def _below_cut(x, result):
 def sqrt(ctx, op, x):
     # XLA computes 8/4-bit floats in f16, whose rounded sqrt can land on a tie of the
     # narrow type (sqrt(3.875) in f8E3M4); f32 has enough bits to round correctly.
+    math = ctx.translator.math
     if T.is_float(x.dtype) and T.bit_width(x.dtype) < 16:
-        return _in_f32(lax.sqrt, x)
+        return _in_f32(math.sqrt, x)
     if T.is_complex(x.dtype):
-        return _below_cut(x, lax.sqrt(x))
-    return lax.sqrt(x)
+        return _below_cut(x, math.sqrt(x))
+    return math.sqrt(x)
 
 
 @register_op(*_names("exponential_minus_one"), prepare=reject_unsupported_types)
 def exponential_minus_one(ctx, op, x):
     # XLA's f16 expm1 is off by a few ulp; the f32 one rounds to within one f16 ulp.
-    return _in_f32(lax.expm1, x) if x.dtype == np.float16 else lax.expm1(x)
+    expm1 = ctx.translator.math.expm1
+    return _in_f32(expm1, x) if x.dtype == np.float16 else expm1(x)
 
 
 _SUBNORMAL_CHECKED = frozenset(np.dtype(t) for t in (np.float16, ml_dtypes.bfloat16, np.float32,
@@ -176,7 +173,7 @@ def popcnt(ctx, op, x):
 @register_op(*_names("cbrt"), prepare=reject_unsupported_types)
 def cbrt(ctx, op, x):
     if not T.is_complex(x.dtype):
-        return lax.cbrt(x)
+        return ctx.translator.math.cbrt(x)
     # The principal cube root (XLA has none for complex): |x|^(1/3) at a third of the angle.
     magnitude = lax.cbrt(lax.abs(x))
     angle = lax.atan2(lax.imag(x), lax.real(x)) / 3
@@ -210,11 +207,49 @@ def imag(ctx, op, x):
     return lax.imag(x) if T.is_complex(x.dtype) else jnp.zeros_like(x)
 
 
+# ------------------------------------------- ops whose local derivative can be infinite
+# Their values are lax's; their derivatives follow the program's gradient mode
+# (shlo2jax.options.TranslationOptions.gradients): strong zeros by default.
+
+@register_op("stablehlo.exponential", "mhlo.exponential", prepare=reject_unsupported_types)
+def exponential(ctx, op, x):
+    return ctx.translator.math.exp(x)
+
+
+@register_op("stablehlo.log", "mhlo.log", prepare=reject_unsupported_types)
+def log(ctx, op, x):
+    return ctx.translator.math.log(x)
+
+
+@register_op("stablehlo.log_plus_one", "mhlo.log_plus_one", prepare=reject_unsupported_types)
+def log_plus_one(ctx, op, x):
+    return ctx.translator.math.log1p(x)
+
+
+@register_op("stablehlo.rsqrt", "mhlo.rsqrt", prepare=reject_unsupported_types)
+def rsqrt(ctx, op, x):
+    return ctx.translator.math.rsqrt(x)
+
+
+@register_op("stablehlo.tan", "mhlo.tan", prepare=reject_unsupported_types)
+def tan(ctx, op, x):
+    return ctx.translator.math.tan(x)
+
+
+@register_op("stablehlo.divide", "mhlo.divide", prepare=reject_unsupported_types)
+def divide(ctx, op, x, y):
+    return ctx.translator.math.div(x, y)
+
+
+@register_op("stablehlo.atan2", "mhlo.atan2", prepare=reject_unsupported_types)
+def atan2(ctx, op, x, y):
+    return ctx.translator.math.atan2(x, y)
+
+
 # --------------------------------------------------------------- binary ops
 
 _BINARY = {
     "subtract": lax.sub,
-    "divide": lax.div,
     "maximum": lax.max,
     "minimum": lax.min,
     "and": lax.bitwise_and,
@@ -223,7 +258,6 @@ _BINARY = {
     "shift_left": lax.shift_left,
     "shift_right_arithmetic": lax.shift_right_arithmetic,
     "shift_right_logical": lax.shift_right_logical,
-    "atan2": lax.atan2,
     "complex": lax.complex,
 }
 
@@ -239,7 +273,7 @@ def add(ctx, op, x, y):
 
 @register_op(*_names("multiply"), prepare=reject_unsupported_types)
 def multiply(ctx, op, x, y):
-    return lax.bitwise_and(x, y) if _is_bool(x) else lax.mul(x, y)
+    return lax.bitwise_and(x, y) if _is_bool(x) else ctx.translator.math.mul(x, y)
 
 
 def _prepare_remainder(op):
@@ -257,7 +291,7 @@ def remainder(ctx, op, x, y):
 
 @register_op(*_names("power"), prepare=reject_unsupported_types)
 def power(ctx, op, x, y):
-    return _integer_power(x, y) if T.is_integer(x.dtype) else lax.pow(x, y)
+    return _integer_power(x, y) if T.is_integer(x.dtype) else ctx.translator.math.pow(x, y)
 
 
 def _integer_power(x, y):

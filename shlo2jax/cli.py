@@ -34,7 +34,32 @@ def _info(args) -> int:
     if dormant:
         print(f"in functions that never run (unreached, or decompositions replaced by a "
               f"registered composite implementation): {len(dormant)} unsupported op(s)")
+    _print_derivatives(program)
     return 0
+
+
+def _print_derivatives(program) -> None:
+    options = program.module.translation_options
+    print("derivatives:")
+    for fn in program.functions.values():
+        if getattr(fn, "uses_producer_vjp", False):
+            print(f"  @{fn.name}: reverse mode uses the producer's VJP shipped with the "
+                  "artifact (jax.export, vjp_order >= 1); forward mode and vmap the translation")
+        else:
+            print(f"  @{fn.name}: the translation's ({options.gradients.replace('_', '-')} "
+                  "derivative rules)")
+    loops = [op for op in program.module.ops if op.name in ("stablehlo.while", "mhlo.while")
+             and getattr(op.params, "counted", None) is None]
+    if loops:
+        unbounded = [op for op in loops if not op.params.bounds]
+        print(f"  {len(loops)} while loop(s) with no static trip count; reverse mode runs them "
+              "as bounded, checkpointed loops, bounded by a counter in the condition where "
+              f"there is one, else by max_loop_trips (now {options.max_loop_trips}); "
+              f"{len(unbounded)} have no such counter:")
+        for op in unbounded[:10]:
+            print(f"    {op.name} at {op.location}")
+        if len(unbounded) > 10:
+            print(f"    ... and {len(unbounded) - 10} more")
 
 
 def _run(args) -> int:

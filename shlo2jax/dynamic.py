@@ -562,7 +562,8 @@ def _translate(function, module):
     decoded = decode_module(module, source_name=program.source_name,
                             placeholder_data=options.get("placeholder_data", False),
                             seed=options.get("seed", 0), strict=True)
-    return Program(decoded, module, program.source_name)["main"]
+    decoded.translation_options = program.module.translation_options
+    return Program(decoded, module, program.source_name, options)["main"]
 
 
 def _still_dynamic(function, operations, values) -> UnsupportedError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Union
+from typing import Mapping, Union
 
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
@@ -13,6 +13,7 @@ from shlo2jax._jax_internals import make_ir_context
 from shlo2jax.chlo_legalize import legalize_chlo
 from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import decode_module
+from shlo2jax.options import TranslationOptions
 from shlo2jax.program import Program
 from shlo2jax.translate import gc_paused
 
@@ -49,12 +50,16 @@ def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str 
 
 
 def _from_exported(exported, options) -> Program:
-    return load(bytes(exported.mlir_module_serialized), source_name=f"jax.export:{exported.fun_name}",
-                **options)
+    program = load(bytes(exported.mlir_module_serialized),
+                   source_name=f"jax.export:{exported.fun_name}", **options)
+    program.set_exported(exported)
+    return program
 
 
 def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: str = "",
-         strict: bool = True) -> Program:
+         strict: bool = True, gradients: str = "strong_zero",
+         max_loop_trips: Union[None, int, Mapping[str, int]] = None,
+         producer_vjp: bool = True) -> Program:
     """Loads a StableHLO program.
 
     `source` is MLIR text (a str), a path to a `.mlir` / `.mlir.bc` / `.bc` file,
@@ -64,8 +69,18 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
     `placeholder_data=True` fills `dense_resource<__elided__>` constants with
     data seeded by `seed` instead of refusing to load. With `strict` (default),
     every unsupported op or type is reported together in one `UnsupportedError`.
+
+    Derivatives: `gradients="strong_zero"` (default) differentiates the ops whose local
+    derivative can be infinite so that a zero cotangent contributes zero (no 0 * inf = NaN
+    from the unselected branch of a decomposed special function); `"lax"` keeps lax's plain
+    rules. `max_loop_trips` bounds the iterations of while loops whose trip count depends on
+    the data, so reverse mode can go through them (an int, or a mapping from a loop's
+    location to its bound). A `jax.export` artifact serialized with `vjp_order >= 1` carries
+    its producer's VJP: with `producer_vjp` (default) reverse mode uses it.
     """
-    options = dict(placeholder_data=placeholder_data, seed=seed, strict=strict)
+    TranslationOptions(gradients=gradients, max_loop_trips=max_loop_trips)  # validates them
+    options = dict(placeholder_data=placeholder_data, seed=seed, strict=strict,
+                   gradients=gradients, max_loop_trips=max_loop_trips, producer_vjp=producer_vjp)
     try:
         from jax import export as jax_export
         if isinstance(source, jax_export.Exported):
@@ -103,8 +118,10 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
                 module = decode()
         if strict and module.problems:
             raise UnsupportedError(module.problems)
+        module.translation_options = TranslationOptions(gradients=gradients,
+                                                        max_loop_trips=max_loop_trips)
         return Program(module, mlir_module, source_name,
-                       dict(placeholder_data=placeholder_data, seed=seed))
+                       {k: v for k, v in options.items() if k != "strict"})
 
 
 def _try_deserialize_exported(data: bytes):

@@ -15,6 +15,7 @@ from shlo2jax import attributes
 from shlo2jax import registry
 from shlo2jax import types as T
 from shlo2jax.errors import ElidedDataError, LoadError, UnsupportedError
+from shlo2jax.options import TranslationOptions
 
 _TERMINATORS = frozenset({"func.return", "stablehlo.return", "mhlo.return", "chlo.return",
                           "sdy.return"})
@@ -90,6 +91,7 @@ class ModuleDef:
         self.functions: dict[str, FunctionDef] = functions
         self.attrs: dict = attrs
         self.ops: list = ops  # every op, in program order (nested regions included)
+        self.translation_options = TranslationOptions()  # load sets the user's
 
     def op_histogram(self) -> dict:
         hist: dict = {}
@@ -100,6 +102,7 @@ class ModuleDef:
 
 _NAME_LOC_RE = re.compile(r'^"((?:[^"\\]|\\.)*)"\(')
 _FILE_LOC_RE = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
+_BARE_NAME_LOC_RE = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
 
 
 def format_location(loc, source_name: str) -> str:
@@ -113,7 +116,10 @@ def format_location(loc, source_name: str) -> str:
     name = _NAME_LOC_RE.match(text)
     where = _FILE_LOC_RE.search(text)
     if where is None:
-        return f"{name.group(1)}" if name else text
+        if name:
+            return name.group(1)
+        bare = _BARE_NAME_LOC_RE.match(text)  # loc("while"): a name with no position
+        return bare.group(1) if bare else text
     path = where.group(1)
     if path == "-" and source_name:
         path = source_name

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from shlo2jax import types as T
 from shlo2jax.module import FunctionDef, ModuleDef
-from shlo2jax.translate import Token, Translator
+from shlo2jax.translate import TOKEN, Token, Translator
 
 
 def _aval(ttype):
@@ -209,6 +210,15 @@ class Program:
             for op in f.body.ops)
         self.functions: dict[str, Function] = {
             name: Function(self, fdef) for name, fdef in module.functions.items() if fdef.public}
+        self.exported = None  # the jax.export.Exported it was loaded from, if any
+
+    def set_exported(self, exported) -> None:
+        """The program came from a `jax.export.Exported`: its entry function takes the
+        exported function's arguments (see ExportedFunction)."""
+        self.exported = exported
+        main = self.module.functions.get("main")
+        if main is not None and main.public:
+            self.functions["main"] = ExportedFunction(self, main, exported)
 
     @property
     def entry(self) -> Function:
@@ -243,3 +253,144 @@ class Program:
     def __repr__(self):
         name = self.module.name or self.source_name or "module"
         return f"<shlo2jax.Program {name}: {', '.join(f.signature for f in self.functions.values())}>"
+
+
+class ExportedFunction(Function):
+    """The entry function of a `jax.export.Exported`, called like `exported.call`: with the
+    exported function's flat arguments (`exported.in_avals`), returning its flat results.
+
+    The serialized module's own `@main` differs: jax drops arguments the function does not
+    use (`module_kept_var_idx`), a multi-platform export takes a leading platform index, and
+    ordered effects thread tokens. This adapter supplies them: the platform index is the
+    current backend's platform when the export lists it, else the first platform the export
+    lists (the translation runs that platform's code here, custom calls included).
+
+    When the artifact carries its producer's VJP (`serialize(vjp_order >= 1)`, or an
+    `Exported` made in this process) and the program was loaded with `producer_vjp=True`,
+    reverse mode uses that VJP; forward mode and vmap use the translation.
+    """
+
+    def __init__(self, program: "Program", fdef: FunctionDef, exported):
+        super().__init__(program, fdef)
+        self.exported = exported
+        self._kept = tuple(exported.module_kept_var_idx)
+        module_inputs = list(fdef.input_types)
+        self._platform_index = None
+        if fdef.arg_attrs and fdef.arg_attrs[0].get("jax.global_constant") == "_platform_index":
+            module_inputs.pop(0)
+            platforms = tuple(exported.platforms)
+            here = jax.default_backend()
+            self._platform_index = np.int32(platforms.index(here) if here in platforms else 0)
+        self._tokens = 0
+        while self._tokens < len(module_inputs) and isinstance(module_inputs[self._tokens],
+                                                               T.TokenType):
+            self._tokens += 1
+        self._result_tokens = 0
+        while self._result_tokens < len(fdef.output_types) and isinstance(
+                fdef.output_types[self._result_tokens], T.TokenType):
+            self._result_tokens += 1
+        if len(module_inputs) - self._tokens != len(self._kept):
+            from shlo2jax.errors import LoadError
+            raise LoadError(
+                f"jax.export artifact {exported.fun_name}: @main takes {len(module_inputs)} "
+                f"arguments after the platform index, but the export keeps {len(self._kept)} of "
+                f"its {len(exported.in_avals)} arguments and {self._tokens} tokens")
+        self._vjp_function = None
+        self._with_vjp = None
+
+    @property
+    def in_avals(self) -> tuple:
+        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.exported.in_avals)
+
+    @property
+    def out_avals(self) -> tuple:
+        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.exported.out_avals)
+
+    @property
+    def signature(self) -> str:
+        ins = ", ".join(f"%arg{i}: {a.str_short()}" for i, a in enumerate(self.exported.in_avals))
+        outs = ", ".join(a.str_short() for a in self.exported.out_avals)
+        return f"@{self.name}({ins}) -> ({outs})  [jax.export {self.exported.fun_name}]"
+
+    @property
+    def uses_producer_vjp(self) -> bool:
+        """Whether reverse mode uses the VJP the artifact ships (see the class docstring)."""
+        return bool(self.program.load_options.get("producer_vjp", True)) and \
+            self.exported.has_vjp()
+
+    def module_arguments(self, args) -> tuple:
+        """The exported function's arguments as the module's @main takes them."""
+        if len(args) != len(self.exported.in_avals):
+            raise TypeError(f"{self.signature} takes {len(self.exported.in_avals)} argument(s), "
+                            f"got {len(args)}")
+        head = () if self._platform_index is None else (self._platform_index,)
+        return head + (TOKEN,) * self._tokens + tuple(args[i] for i in self._kept)
+
+    def _call_module(self, *args):
+        outs = Function.__call__(self, *self.module_arguments(args))
+        outs = outs if isinstance(outs, tuple) and len(self.output_types) > 1 else (outs,)
+        return tuple(outs[self._result_tokens:])
+
+    def __call__(self, *args):
+        if self.uses_producer_vjp:
+            if self._with_vjp is None:
+                self._with_vjp = self._producer_vjp_call()
+            outs = self._with_vjp(*args)
+        else:
+            outs = self._call_module(*args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def producer_vjp_function(self) -> "ExportedFunction":
+        """The producer's VJP, translated: takes (*primals, *output cotangents), returns the
+        cotangents of the primals (float0 placeholders for integer ones)."""
+        if self._vjp_function is None:
+            from shlo2jax.loader import load
+            options = {k: v for k, v in self.program.load_options.items()}
+            self._vjp_function = load(self.exported.vjp(), **options).entry
+        return self._vjp_function
+
+    def _producer_vjp_call(self):
+        from shlo2jax._jax_internals import custom_linear
+
+        call = jax.custom_jvp(self._call_module)
+        n_in = len(self.exported.in_avals)
+        diff_in = [i for i, a in enumerate(self.exported.in_avals) if _differentiable(a.dtype)]
+        diff_out = [j for j, a in enumerate(self.exported.out_avals) if _differentiable(a.dtype)]
+        out_avals = self.exported.out_avals
+
+        def forward(*args):
+            primals, lin = args[:n_in], args[n_in:]
+            tangents = [np.zeros(np.shape(p), jax.dtypes.float0) for p in primals]
+            for i, t in zip(diff_in, lin):
+                tangents[i] = t
+            _, out_tangents = jax.jvp(self._call_module, tuple(primals), tuple(tangents))
+            return [out_tangents[j] for j in diff_out]
+
+        def transpose(*args):
+            primals, cts = args[:n_in], args[n_in:]
+            shapes = [a.shape for a in out_avals]
+            if not all(isinstance(d, int) for shape in shapes for d in shape):  # polymorphic
+                shapes = [o.shape for o in jax.eval_shape(self._call_module, *primals)]
+            full = [np.zeros(shape, jax.dtypes.float0) for shape in shapes]
+            for j, ct in zip(diff_out, cts):
+                full[j] = ct
+            in_cts = self.producer_vjp_function()(*primals, *full)
+            in_cts = in_cts if isinstance(in_cts, tuple) else (in_cts,)
+            return [in_cts[i] for i in diff_in]
+
+        @call.defjvp
+        def _jvp(primals, tangents):
+            outs = call(*primals)
+            lin = [jnp.zeros_like(primals[i]) if type(tangents[i]) is
+                   jax.custom_derivatives.SymbolicZero else tangents[i] for i in diff_in]
+            touts = custom_linear(forward, transpose, primals, lin) if diff_out else []
+            out_tangents = [np.zeros(np.shape(o), jax.dtypes.float0) for o in outs]
+            for j, t in zip(diff_out, touts):
+                out_tangents[j] = t
+            return outs, tuple(out_tangents)
+
+        return call
+
+
+def _differentiable(dtype) -> bool:
+    return jnp.issubdtype(dtype, jnp.inexact)

@@ -11,13 +11,16 @@ by one shape/dtype comparison, and the cyclic garbage collector is paused while 
 from __future__ import annotations
 
 import gc
+import types
 from typing import Callable, Optional
 
 import jax
+from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.errors import Shlo2JaxError, TranslationError
 from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
+from shlo2jax.options import TranslationOptions
 
 
 class Token:
@@ -36,11 +39,27 @@ TOKEN = Token()
 jax.tree_util.register_pytree_node(Token, lambda token: ((), None), lambda aux, children: TOKEN)
 
 
+# The ops whose derivative rules differ between the gradient modes.
+LAX_MATH = types.SimpleNamespace(
+    mul=lax.mul, div=lax.div, exp=lax.exp, expm1=lax.expm1, log=lax.log, log1p=lax.log1p,
+    sqrt=lax.sqrt, rsqrt=lax.rsqrt, cbrt=lax.cbrt, tan=lax.tan, atan2=lax.atan2, pow=lax.pow)
+
+
+def math_for(options: TranslationOptions):
+    if options.gradients == "lax":
+        return LAX_MATH
+    from shlo2jax._jax_internals import strong_zero_ops
+    return strong_zero_ops()
+
+
 class Translator:
     """Per-program translation state: cached callees and optional observers."""
 
     def __init__(self, module: ModuleDef):
         self.module = module
+        self.options: TranslationOptions = module.translation_options
+        # mul, div, exp, ...: lax's, or with strong-zero derivatives (`options.gradients`)
+        self.math = math_for(self.options)
         self._callees: dict[str, Callable] = {}
         # id(region) -> (region, plan): the per-op work of `evaluate` decided once per region.
         self._plans: dict[int, tuple] = {}

@@ -225,7 +225,8 @@ def test_cases_found():
 # ---------------------------------------------------------------- serialized `Exported`s
 # The export_with_* modules hold whole serialized `jax.export.Exported`s (sharded
 # over 2 devices, some for several platforms) and no inputs: run them with single-
-# device semantics (sharding annotations ignored) against the function jax exported.
+# device semantics (sharding annotations ignored) against the function jax exported,
+# called as `exported.call` would be (a multi-platform module's platform index is implied).
 
 _EXPORTED_FUNCTIONS = {
     "export_with_specified_sharding": lambda x: 2 * x,
@@ -254,11 +255,7 @@ def test_serialized_exported(name, kind, entry):
     program = shlo2jax.load(exported)
     rng = np.random.default_rng(0)
     args = [rng.standard_normal(a.shape).astype(a.dtype) for a in exported.in_avals]
-    call_args = list(args)
-    if len(exported.platforms) > 1:  # leading platform-index argument
-        platforms = tuple(exported.platforms)
-        call_args.insert(0, np.int32(platforms.index("cpu") if "cpu" in platforms else 0))
-    outs = program(*call_args)
+    outs = program(*args)  # the exported function's arguments; the platform index is implied
     outs = outs if isinstance(outs, tuple) else (outs,)
     expected = _EXPORTED_FUNCTIONS[kind](*args)
     expected = expected if isinstance(expected, tuple) else (expected,)
