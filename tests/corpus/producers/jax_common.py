@@ -137,19 +137,11 @@ def add_entry(root, producer: str, name: str, *, model: str, fn, params, inputs,
     grads = jax.jit(grad(loss_of_floats))([jnp.asarray(flat_args[i]) for i in float_idx])
     grads = {i: np.asarray(g) for i, g in zip(float_idx, grads)}
 
-    # The exported module's own signature: the platform index first when lowered for several
-    # platforms, then the arguments jax kept (unused ones are dropped from the module).
+    # The exported function's own (flat) signature, as `exported.call` takes it: a loader
+    # supplies what the module's @main adds or drops (a multi-platform module's platform
+    # index; arguments jax dropped as unused, `module_kept_var_idx`).
     kept = list(exported.module_kept_var_idx)
-    args, arg_info, arg_grads = [], [], {}
-    if len(exported.platforms) > 1:
-        args.append(np.int32(exported.platforms.index("cpu") if "cpu" in exported.platforms else 0))
-        arg_info.append({"name": "_platform_index", "role": "platform_index", "grad": False,
-                         "platforms": list(exported.platforms)})
-    for i in kept:
-        if i in grads:
-            arg_grads[len(args)] = grads[i]
-        args.append(flat_args[i])
-        arg_info.append(flat_info[i])
+    args, arg_info, arg_grads = list(flat_args), list(flat_info), dict(grads)
     dropped = [flat_info[i]["name"] for i in range(len(flat_args)) if i not in kept]
     vmap_args = None
     if vmap:
