@@ -22,12 +22,8 @@ import jax
 import numpy as np
 from jax import lax
 
-from shlo2jax.dynamic import ShapeError
+from shlo2jax.errors import ShapeAssertionError
 from shlo2jax.registry import Unsupported, register_custom_call, register_op
-
-
-class ShapeAssertionError(ShapeError):
-    """A `shape_assertion` (argument shapes vs. a polymorphic shape specification) failed."""
 
 
 def _ints(value) -> tuple:

@@ -37,14 +37,10 @@ import numpy as np
 
 from shlo2jax import reference
 from shlo2jax import types as T
-from shlo2jax.errors import Shlo2JaxError
+from shlo2jax.errors import BackendUnavailable
 
 BUILTIN_BACKENDS = ("cpu", "gpu", "tpu", "interpreter", "xla-direct", "f64")
 DEFAULT_BACKENDS = ("cpu", "interpreter", "xla-direct", "f64")
-
-
-class BackendUnavailable(Shlo2JaxError):
-    """A backend cannot run here or cannot run this module (the reason says which)."""
 
 
 # ------------------------------------------------------------------------------ backends

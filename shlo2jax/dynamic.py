@@ -29,11 +29,7 @@ import threading
 import numpy as np
 
 from shlo2jax import types as T
-from shlo2jax.errors import Shlo2JaxError, UnsupportedError
-
-
-class ShapeError(Shlo2JaxError, ValueError):
-    """Argument shapes (or dimension-size values) contradict the program's shape constraints."""
+from shlo2jax.errors import ShapeError, UnsupportedError
 
 
 _REFINE_PIPELINE = ("builtin.module(stablehlo-refine-arguments{{types='{types}'}},"

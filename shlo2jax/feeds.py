@@ -50,11 +50,7 @@ import numpy as np
 from jax.experimental import io_callback
 
 from shlo2jax import types as T
-from shlo2jax.errors import Shlo2JaxError
-
-
-class HostIOError(Shlo2JaxError):
-    """A host transfer could not happen (no feed left, no context, a wrongly typed value)."""
+from shlo2jax.errors import HostIOError
 
 
 class _QuietHostIOErrors(logging.Filter):

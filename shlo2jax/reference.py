@@ -15,20 +15,12 @@ import tempfile
 import numpy as np
 
 from shlo2jax import _jax_internals
-from shlo2jax.errors import Shlo2JaxError
+from shlo2jax.errors import InterpreterError, InterpreterUnsupported
 
 
 def bit_patterns(a: np.ndarray) -> np.ndarray:
     """Bit patterns as unsigned integers (sub-byte floats sit in the low bits of a byte)."""
     return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
-
-
-class InterpreterError(Shlo2JaxError):
-    """The reference interpreter failed to run a module (timeout, error, bad module)."""
-
-
-class InterpreterUnsupported(InterpreterError):
-    """The reference interpreter aborted: it lacks an op or type the module uses."""
 
 
 def xla_direct(program, platform: str = "cpu"):

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-
-class Unsupported(Exception):
-    """Raised by a `prepare` function: this op instance cannot be translated (the message says why)."""
+from shlo2jax.errors import Unsupported  # noqa: F401  (prepare functions raise it)
 
 
 class OpRule:

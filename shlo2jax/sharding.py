@@ -33,11 +33,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from shlo2jax import types as T
+from shlo2jax.errors import ShardingError
 from shlo2jax.module import Op, Region
-
-
-class ShardingError(ValueError):
-    """A sharding that cannot be parsed or expressed."""
 
 
 # ---------------------------------------------------------------- tile assignments

@@ -32,6 +32,7 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec
 
 from shlo2jax import types as T
+from shlo2jax.errors import SpmdUnsupported
 
 AXES = ("replicas", "partitions")
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
@@ -43,11 +44,6 @@ class SpmdContext(NamedTuple):
     num_partitions: int
     in_mesh: bool = True  # False: one process traced on its own, without mesh axes
     process: tuple = (0, 0)  # (replica, partition) of that process when not in_mesh
-
-
-class SpmdUnsupported(NotImplementedError):
-    """The grid cannot run here (too few devices, differing signatures, device-to-device
-    send/recv); the message says why."""
 
 
 def make_mesh(num_replicas: int, num_partitions: int) -> Mesh:

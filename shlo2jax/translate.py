@@ -16,7 +16,7 @@ from typing import Callable, Optional
 import jax
 
 from shlo2jax import types as T
-from shlo2jax.errors import Shlo2JaxError, TranslationError
+from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError
 from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
 
 
@@ -156,9 +156,9 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
     for op, operands, result, expected in _plan(translator, region):
         try:
             out = op.handler(scope, op, *map(get, operands))
-        except Shlo2JaxError:
-            raise
         except Exception as e:  # any failure inside a handler is reported against its op
+            if _says_where(e):
+                raise
             raise TranslationError(op.name, op.location, f"{type(e).__name__}: {e}") from e
         if result is None:
             _store_results(op, out, env)
@@ -182,9 +182,9 @@ def _evaluate_observed(translator: Translator, region: Region, scope: Scope, env
         observer(op, None)
         try:
             out = op.handler(scope, op, *[env[i] for i in op.operands])
-        except Shlo2JaxError:
-            raise
         except Exception as e:
+            if _says_where(e):
+                raise
             raise TranslationError(op.name, op.location, f"{type(e).__name__}: {e}") from e
         if len(op.results) == 1:
             check_value(op, 0, out, op.result_types[0])
@@ -192,6 +192,12 @@ def _evaluate_observed(translator: Translator, region: Region, scope: Scope, env
             observer(op, (out,))
         else:
             observer(op, _store_results(op, out, env))
+
+
+def _says_where(error: Exception) -> bool:
+    """Whether a handler's error already says where it happened (the library's own errors,
+    except UnlocatedErrors); any other becomes a TranslationError of the op."""
+    return isinstance(error, Shlo2JaxError) and not isinstance(error, UnlocatedError)
 
 
 def _store_results(op: Op, out, env: dict) -> tuple:

@@ -14,6 +14,8 @@ from typing import Optional, Union
 import ml_dtypes
 import numpy as np
 
+from shlo2jax.errors import UnsupportedTypeError
+
 # MLIR spelling -> dtype. Signless integers (`i32`) are signed, as in the spec.
 ELEMENT_DTYPES: dict[str, np.dtype] = {
     "i1": np.dtype(np.bool_),
@@ -172,10 +174,6 @@ class TupleType:
 
 
 Type = Union[TensorType, TokenType, TupleType]
-
-
-class UnsupportedTypeError(Exception):
-    """A type this library cannot represent; the message is the MLIR spelling."""
 
 
 _TENSOR_RE = re.compile(r"^tensor<((?:[0-9?]+x)*)(.+?)(?:,\s*(#.*))?>$")
