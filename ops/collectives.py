@@ -28,6 +28,7 @@ from jax import lax
 from shlo2jax import spmd
 from shlo2jax import types as T
 from shlo2jax.errors import UnsupportedError
+from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
 from shlo2jax.spmd import AXES, SpmdContext
 
@@ -211,11 +212,6 @@ def _concat_members(vals, dim: int):
     return jnp.concatenate([vals[k] for k in range(vals.shape[0])], axis=dim)
 
 
-def _results(values):
-    values = tuple(values)
-    return values[0] if len(values) == 1 else values
-
-
 # ---------------------------------------------------------------- prepare helpers
 
 def _monoid(op) -> Optional[str]:
@@ -273,14 +269,14 @@ def all_reduce(ctx, op, *operands):
     plan = plan_for(ctx, op, lax_ok=_lax_reducible(op, operands))
     if plan.path == "lax":
         reduce = _LAX_REDUCE[op.params["monoid"]]
-        return _results(reduce(x, AXES, axis_index_groups=plan.axis_index_groups)
-                        for x in operands)
+        return single_or_tuple(op, [reduce(x, AXES, axis_index_groups=plan.axis_index_groups)
+                                    for x in operands])
     combine = _elementwise(ctx.region(op.regions[0]))
     out = []
     for x in operands:
         vals, me = _members(x, plan)
         out.append(_fold(vals, _group_size(plan, me), combine))
-    return _results(out)
+    return single_or_tuple(op, out)
 
 
 @register_op("stablehlo.all_gather", "mhlo.all_gather", prepare=_prepare_grouped)
@@ -288,11 +284,11 @@ def all_gather(ctx, op, *operands):
     plan = plan_for(ctx, op)
     dim = op.attrs["all_gather_dim"]
     if plan.path == "lax":
-        return _results(lax.all_gather(x, AXES, axis=dim, tiled=True,
-                                       axis_index_groups=plan.axis_index_groups)
-                        for x in operands)
+        return single_or_tuple(op, [lax.all_gather(x, AXES, axis=dim, tiled=True,
+                                                   axis_index_groups=plan.axis_index_groups)
+                                    for x in operands])
     _require_uniform(plan, op)
-    return _results(_concat_members(_members(x, plan)[0], dim) for x in operands)
+    return single_or_tuple(op, [_concat_members(_members(x, plan)[0], dim) for x in operands])
 
 
 def _require_uniform(plan: Plan, op):
@@ -334,9 +330,9 @@ def all_to_all(ctx, op, *operands):
     p = op.params
     plan = plan_for(ctx, op)
     if plan.path == "lax":
-        return _results(lax.all_to_all(x, AXES, p["split"], p["concat"], tiled=True,
-                                       axis_index_groups=plan.axis_index_groups)
-                        for x in operands)
+        return single_or_tuple(op, [lax.all_to_all(x, AXES, p["split"], p["concat"], tiled=True,
+                                                   axis_index_groups=plan.axis_index_groups)
+                                    for x in operands])
     _require_uniform(plan, op)
     if int(plan.sizes[0]) != p["count"]:
         raise ValueError(f"split_count {p['count']} differs from the group size {plan.sizes[0]}")
@@ -347,7 +343,7 @@ def all_to_all(ctx, op, *operands):
         # member k sends me its chunk number `my position`
         parts = lax.dynamic_slice_in_dim(vals, _position(plan, me) * chunk, chunk, p["split"] + 1)
         out.append(_concat_members(parts, p["concat"]))
-    return _results(out)
+    return single_or_tuple(op, out)
 
 
 def _prepare_permute(op):
@@ -411,7 +407,7 @@ def run_parallel(ctx, op, *operands):
         outs = spmd.run_parallel_traced(ctx.translator.module, op.params["programs"], operands)
     except spmd.SpmdUnsupported as e:
         raise UnsupportedError([(op.name, op.location, str(e))]) from None
-    return _results(outs)
+    return single_or_tuple(op, outs)
 
 
 def _prepare_cross_replica_sum(op):

@@ -6,9 +6,9 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
+from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
+                                  reject_unsupported_types)
 from shlo2jax.registry import Unsupported, register_op
-from shlo2jax.ops.elementwise import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
-                                       reject_unsupported_types)
 
 _DIRECTIONS = {"EQ": lax.eq, "NE": lax.ne, "LT": lax.lt, "LE": lax.le, "GT": lax.gt,
                "GE": lax.ge}

@@ -9,7 +9,9 @@ kernel or `jax.nn.dot_product_attention` for "odml.scaled_dot_product_attention"
 
 from __future__ import annotations
 
+from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import COMPOSITE_RULES, Unsupported, register_op
+
 
 def _prepare(op):
     name = op.attrs.get("name")
@@ -28,5 +30,4 @@ def composite(ctx, op, *operands):
         if num_results == 1:
             return out[0] if isinstance(out, (tuple, list)) else out
         return tuple(out)
-    outs = ctx.translator.callee(decomposition)(*operands)
-    return outs[0] if num_results == 1 else tuple(outs)
+    return single_or_tuple(op, ctx.translator.callee(decomposition)(*operands))

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import jax
 from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo2jax._jax_internals import no_reverse_mode_primitive
-from shlo2jax.errors import TranslationError
+from shlo2jax.ops._common import explicit_captures, forward_mode_only, single_or_tuple
 from shlo2jax.registry import register_op
-from shlo2jax.translate import evaluate
-
-
-def _single_or_tuple(op, outs):
-    return outs[0] if len(op.results) == 1 else tuple(outs)
 
 
 @register_op("func.call", prepare=lambda op: {"callee": op.attrs["callee"]})
 def call(ctx, op, *args):
     outs = ctx.translator.callee(op.params["callee"])(*args)
-    return _single_or_tuple(op, outs)
+    return single_or_tuple(op, outs)
 
 
 def _constant_source(region, vid):
@@ -81,7 +74,7 @@ def while_(ctx, op, *init):
         bound = _concrete_int(counted["bound"], ctx.env)
         step = _concrete_int(counted["step"], ctx.env)
         if start is not None and bound is not None and step == 1:
-            return _single_or_tuple(op, _fori_loop(body, init, k, start, bound))
+            return single_or_tuple(op, _fori_loop(body, init, k, start, bound))
     captured, bind = explicit_captures(ctx, cond_region, body_region)
 
     def loop(captured, carry):
@@ -92,67 +85,7 @@ def while_(ctx, op, *init):
     outs = forward_mode_only(loop, op, "a while loop whose trip count is not a static "
                              "`i = c; i < N; i += 1` has no reverse-mode derivative")(
         captured, tuple(init))
-    return _single_or_tuple(op, outs)
-
-
-def explicit_captures(ctx, *regions):
-    """(values, bind): the values the regions capture, and `bind(values)` giving each
-    region as a callable that reads them from `values` instead of the enclosing scope.
-    A custom derivative rule must receive every traced input as an argument (a closure
-    over a tracer escapes its transformation)."""
-    captures = tuple(dict.fromkeys(c for r in regions for c in r.captures))
-    # Constants stay constants (lax.reduce bodies cannot close over tracers).
-    static = {c: ctx.env[c] for c in captures if isinstance(ctx.env[c], (np.ndarray, np.generic))}
-    traced = tuple(c for c in captures if c not in static)
-
-    def bind(values):
-        env = {**static, **dict(zip(traced, values))}
-        return [lambda *a, r=r: evaluate(ctx.translator, r, a, env) for r in regions]
-    return tuple(ctx.env[c] for c in traced), bind
-
-
-def _tangent_dtype(x):
-    dtype = np.dtype(jnp.result_type(x))
-    return dtype if jnp.issubdtype(dtype, jnp.inexact) else jax.dtypes.float0
-
-
-def forward_mode_only(fn, op, why):
-    """`fn` with its own forward-mode derivative whose transpose (reverse mode) raises a
-    TranslationError naming `op` and its location, instead of a bare lax error."""
-    wrapped = jax.custom_jvp(fn)
-
-    @wrapped.defjvp
-    def _jvp(primals, tangents):
-        outs, touts = jax.jvp(fn, primals, tangents)
-        flat, tree = jax.tree_util.tree_flatten(touts)
-        flat = [t if _tangent_dtype(t) == jax.dtypes.float0 else
-                _no_reverse_mode_p.bind(t, op_name=op.name, location=op.location, why=why)
-                for t in flat]
-        return outs, jax.tree_util.tree_unflatten(tree, flat)
-    return wrapped
-
-
-_no_reverse_mode_p = no_reverse_mode_primitive()
-
-
-def non_differentiable(fn, op, why):
-    """`fn` whose derivative (any mode) raises a TranslationError naming `op`, except where
-    every differentiable input has a zero tangent."""
-    wrapped = jax.custom_jvp(fn)
-
-    def _jvp(primals, tangents):
-        flat = jax.tree_util.tree_leaves(
-            tangents, is_leaf=lambda t: isinstance(t, jax.custom_derivatives.SymbolicZero))
-        if any(not isinstance(t, jax.custom_derivatives.SymbolicZero)
-               and _tangent_dtype(t) != jax.dtypes.float0 for t in flat):
-            raise TranslationError(op.name, op.location, f"cannot differentiate: {why}")
-        outs = fn(*primals)
-        touts = jax.tree_util.tree_map(
-            lambda o: np.zeros(np.shape(o), jax.dtypes.float0)
-            if _tangent_dtype(o) == jax.dtypes.float0 else jnp.zeros_like(o), outs)
-        return outs, touts
-    wrapped.defjvp(_jvp, symbolic_zeros=True)
-    return wrapped
+    return single_or_tuple(op, outs)
 
 
 def _fori_loop(body, init, k, start, bound):
@@ -174,7 +107,7 @@ def _fori_loop(body, init, k, start, bound):
 def if_(ctx, op, pred):
     true_fn, false_fn = (ctx.region(r) for r in op.regions)
     outs = lax.cond(pred, lambda: tuple(true_fn()), lambda: tuple(false_fn()))
-    return _single_or_tuple(op, outs)
+    return single_or_tuple(op, outs)
 
 
 @register_op("stablehlo.case", "mhlo.case")
@@ -184,7 +117,7 @@ def case(ctx, op, index):
     # The spec runs the last branch for any out-of-range index; lax.switch would clamp.
     index = jnp.where((index < 0) | (index >= n), n - 1, index).astype(jnp.int32)
     outs = lax.switch(index, [lambda b=b: tuple(b()) for b in branches])
-    return _single_or_tuple(op, outs)
+    return single_or_tuple(op, outs)
 
 
 @register_op("stablehlo.tuple", "mhlo.tuple")
@@ -201,4 +134,4 @@ def get_tuple_element(ctx, op, tup):
 @register_op("stablehlo.optimization_barrier", "mhlo.optimization_barrier")
 def optimization_barrier(ctx, op, *operands):
     outs = lax.optimization_barrier(tuple(operands))
-    return _single_or_tuple(op, outs)
+    return single_or_tuple(op, outs)

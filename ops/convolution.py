@@ -1,4 +1,4 @@
-"""convolution -> lax.conv_general_dilated."""
+"""convolution and dynamic_conv -> lax.conv_general_dilated."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ import numpy as np
 from jax import lax
 
 from shlo2jax.attributes import ConvDims
+from shlo2jax.ops._common import (ints, known_value, precision_config, preferred_type,
+                                  result_shape, widen_two_bit)
 from shlo2jax.registry import Unsupported, register_op
-from shlo2jax.ops.linalg import precision_config, preferred_type, widen_two_bit
 
 
 def _ints(value, default) -> tuple:
-    if value is None:
-        return default
-    return tuple(int(v) for v in np.asarray(value).reshape(-1))
+    return default if value is None else ints(value)
 
 
 _RAW_FIELD_RE = re.compile(r"(\w+)\s*=\s*(\[[^\]]*\]|-?\d+)")
@@ -78,7 +77,33 @@ def _prepare(op):
 
 @register_op("stablehlo.convolution", "mhlo.convolution", prepare=_prepare)
 def convolution(ctx, op, lhs, rhs):
-    p = op.params
+    return _convolve(lhs, rhs, op.params)
+
+
+def _prepare_dynamic_conv(op):
+    # `prepare` accepts `?` result types: the unrefined module is decoded too (ops/dynamic.py).
+    try:
+        return _prepare(op)
+    except (TypeError, ValueError) as e:
+        raise Unsupported(f"cannot read convolution attributes: {e}") from None
+
+
+@register_op("stablehlo.dynamic_conv", "mhlo.dynamic_conv", prepare=_prepare_dynamic_conv)
+def dynamic_conv(ctx, op, lhs, rhs, padding):
+    known = known_value(padding)
+    if known is None:
+        raise ValueError("padding computed from traced values: dynamic_conv needs it known "
+                         "while tracing")
+    params = dict(op.params, padding=tuple((int(lo), int(hi)) for lo, hi in
+                                           np.asarray(known).reshape(-1, 2)))
+    out = _convolve(lhs, rhs, params)
+    if out.shape != result_shape(op):
+        raise ValueError(f"padding {params['padding']} gives shape {out.shape}, but the result "
+                         f"type is {op.result_types[0]}")
+    return out
+
+
+def _convolve(lhs, rhs, p):
     if p["reverse"]:
         rhs = lax.rev(rhs, p["reverse"])
     result = p["result"]

@@ -15,8 +15,6 @@ registered first (before the built-ins were imported) keeps the user's rule.
 
 from __future__ import annotations
 
-import json
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,6 +23,7 @@ from jax.extend.random import threefry2x32_p
 
 from shlo2jax import registry
 from shlo2jax import types as T
+from shlo2jax.ops._common import backend_config, single_or_tuple
 from shlo2jax.registry import Unsupported
 
 
@@ -32,19 +31,6 @@ def builtin(targets, handler, prepare=None):
     """Registers `handler` for each target (a user's own rule for a target is kept)."""
     for target in targets:
         registry.register_custom_call(target, handler, prepare=prepare)
-
-
-def backend_config(op) -> dict:
-    """The op's typed backend_config (FFI kernels: `mhlo.backend_config = {...}`)."""
-    cfg = op.attrs.get("mhlo.backend_config", op.attrs.get("backend_config", {}))
-    if isinstance(cfg, dict):
-        return cfg
-    if isinstance(cfg, str) and cfg.strip().startswith("{"):
-        try:
-            return json.loads(cfg)
-        except ValueError:
-            pass
-    return {}
 
 
 # ------------------------------------------------ identity markers
@@ -76,9 +62,6 @@ builtin(["cu_threefry2x32_ffi", "hip_threefry2x32_ffi", "cu_threefry2x32", "hip_
 
 
 # ------------------------------------------------ 64-bit splitting (TPU x64 rewriting)
-
-_UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-
 
 def _prepare_x64_part(op):
     return op.result_types[0].dtype
@@ -274,19 +257,6 @@ def _dynamic_approx_top_k(ctx, op, params, *operands):
     return _approx_top_k(ctx, op, (name, n, dim, k), *operands[:2 * n])
 
 
-def _dynamic_rng_bit_generator(ctx, op, params, state, shape):
-    from shlo2jax.ops.random import _ALGORITHMS
-    from shlo2jax.ops.linalg import enum_value
-    shape = _known_ints(shape, "the output shape")
-    dtype = op.result_types[1].dtype
-    width = np.dtype(dtype).itemsize * 8
-    algorithm = _ALGORITHMS[enum_value(op.attrs.get("rng_algorithm", "DEFAULT"))]
-    new_state, bits = lax.rng_bit_generator(state, shape, _UINT[width], algorithm)
-    if bits.dtype != dtype:
-        bits = lax.bitcast_convert_type(bits, dtype)
-    return new_state, bits
-
-
 def _prepare_dynamic_reduce_window(op):
     called = op.attrs.get("called_computations", ())
     if len(called) != 1:
@@ -307,10 +277,9 @@ def _dynamic_reduce_window(ctx, op, params, *operands):
 
     outs = lax.reduce_window(tuple(inputs), tuple(inits), computation, dims, strides,
                              tuple(zip(padding[::2], padding[1::2])), base, window)
-    return outs[0] if n == 1 else tuple(outs)
+    return single_or_tuple(op, outs)
 
 
 builtin(["stablehlo.dynamic_top_k"], _dynamic_top_k)
 builtin(["stablehlo.dynamic_approx_top_k"], _dynamic_approx_top_k, _prepare_dynamic_approx_top_k)
-builtin(["stablehlo.dynamic_rng_bit_generator"], _dynamic_rng_bit_generator)
 builtin(["stablehlo.dynamic_reduce_window"], _dynamic_reduce_window, _prepare_dynamic_reduce_window)

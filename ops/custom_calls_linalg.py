@@ -23,7 +23,8 @@ from jax._src.lax.linalg import geqrf as _lax_geqrf
 from shlo2jax import registry
 from shlo2jax.registry import Unsupported
 from shlo2jax.types import TupleType
-from shlo2jax.ops.custom_calls import backend_config, builtin
+from shlo2jax.ops._common import backend_config
+from shlo2jax.ops.custom_calls import builtin
 
 # LAPACK character flags arrive as their ASCII codes (ui8 attributes).
 _L, _U, _N, _V, _A, _S, _O = (ord(c) for c in "LUNVASO")

@@ -18,31 +18,11 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
+from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
+                                  reject_unsupported_types)
 from shlo2jax.registry import Unsupported, register_op
 
-
-def reject_unsupported_types(op):
-    """Shared `prepare`: refuse, at load time, element types no lax op can compute on."""
-    for rtype in op.result_types:
-        if getattr(rtype, "quant", None) is not None:
-            raise Unsupported(f"quantized element type {rtype.element}")
-        if getattr(rtype, "dtype", None) in T.XLA_UNSUPPORTED_DTYPES:
-            raise Unsupported(f"element type {rtype.element} has no XLA support")
-    return None
-
-
 _BF16 = T.ELEMENT_DTYPES["bf16"]
-SIGNED_OF_WIDTH = {2: T.ELEMENT_DTYPES["i2"], 4: T.ELEMENT_DTYPES["i4"], 8: np.dtype(np.int8),
-                   16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
-UNSIGNED_OF_WIDTH = {2: T.ELEMENT_DTYPES["ui2"], 4: T.ELEMENT_DTYPES["ui4"],
-                     8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32),
-                     64: np.dtype(np.uint64)}
-
-
-def bits_as(x, table):
-    """x's bits reinterpreted as the integer type of the same width from `table`."""
-    itype = table[T.bit_width(x.dtype)]
-    return x if x.dtype == itype else lax.bitcast_convert_type(x, itype)
 
 
 def _is_bool(x) -> bool:

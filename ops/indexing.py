@@ -21,13 +21,8 @@ from shlo2jax import types as T
 from shlo2jax._jax_internals import general_scatter_primitive, set_batching_rule
 from shlo2jax.attributes import GatherDims, Opaque, ScatterDims
 from shlo2jax.errors import TranslationError
-from shlo2jax.ops.control_flow import non_differentiable
-from shlo2jax.ops.shape import result_shape
+from shlo2jax.ops._common import ints, non_differentiable, result_shape, single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
-
-
-def _ints(value) -> tuple:
-    return tuple(int(v) for v in np.asarray(value).reshape(-1))
 
 
 # ---------------------------------------------------------------- start-index clamping
@@ -44,7 +39,7 @@ def _clamped_starts(shape, sizes, starts):
 
 
 @register_op("stablehlo.dynamic_slice", "mhlo.dynamic_slice",
-             prepare=lambda op: _ints(op.attrs["slice_sizes"]))
+             prepare=lambda op: ints(op.attrs["slice_sizes"]))
 def dynamic_slice(ctx, op, x, *starts):
     sizes = op.params
     starts = _clamped_starts(x.shape, sizes, starts)
@@ -62,7 +57,7 @@ def real_dynamic_slice(ctx, op, x, starts, limits, strides):
     # The static result shape fixes the extent; limits only restate it.
     out_shape = result_shape(op)
     if isinstance(starts, np.ndarray) and isinstance(strides, np.ndarray):
-        begin, step = _ints(starts), _ints(strides)
+        begin, step = ints(starts), ints(strides)
         end = [b + (n - 1) * s + 1 if n else b for b, n, s in zip(begin, out_shape, step)]
         return lax.slice(x, begin, end, step)
     for d, n in enumerate(out_shape):
@@ -138,7 +133,7 @@ def _gather_params(op, d: GatherDims, slice_sizes: tuple) -> dict:
 
 def _gather_prepare(op):
     return _gather_params(op, _gather_dims(op.attrs["dimension_numbers"]),
-                          _ints(op.attrs["slice_sizes"]))
+                          ints(op.attrs["slice_sizes"]))
 
 
 @register_op("stablehlo.gather", "mhlo.gather", prepare=_gather_prepare)
@@ -158,7 +153,7 @@ def _dynamic_gather_prepare(op):
 def dynamic_gather(ctx, op, operand, indices, slice_sizes):
     p = op.params
     if isinstance(slice_sizes, np.ndarray):
-        sizes = _ints(slice_sizes)
+        sizes = ints(slice_sizes)
     else:  # from the static result type: 1 on collapsed and batching dims, else offset extents
         d, out_shape = p["dnums"], result_shape(op)
         offsets = iter(d.offset_dims)
@@ -316,7 +311,7 @@ def scatter(ctx, op, *args):
 
     if any(margin):
         outs = [lax.slice(x, margin, [m + s for m, s in zip(margin, shape)]) for x in outs]
-    return outs[0] if n == 1 else tuple(outs)
+    return single_or_tuple(op, outs)
 
 
 def _scatter_mul_with_named_error(scatter_mul, op):

@@ -9,36 +9,10 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
-from shlo2jax.attributes import DotAlgorithm, DotDims, Opaque
+from shlo2jax.attributes import DotAlgorithm, DotDims
+from shlo2jax.ops._common import (enum_value, ints, precision_config, preferred_type,
+                                  widen_two_bit)
 from shlo2jax.registry import Unsupported, register_op
-
-_ENUM_RE = re.compile(r"(\w+)>?\s*$")
-
-
-def enum_value(value):
-    """A stablehlo enum decodes to its name; the mhlo spelling (`#mhlo<precision HIGH>`,
-    `#mhlo.rng_algorithm<PHILOX>`) stays opaque text: take the last word of it."""
-    if isinstance(value, Opaque):
-        return _ENUM_RE.search(value.text.rstrip(">")).group(1)
-    return value
-
-
-def precision_config(op):
-    """precision_config -> a pair of lax.Precision (None when absent)."""
-    config = op.attrs.get("precision_config")
-    if not config:
-        return None
-    names = [enum_value(p) for p in config]
-    if len(names) == 1:
-        names = names * 2
-    unknown = [n for n in names if n not in lax.Precision.__members__]
-    if unknown:
-        raise Unsupported(f"precision {unknown[0]}")
-    return tuple(lax.Precision[n] for n in names)
-
-
-def _ints(value) -> tuple:
-    return tuple(int(v) for v in np.asarray(value).reshape(-1))
 
 
 # ---------------------------------------------------------------- dot_general
@@ -105,29 +79,6 @@ def _dot_params(op, dims: DotDims):
         "algorithm": _algorithm(op.attrs.get("algorithm")),
         "result": op.result_types[0].dtype,
     }
-
-
-def preferred_type(result, lhs, rhs):
-    """The preferred_element_type that yields `result` (converted afterwards if needed).
-
-    lax refuses an integer result narrower than the operands; integer accumulation
-    wraps, so accumulating wide and wrapping at the end gives the same values.
-    """
-    if T.is_integer(result) and T.is_integer(lhs.dtype) and T.bit_width(result) < max(
-            T.bit_width(lhs.dtype), T.bit_width(rhs.dtype)):
-        return None
-    return result
-
-
-_TWO_BIT_WIDENED = {T.ELEMENT_DTYPES["i2"]: np.dtype(np.int8),
-                    T.ELEMENT_DTYPES["ui2"]: np.dtype(np.uint8)}
-
-
-def widen_two_bit(x):
-    """XLA on CPU has no dot or convolution on 2-bit integers ("unsupported operand type
-    S2"); bytes hold the same values, and the wrapped result is the same."""
-    wide = _TWO_BIT_WIDENED.get(x.dtype)
-    return x if wide is None else lax.convert_element_type(x, wide)
 
 
 def _dot(lhs, rhs, p):
@@ -229,7 +180,7 @@ def triangular_solve(ctx, op, a, b):
 # ---------------------------------------------------------------- fft
 
 def _prepare_fft(op):
-    return lax.FftType[enum_value(op.attrs["fft_type"])], _ints(op.attrs["fft_length"])
+    return lax.FftType[enum_value(op.attrs["fft_type"])], ints(op.attrs["fft_length"])
 
 
 @register_op("stablehlo.fft", "mhlo.fft", prepare=_prepare_fft)

@@ -1,4 +1,4 @@
-"""rng and rng_bit_generator."""
+"""rng, rng_bit_generator, and jax.export's `stablehlo.dynamic_rng_bit_generator` custom call."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from jax import lax
 
 from shlo2jax import _jax_internals
 from shlo2jax import types as T
-from shlo2jax.registry import Unsupported, register_op
-from shlo2jax.ops.linalg import enum_value
+from shlo2jax.ops._common import enum_value
+from shlo2jax.registry import Unsupported, register_custom_call, register_op
 
 # `stablehlo.rng` numbers are implementation-defined (spec): they come from
 # jax.random seeded with RNG_SEED, folded with the op's position in the module so
@@ -87,3 +87,21 @@ def rng_bit_generator(ctx, op, state):
     if dtype != bits_dtype:
         bits = lax.bitcast_convert_type(bits, dtype)
     return new_state, bits
+
+
+def _dynamic_rng_bit_generator(ctx, op, params, state, shape):
+    # The output shape is an operand; after shape refinement it is a constant.
+    if isinstance(shape, jax.core.Tracer):
+        raise ValueError("the output shape is computed from traced values: it must be known "
+                         "while tracing")
+    shape = tuple(int(v) for v in np.asarray(shape).reshape(-1))
+    dtype = op.result_types[1].dtype
+    algorithm = _ALGORITHMS[enum_value(op.attrs.get("rng_algorithm", "DEFAULT"))]
+    new_state, bits = lax.rng_bit_generator(state, shape, _UNSIGNED[np.dtype(dtype).itemsize],
+                                            algorithm)
+    if bits.dtype != dtype:
+        bits = lax.bitcast_convert_type(bits, dtype)
+    return new_state, bits
+
+
+register_custom_call("stablehlo.dynamic_rng_bit_generator", _dynamic_rng_bit_generator)

@@ -22,17 +22,8 @@ from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.module import Region
-from shlo2jax.ops.control_flow import explicit_captures, non_differentiable
+from shlo2jax.ops._common import explicit_captures, ints, non_differentiable, single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
-
-
-def _ints(value) -> tuple:
-    """An i64 array attribute: a tuple (stablehlo) or a dense array (mhlo)."""
-    return tuple(int(v) for v in np.asarray(value).reshape(-1))
-
-
-def _result(op, outs):
-    return outs[0] if len(op.results) == 1 else tuple(outs)
 
 
 # ------------------------------------------------------------------ body analysis
@@ -127,7 +118,7 @@ def _flagged(body):
 
 def _reduce_prepare(op):
     n = len(op.results)
-    return {"dims": _ints(op.attrs["dimensions"]), "monoid": _monoid(op.regions[0]) if n == 1 else None,
+    return {"dims": ints(op.attrs["dimensions"]), "monoid": _monoid(op.regions[0]) if n == 1 else None,
             "dtypes": tuple(t.dtype for t in op.result_types), "n": n,
             "selection": _is_selection(op.regions[0], n) if n > 1 else None}
 
@@ -192,7 +183,7 @@ def _selection_reduce(ctx, op, inputs, inits, dims):
             touts.append(lax.select(count > 0, picked, lax.broadcast_in_dim(ti, o.shape, ())))
         return outs, tuple(touts)
 
-    return _result(op, list(run(captured, tuple(inputs), tuple(inits))))
+    return single_or_tuple(op, list(run(captured, tuple(inputs), tuple(inits))))
 
 
 @register_op("stablehlo.reduce", "mhlo.reduce", prepare=_reduce_prepare)
@@ -225,14 +216,14 @@ def reduce(ctx, op, *args):
     run = non_differentiable(
         lambda caps, xs, inits: tuple(_general_reduce(bind(caps)[0], list(xs), list(inits), dims)),
         op, "a reduce body that is neither a monoid nor a selection")
-    return _result(op, list(run(captured, tuple(inputs), tuple(inits))))
+    return single_or_tuple(op, list(run(captured, tuple(inputs), tuple(inits))))
 
 
 # ------------------------------------------------------------------ reduce_window
 
 def _reduce_window_prepare(op):
     n = len(op.results)
-    rank = len(_ints(op.attrs["window_dimensions"]))
+    rank = len(ints(op.attrs["window_dimensions"]))
     attrs = op.attrs
     ones = (1,) * rank
     padding = attrs.get("padding")
@@ -240,10 +231,10 @@ def _reduce_window_prepare(op):
                else tuple((int(lo), int(hi)) for lo, hi in np.asarray(padding).reshape(rank, 2)))
     return {
         "n": n,
-        "window": _ints(attrs["window_dimensions"]),
-        "strides": _ints(attrs["window_strides"]) if "window_strides" in attrs else ones,
-        "base": _ints(attrs["base_dilations"]) if "base_dilations" in attrs else ones,
-        "wdil": _ints(attrs["window_dilations"]) if "window_dilations" in attrs else ones,
+        "window": ints(attrs["window_dimensions"]),
+        "strides": ints(attrs["window_strides"]) if "window_strides" in attrs else ones,
+        "base": ints(attrs["base_dilations"]) if "base_dilations" in attrs else ones,
+        "wdil": ints(attrs["window_dilations"]) if "window_dilations" in attrs else ones,
         "padding": padding,
         "monoid": _monoid(op.regions[0]) if n == 1 else None,
         "dtypes": tuple(t.dtype for t in op.result_types),
@@ -270,7 +261,7 @@ def reduce_window(ctx, op, *args):
     run = non_differentiable(lambda caps, xs, inits: tuple(_general_reduce_window(
         bind(caps)[0], list(xs), list(inits), p)), op, "a reduce_window body other than "
         "add, max or min")
-    return _result(op, list(run(captured, tuple(inputs), tuple(inits))))
+    return single_or_tuple(op, list(run(captured, tuple(inputs), tuple(inits))))
 
 
 def _general_reduce_window(body, inputs, inits, p):
@@ -332,7 +323,7 @@ def _ad_reduce_window(x, init, name, p):
 
 def _map_prepare(op):
     rank = len(op.result_types[0].shape)
-    if _ints(op.attrs.get("dimensions", ())) != tuple(range(rank)):
+    if ints(op.attrs.get("dimensions", ())) != tuple(range(rank)):
         raise Unsupported(f"map dimensions {op.attrs.get('dimensions')} (the spec requires all, in order)")
     return None
 
@@ -342,20 +333,20 @@ def map_(ctx, op, *inputs):
     shape = inputs[0].shape
     body = ctx.region(op.regions[0])
     if 0 in shape:
-        return _result(op, [jnp.zeros(shape, t.dtype) for t in op.result_types])
-    return _result(op, _elementwise(body, inputs, shape))
+        return single_or_tuple(op, [jnp.zeros(shape, t.dtype) for t in op.result_types])
+    return single_or_tuple(op, _elementwise(body, inputs, shape))
 
 
 # ------------------------------------------------------------------ select_and_scatter
 
 def _select_and_scatter_prepare(op):
     attrs = op.attrs
-    window = _ints(attrs["window_dimensions"])
+    window = ints(attrs["window_dimensions"])
     rank = len(window)
     padding = attrs.get("padding")
     padding = (((0, 0),) * rank if padding is None
                else tuple((int(lo), int(hi)) for lo, hi in np.asarray(padding).reshape(rank, 2)))
-    strides = _ints(attrs["window_strides"]) if "window_strides" in attrs else (1,) * rank
+    strides = ints(attrs["window_strides"]) if "window_strides" in attrs else (1,) * rank
     offsets = list(itertools.product(*[range(w) for w in window]))
     return {"window": window, "strides": strides, "padding": padding, "offsets": offsets}
 
@@ -643,7 +634,7 @@ def sort(ctx, op, *operands):
     dim, plan = op.params["dim"], op.params["plan"]
     shape = operands[0].shape
     if shape[dim] <= 1 or 0 in shape or (plan[0] == "keys" and not plan[1]):
-        return _result(op, operands)   # (a comparator that is always false keeps the order)
+        return single_or_tuple(op, operands)   # (a comparator that is always false keeps the order)
     if plan[0] == "keys":
         try:
             keys = _sort_keys(ctx, plan, operands, shape)
@@ -656,9 +647,9 @@ def sort(ctx, op, *operands):
                        else x for x in operands]
             outs = lax.sort((*keys, *carried), dimension=dim, is_stable=True,
                             num_keys=len(keys))
-            return _result(op, [lax.convert_element_type(y, x.dtype)
+            return single_or_tuple(op, [lax.convert_element_type(y, x.dtype)
                                 for y, x in zip(outs[len(keys):], operands)])
-    return _result(op, _merge_sort(ctx.region(op.regions[0]), operands, dim))
+    return single_or_tuple(op, _merge_sort(ctx.region(op.regions[0]), operands, dim))
 
 
 def _sort_keys(ctx, plan, operands, shape):

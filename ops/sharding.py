@@ -24,6 +24,7 @@ from jax.sharding import PartitionSpec
 from shlo2jax import sharding as S
 from shlo2jax import spmd
 from shlo2jax.module import Region
+from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_custom_call, register_op
 from shlo2jax.translate import Translator, evaluate
 
@@ -49,10 +50,6 @@ def _constrain(ctx, shardings, values, open_dims=False):
     return out
 
 
-def _one_or_tuple(values):
-    return values[0] if len(values) == 1 else tuple(values)
-
-
 # ---------------------------------------------------------------- markers
 
 def _prepare_marker(op):
@@ -73,7 +70,7 @@ def _prepare_marker(op):
 
 
 def _marker(ctx, op, shardings, *args):
-    return _one_or_tuple(_constrain(ctx, shardings, args))
+    return single_or_tuple(op, _constrain(ctx, shardings, args))
 
 
 for _target in ("Sharding", "xla.sdy.ShardingConstraint", "xla.sdy.FuncResultSharding"):
@@ -205,7 +202,7 @@ def _manual(ctx, op, operands):
                     f"the program is partitioned over {n} devices (a manual region takes "
                     f"{t} blocks of {x.dtype}{list(x.shape)}): call it where "
                     "len(jax.devices()) covers its mesh")
-        return _one_or_tuple(evaluate(ctx.translator, body, list(entries) + captured, {}))
+        return single_or_tuple(op, evaluate(ctx.translator, body, list(entries) + captured, {}))
     n = sc.num_devices
     t_in = _tilings(sc, p["in"], [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in entries],
                     p["axes"], "operand")
@@ -232,4 +229,4 @@ def _manual(ctx, op, operands):
     # (a partly manual region leaves the other axes to the compiler)
     partial = p["axes"] is not None and sc.sdy_mesh is not None and \
         set(p["axes"]) != {name for name, _ in sc.sdy_mesh.axes}
-    return _one_or_tuple(_constrain(ctx, p["out"], results, open_dims=partial))
+    return single_or_tuple(op, _constrain(ctx, p["out"], results, open_dims=partial))

@@ -21,12 +21,9 @@ from jax.experimental import io_callback
 
 from shlo2jax import feeds
 from shlo2jax import types as T
+from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
 from shlo2jax.translate import TOKEN
-
-
-def _single_or_tuple(op, outs):
-    return outs[0] if len(op.results) == 1 else tuple(outs)
 
 
 def _data_types(op):
@@ -53,7 +50,7 @@ def _from_host(op, take):
     if types:
         shapes = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in types]
         values = iter(io_callback(functools.partial(take, types=types), shapes, ordered=True))
-    return _single_or_tuple(op, [TOKEN if isinstance(t, T.TokenType) else next(values)
+    return single_or_tuple(op, [TOKEN if isinstance(t, T.TokenType) else next(values)
                                  for t in op.result_types])
 
 
