@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -75,6 +76,15 @@ def reject_unsupported_types(op):
         if getattr(rtype, "dtype", None) in T.XLA_UNSUPPORTED_DTYPES:
             raise Unsupported(f"element type {rtype.element} has no XLA support")
     return None
+
+
+class TriangularSolve(NamedTuple):
+    """`lax.linalg.triangular_solve`'s options: the op's attributes, or LAPACK trsm's flags."""
+    left_side: bool
+    lower: bool
+    transpose_a: bool
+    conjugate_a: bool
+    unit_diagonal: bool
 
 
 # ---------------------------------------------------------------- results

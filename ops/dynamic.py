@@ -56,8 +56,9 @@ def set_dimension_size(ctx, op, x, size):
 
 # ---------------------------------------------------------------- jax.export shape checks
 
-@register_custom_call("shape_assertion")
-def shape_assertion(ctx, op, attrs, predicate, *values):
+@register_custom_call("shape_assertion",
+                      prepare=lambda op: op.attrs.get("error_message", "shape assertion failed"))
+def shape_assertion(ctx, op, predicate, *values):
     """Raises when the predicate is known to be false while tracing.
 
     After shape refinement the predicate and the values are constants, so a call
@@ -68,7 +69,7 @@ def shape_assertion(ctx, op, attrs, predicate, *values):
     known = known_value(predicate)
     if known is None or bool(known.all()):
         return ()
-    message = attrs.get("error_message", "shape assertion failed")
+    message = op.params
     shown = []
     for v in values:
         k = known_value(v)

@@ -10,7 +10,7 @@ from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.attributes import DotAlgorithm, DotDims
-from shlo2jax.ops._common import (enum_value, ints, precision_config, preferred_type,
+from shlo2jax.ops._common import (TriangularSolve, enum_value, ints, precision_config, preferred_type,
                                   widen_two_bit)
 from shlo2jax.registry import Unsupported, register_op
 
@@ -166,15 +166,15 @@ _TRANSPOSE = {"NO_TRANSPOSE": (False, False), "TRANSPOSE": (True, False),
 def _prepare_triangular_solve(op):
     a = op.attrs
     transpose, conjugate = _TRANSPOSE[enum_value(a.get("transpose_a", "NO_TRANSPOSE"))]
-    return dict(left_side=bool(a["left_side"]), lower=bool(a["lower"]),
-                unit_diagonal=bool(a["unit_diagonal"]), transpose_a=transpose,
-                conjugate_a=conjugate)
+    return TriangularSolve(left_side=bool(a["left_side"]), lower=bool(a["lower"]),
+                           transpose_a=transpose, conjugate_a=conjugate,
+                           unit_diagonal=bool(a["unit_diagonal"]))
 
 
 @register_op("stablehlo.triangular_solve", "mhlo.triangular_solve",
              prepare=_prepare_triangular_solve)
 def triangular_solve(ctx, op, a, b):
-    return lax.linalg.triangular_solve(a, b, **op.params)
+    return lax.linalg.triangular_solve(a, b, **op.params._asdict())
 
 
 # ---------------------------------------------------------------- fft

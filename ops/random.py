@@ -89,7 +89,8 @@ def rng_bit_generator(ctx, op, state):
     return new_state, bits
 
 
-def _dynamic_rng_bit_generator(ctx, op, params, state, shape):
+@register_custom_call("stablehlo.dynamic_rng_bit_generator")
+def dynamic_rng_bit_generator(ctx, op, state, shape):
     # The output shape is an operand; after shape refinement it is a constant.
     if isinstance(shape, jax.core.Tracer):
         raise ValueError("the output shape is computed from traced values: it must be known "
@@ -103,5 +104,3 @@ def _dynamic_rng_bit_generator(ctx, op, params, state, shape):
         bits = lax.bitcast_convert_type(bits, dtype)
     return new_state, bits
 
-
-register_custom_call("stablehlo.dynamic_rng_bit_generator", _dynamic_rng_bit_generator)

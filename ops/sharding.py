@@ -69,12 +69,10 @@ def _prepare_marker(op):
     return tuple(shardings)
 
 
-def _marker(ctx, op, shardings, *args):
-    return single_or_tuple(op, _constrain(ctx, shardings, args))
-
-
-for _target in ("Sharding", "xla.sdy.ShardingConstraint", "xla.sdy.FuncResultSharding"):
-    register_custom_call(_target, _marker, prepare=_prepare_marker)
+@register_custom_call("Sharding", "xla.sdy.ShardingConstraint", "xla.sdy.FuncResultSharding",
+                      prepare=_prepare_marker)
+def sharding_marker(ctx, op, *args):
+    return single_or_tuple(op, _constrain(ctx, op.params, args))
 
 
 def _prepare_sdy_constraint(op):
@@ -101,23 +99,18 @@ def sharding_group(ctx, op, x):
 
 # ---------------------------------------------------------------- unpaired shard conversions
 
-def _prepare_shard_shape(op):
-    return op.attrs.get("call_target_name"), op.result_types[0].shape
-
-
-def _shard_shape(ctx, op, params, x):
+@register_custom_call("SPMDFullToShardShape", "SPMDShardToFullShape",
+                      "xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape",
+                      prepare=lambda op: op.result_types[0].shape)
+def shard_shape(ctx, op, x):
     # Reached only outside a manual region (see rewrite_manual_regions): one device.
-    target, shape = params
+    shape = op.params
     if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{target} changes the shape {tuple(x.shape)} -> {tuple(shape)}: "
-                         "a program partitioned over several devices, and this conversion "
-                         "is not part of a FullToShard ... ShardToFull region")
+        raise ValueError(f"{op.attrs.get('call_target_name')} changes the shape "
+                         f"{tuple(x.shape)} -> {tuple(shape)}: a program partitioned over "
+                         "several devices, and this conversion is not part of a FullToShard "
+                         "... ShardToFull region")
     return x
-
-
-for _target in ("SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
-                "xla.sdy.LocalToGlobalShape"):
-    register_custom_call(_target, _shard_shape, prepare=_prepare_shard_shape)
 
 
 # ---------------------------------------------------------------- manual regions
@@ -178,7 +171,7 @@ def manual_computation(ctx, op, *operands):
     return _manual(ctx, op, operands)
 
 
-@register_op(S.MANUAL_REGION, prepare=_prepare_manual_region)
+@register_op("shlo2jax.manual_region", prepare=_prepare_manual_region)
 def manual_region(ctx, op, *operands):
     return _manual(ctx, op, operands)
 

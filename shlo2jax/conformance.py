@@ -499,7 +499,7 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
     def traced():
         recorded.clear()
         outs = body()
-        return _flat_arrays(outs), [list(r[3]) for r in recorded]
+        return _flat_arrays(outs), [list(r[2]) for r in recorded]
 
     try:
         with jax.enable_x64(True):
@@ -509,26 +509,27 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
         translator.recorder = None
         translator._callees.clear()
     failures = []
-    for (op, kind, params, _), values in zip(recorded, operands):
+    for (op, check, _), values in zip(recorded, operands):
+        kind = check.kind
         # Quantized operands: storage integers for expect_eq, dequantized values otherwise.
         values = [np.asarray(quant.check_operand(v, kind)) for v in values]
         if kind == "serialized_eq":
-            recorded_values = probed.by_probe_id(params["probe_id"]) if probed else []
-            if params["iter"] >= len(recorded_values):
-                failures.append(f"@{fn.name}: {op.location}: probe {params['probe_id']!r} "
+            recorded_values = probed.by_probe_id(check.probe_id) if probed else []
+            if check.iter >= len(recorded_values):
+                failures.append(f"@{fn.name}: {op.location}: probe {check.probe_id!r} "
                                 f"recorded {len(recorded_values)} value(s), none for iteration "
-                                f"{params['iter']}")
+                                f"{check.iter}")
                 continue
-            kind, expected = "eq", np.asarray(recorded_values[params["iter"]])
+            kind, expected = "eq", np.asarray(recorded_values[check.iter])
             actual = values[0]
-        elif "expected" in params:
-            actual, expected = values[0], np.asarray(params["expected"])
+        elif check.expected is not None:
+            actual, expected = values[0], np.asarray(check.expected)
         elif len(values) == 2:
             actual, expected = values
         else:
             raise CaseResult("error", f"@{fn.name}: {op.name} at {op.location} has no expected "
                                       "value (an attribute the runner could not read)")
-        msg = compare(kind, params, actual, expected)
+        msg = compare(kind, check._asdict(), actual, expected)
         if msg:
             failures.append(f"@{fn.name}: {kind} check at {op.location}: {msg}")
     if failures:
@@ -719,8 +720,7 @@ def _worker_main() -> None:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     _with_host_devices(os.environ)
     import jax  # noqa: F401  (imported once per worker, not per case)
-    from shlo2jax import registry
-    registry.lookup("stablehlo.add")  # imports every op family
+    import shlo2jax.ops  # noqa: F401  (every op family, once per worker)
     plugins = os.environ.get(_PLUGINS_ENV, "")
     load_plugins(p for p in plugins.split(os.pathsep) if p)
     conn_out.send(("ready", os.getpid()))

@@ -87,6 +87,7 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
         exported = _try_deserialize_exported(source)
         if exported is not None:
             return _from_exported(exported, options)
+    _load_builtin_rules()
     # Decoding allocates a few long-lived records per op and no cyclic garbage: the collector's
     # repeated full passes over the growing heap cost ~20% of a large load and free nothing
     # (paused, the records are scanned once, on its next pass).
@@ -105,6 +106,12 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
             raise UnsupportedError(module.problems)
         return Program(module, mlir_module, source_name,
                        dict(placeholder_data=placeholder_data, seed=seed))
+
+
+def _load_builtin_rules() -> None:
+    """The built-in op families register their rules when imported: at the first load, so that
+    `import shlo2jax` stays light (rules the user registered before keep precedence)."""
+    import shlo2jax.ops  # noqa: F401
 
 
 def _try_deserialize_exported(data: bytes):

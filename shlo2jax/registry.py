@@ -1,16 +1,26 @@
-"""The op registry: one handler per op name, plus an optional load-time `prepare`.
+"""The rule registry: one rule per op name and per custom-call target.
 
-A handler is `handler(ctx, op, *operands) -> result` (or a sequence of results
-for multi-result ops). `prepare(op) -> dict` runs once at load time and turns the
-op's generic decoded attributes into exactly what the handler needs; raising
-`Unsupported` there reports the op at load time instead of at trace time.
+A rule is a handler and an optional load-time `prepare`. `prepare(op)` runs once, when the
+program is loaded, and turns the op's decoded attributes (`op.attrs`) into exactly what the
+handler needs; raising `Unsupported` there reports the op at load time instead of at trace
+time. The handler runs while the program is traced:
+
+    handler(ctx, op, *operands) -> result (a sequence of results for a multi-result op)
+
+with whatever `prepare` returned in `op.params` (`op.attrs` itself when there is no
+`prepare`). Ops and custom-call targets follow the same contract: a `stablehlo.custom_call`
+is resolved at load time to its target's rule (shlo2jax.module), so its handler receives the
+call's operands like any op's.
+
+Every name is written out literally where it is registered, so searching for
+`"stablehlo.cosine"` finds its rule.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-from shlo2jax.errors import Unsupported  # noqa: F401  (prepare functions raise it)
+from shlo2jax.errors import Unsupported  # noqa: F401  (what a `prepare` raises)
 
 
 class OpRule:
@@ -22,6 +32,7 @@ class OpRule:
 
 OP_RULES: dict[str, OpRule] = {}
 CUSTOM_CALL_RULES: dict[str, OpRule] = {}
+COMPOSITE_RULES: dict[str, Callable] = {}
 
 
 def _is_builtin(handler) -> bool:
@@ -37,11 +48,18 @@ def _register(table: dict, name: str, rule: OpRule) -> None:
     table[name] = rule
 
 
-def register_op(*names: str, prepare: Optional[Callable] = None):
-    """Decorator: `@register_op("stablehlo.add")` registers a handler for those op names.
+def _names(what: str, names: tuple) -> tuple:
+    if not names or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{what} takes the names to register, then `prepare=`, and decorates "
+                        f"the handler: @{what}(\"name\", ..., prepare=fn); got {names!r}")
+    return names
 
-    A user's registration replaces the built-in rule for that op name.
-    """
+
+def register_op(*names: str, prepare: Optional[Callable] = None):
+    """Decorator: `@register_op("stablehlo.add", "mhlo.add")` registers a handler for those
+    op names. A user's registration replaces the built-in rule for that op name."""
+    _names("register_op", names)
+
     def wrap(handler):
         for name in names:
             _register(OP_RULES, name, OpRule(name, handler, prepare))
@@ -49,19 +67,18 @@ def register_op(*names: str, prepare: Optional[Callable] = None):
     return wrap
 
 
-def register_custom_call(target: str, handler: Optional[Callable] = None, *,
-                         prepare: Optional[Callable] = None):
-    """Registers a handler for `stablehlo.custom_call @target`; usable as a decorator.
+def register_custom_call(*targets: str, prepare: Optional[Callable] = None):
+    """Decorator: `@register_custom_call("my_kernel")` registers a handler for
+    `stablehlo.custom_call @my_kernel` (and the other targets named). The handler has the op
+    contract, `handler(ctx, op, *operands)`, with `prepare(op)`'s result (else the call's
+    attributes) in `op.params`. A user's registration replaces the built-in one."""
+    _names("register_custom_call", targets)
 
-    User registrations replace built-in ones of the same target.
-    """
-    def wrap(fn):
-        _register(CUSTOM_CALL_RULES, target, OpRule(target, fn, prepare))
-        return fn
-    return wrap(handler) if handler is not None else wrap
-
-
-COMPOSITE_RULES: dict[str, Callable] = {}
+    def wrap(handler):
+        for target in targets:
+            _register(CUSTOM_CALL_RULES, target, OpRule(target, handler, prepare))
+        return handler
+    return wrap
 
 
 def register_composite(name: str, fn: Optional[Callable] = None):
@@ -77,16 +94,10 @@ def register_composite(name: str, fn: Optional[Callable] = None):
 
 
 def lookup(name: str) -> Optional[OpRule]:
-    if not _loaded:  # called once per op at load time: keep the common path one dict lookup
-        _load_builtin_rules()
+    """The rule of an op name (None when there is none)."""
     return OP_RULES.get(name)
 
 
-_loaded = False
-
-
-def _load_builtin_rules():
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        import shlo2jax.ops  # noqa: F401  (registers every family)
+def custom_call_rule(target: str) -> Optional[OpRule]:
+    """The rule of a custom-call target (None when there is none)."""
+    return CUSTOM_CALL_RULES.get(target)

@@ -317,14 +317,13 @@ PLUGIN = '''
 import os, time
 from shlo2jax import register_custom_call
 
-def _abort(ctx, op, params, *args):
+@register_custom_call("test.abort")
+def _abort(ctx, op, *args):
     os.abort()
 
-def _hang(ctx, op, params, *args):
+@register_custom_call("test.hang")
+def _hang(ctx, op, *args):
     time.sleep(1000)
-
-register_custom_call("test.abort", _abort)
-register_custom_call("test.hang", _hang)
 '''
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
+import shlo2jax.ops  # noqa: F401  (registers the built-in rules _needs looks up)
 from shlo2jax import registry
 from shlo2jax import types as T
 
