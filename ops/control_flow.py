@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from jax import lax
 import jax.numpy as jnp
 import numpy as np
@@ -10,9 +12,9 @@ from shlo2jax.ops._common import explicit_captures, forward_mode_only, single_or
 from shlo2jax.registry import register_op
 
 
-@register_op("func.call", prepare=lambda op: {"callee": op.attrs["callee"]})
+@register_op("func.call", prepare=lambda op: op.attrs["callee"])
 def call(ctx, op, *args):
-    outs = ctx.translator.callee(op.params["callee"])(*args)
+    outs = ctx.translator.callee(op.params)(*args)
     return single_or_tuple(op, outs)
 
 
@@ -25,6 +27,14 @@ def _constant_source(region, vid):
         if op.results == (vid,) and op.name in ("stablehlo.constant", "mhlo.constant"):
             return ("value", op.params)
     return None
+
+
+class CountedLoop(NamedTuple):
+    """A while loop `for (i = init; i < bound; i += step)`: the counter's position among the
+    loop values, and where the bound and the step come from (see `_constant_source`)."""
+    counter: int
+    bound: tuple
+    step: tuple
 
 
 def _prepare_while(op):
@@ -52,7 +62,7 @@ def _prepare_while(op):
     step = _constant_source(body, increment.operands[1])
     if step is None:
         return None
-    return {"counter": k, "bound": bound, "step": step}
+    return CountedLoop(k, bound, step)
 
 
 def _concrete_int(source, env):
@@ -69,10 +79,10 @@ def while_(ctx, op, *init):
     counted = op.params
     if counted is not None:
         body = ctx.region(body_region)
-        k = counted["counter"]
+        k = counted.counter
         start = _concrete_int(("value", init[k]), ctx.env)
-        bound = _concrete_int(counted["bound"], ctx.env)
-        step = _concrete_int(counted["step"], ctx.env)
+        bound = _concrete_int(counted.bound, ctx.env)
+        step = _concrete_int(counted.step, ctx.env)
         if start is not None and bound is not None and step == 1:
             return single_or_tuple(op, _fori_loop(body, init, k, start, bound))
     captured, bind = explicit_captures(ctx, cond_region, body_region)

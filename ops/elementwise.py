@@ -29,39 +29,37 @@ def _is_bool(x) -> bool:
     return x.dtype == np.bool_
 
 
-def _names(mnemonic):
-    return (f"stablehlo.{mnemonic}", f"mhlo.{mnemonic}")
-
-
-def _register_simple(mnemonic, fn):
-    """An op that is exactly one lax call on its operands."""
+def _register_simple(names, fn):
+    """Ops that are exactly one lax call on their operands."""
     def handler(ctx, op, *operands):
         return fn(*operands)
-    handler.__name__ = mnemonic
-    register_op(*_names(mnemonic), prepare=reject_unsupported_types)(handler)
+    handler.__name__ = handler.__qualname__ = names[0].split(".", 1)[1]
+    register_op(*names, prepare=reject_unsupported_types)(handler)
 
 
 # ---------------------------------------------------------------- unary ops
 
 _UNARY = {
-    "cosine": lax.cos,
-    "sine": lax.sin,
-    "tan": lax.tan,
-    "tanh": lax.tanh,
-    "exponential": lax.exp,
-    "log": lax.log,
-    "log_plus_one": lax.log1p,
-    "negate": lax.neg,
-    "not": lax.bitwise_not,  # logical not on i1
-    "count_leading_zeros": lax.clz,
-    "round_nearest_afz": lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
-    "round_nearest_even": lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
-    "rsqrt": lax.rsqrt,
-    "is_finite": lax.is_finite,
+    ("stablehlo.cosine", "mhlo.cosine"): lax.cos,
+    ("stablehlo.sine", "mhlo.sine"): lax.sin,
+    ("stablehlo.tan", "mhlo.tan"): lax.tan,
+    ("stablehlo.tanh", "mhlo.tanh"): lax.tanh,
+    ("stablehlo.exponential", "mhlo.exponential"): lax.exp,
+    ("stablehlo.log", "mhlo.log"): lax.log,
+    ("stablehlo.log_plus_one", "mhlo.log_plus_one"): lax.log1p,
+    ("stablehlo.negate", "mhlo.negate"): lax.neg,
+    ("stablehlo.not", "mhlo.not"): lax.bitwise_not,  # logical not on i1
+    ("stablehlo.count_leading_zeros", "mhlo.count_leading_zeros"): lax.clz,
+    ("stablehlo.round_nearest_afz", "mhlo.round_nearest_afz"):
+        lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
+    ("stablehlo.round_nearest_even", "mhlo.round_nearest_even"):
+        lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
+    ("stablehlo.rsqrt", "mhlo.rsqrt"): lax.rsqrt,
+    ("stablehlo.is_finite", "mhlo.is_finite"): lax.is_finite,
 }
 
-for _mnemonic, _fn in _UNARY.items():
-    _register_simple(_mnemonic, _fn)
+for _names, _fn in _UNARY.items():
+    _register_simple(_names, _fn)
 
 
 def _in_f32(fn, x):
@@ -78,7 +76,7 @@ def _below_cut(x, result):
     return lax.select(below, lax.conj(result), result)
 
 
-@register_op(*_names("sqrt"), prepare=reject_unsupported_types)
+@register_op("stablehlo.sqrt", "mhlo.sqrt", prepare=reject_unsupported_types)
 def sqrt(ctx, op, x):
     # XLA computes 8/4-bit floats in f16, whose rounded sqrt can land on a tie of the
     # narrow type (sqrt(3.875) in f8E3M4); f32 has enough bits to round correctly.
@@ -89,7 +87,8 @@ def sqrt(ctx, op, x):
     return lax.sqrt(x)
 
 
-@register_op(*_names("exponential_minus_one"), prepare=reject_unsupported_types)
+@register_op("stablehlo.exponential_minus_one", "mhlo.exponential_minus_one",
+             prepare=reject_unsupported_types)
 def exponential_minus_one(ctx, op, x):
     # XLA's f16 expm1 is off by a few ulp; the f32 one rounds to within one f16 ulp.
     return _in_f32(lax.expm1, x) if x.dtype == np.float16 else lax.expm1(x)
@@ -122,22 +121,22 @@ def _subnormal_fixed(x, result, negative_value, positive_value):
     return lax.select(positive, lax.full_like(x, positive_value), result)
 
 
-@register_op(*_names("floor"), prepare=reject_unsupported_types)
+@register_op("stablehlo.floor", "mhlo.floor", prepare=reject_unsupported_types)
 def floor(ctx, op, x):
     return _subnormal_fixed(x, lax.floor(x), -1, 0)
 
 
-@register_op(*_names("ceil"), prepare=reject_unsupported_types)
+@register_op("stablehlo.ceil", "mhlo.ceil", prepare=reject_unsupported_types)
 def ceil(ctx, op, x):
     return _subnormal_fixed(x, lax.ceil(x), -0.0, 1)
 
 
-@register_op(*_names("sign"), prepare=reject_unsupported_types)
+@register_op("stablehlo.sign", "mhlo.sign", prepare=reject_unsupported_types)
 def sign(ctx, op, x):
     return _subnormal_fixed(x, lax.sign(x), -1, 1)
 
 
-@register_op(*_names("abs"), prepare=reject_unsupported_types)
+@register_op("stablehlo.abs", "mhlo.abs", prepare=reject_unsupported_types)
 def abs_(ctx, op, x):
     if T.is_integer(x.dtype) and T.bit_width(x.dtype) < 8:
         # lax.abs refuses sub-byte integers; abs(INT_MIN) wraps to INT_MIN either way.
@@ -145,7 +144,7 @@ def abs_(ctx, op, x):
     return lax.abs(x)
 
 
-@register_op(*_names("popcnt"), prepare=reject_unsupported_types)
+@register_op("stablehlo.popcnt", "mhlo.popcnt", prepare=reject_unsupported_types)
 def popcnt(ctx, op, x):
     if T.bit_width(x.dtype) < 8 and not T.is_unsigned(x.dtype):
         # XLA counts the bits of sub-byte integers after sign-extending them to a byte.
@@ -153,7 +152,7 @@ def popcnt(ctx, op, x):
     return lax.population_count(x)
 
 
-@register_op(*_names("cbrt"), prepare=reject_unsupported_types)
+@register_op("stablehlo.cbrt", "mhlo.cbrt", prepare=reject_unsupported_types)
 def cbrt(ctx, op, x):
     if not T.is_complex(x.dtype):
         return lax.cbrt(x)
@@ -166,7 +165,7 @@ def cbrt(ctx, op, x):
     return lax.complex(magnitude * lax.cos(angle), imag)
 
 
-@register_op(*_names("logistic"), prepare=reject_unsupported_types)
+@register_op("stablehlo.logistic", "mhlo.logistic", prepare=reject_unsupported_types)
 def logistic(ctx, op, x):
     # lax expands logistic as 1 / (1 + exp(-x)), which in bf16 and 8/4-bit floats
     # rounds several times and overflows exp; XLA widens those (bf16 to f32, the
@@ -179,13 +178,13 @@ def logistic(ctx, op, x):
     return lax.logistic(x)
 
 
-@register_op(*_names("real"), prepare=reject_unsupported_types)
+@register_op("stablehlo.real", "mhlo.real", prepare=reject_unsupported_types)
 def real(ctx, op, x):
     # The spec also accepts real tensors: their real part is the value itself.
     return lax.real(x) if T.is_complex(x.dtype) else x
 
 
-@register_op(*_names("imag"), prepare=reject_unsupported_types)
+@register_op("stablehlo.imag", "mhlo.imag", prepare=reject_unsupported_types)
 def imag(ctx, op, x):
     return lax.imag(x) if T.is_complex(x.dtype) else jnp.zeros_like(x)
 
@@ -193,31 +192,32 @@ def imag(ctx, op, x):
 # --------------------------------------------------------------- binary ops
 
 _BINARY = {
-    "subtract": lax.sub,
-    "divide": lax.div,
-    "maximum": lax.max,
-    "minimum": lax.min,
-    "and": lax.bitwise_and,
-    "or": lax.bitwise_or,
-    "xor": lax.bitwise_xor,
-    "shift_left": lax.shift_left,
-    "shift_right_arithmetic": lax.shift_right_arithmetic,
-    "shift_right_logical": lax.shift_right_logical,
-    "atan2": lax.atan2,
-    "complex": lax.complex,
+    ("stablehlo.subtract", "mhlo.subtract"): lax.sub,
+    ("stablehlo.divide", "mhlo.divide"): lax.div,
+    ("stablehlo.maximum", "mhlo.maximum"): lax.max,
+    ("stablehlo.minimum", "mhlo.minimum"): lax.min,
+    ("stablehlo.and", "mhlo.and"): lax.bitwise_and,
+    ("stablehlo.or", "mhlo.or"): lax.bitwise_or,
+    ("stablehlo.xor", "mhlo.xor"): lax.bitwise_xor,
+    ("stablehlo.shift_left", "mhlo.shift_left"): lax.shift_left,
+    ("stablehlo.shift_right_arithmetic", "mhlo.shift_right_arithmetic"):
+        lax.shift_right_arithmetic,
+    ("stablehlo.shift_right_logical", "mhlo.shift_right_logical"): lax.shift_right_logical,
+    ("stablehlo.atan2", "mhlo.atan2"): lax.atan2,
+    ("stablehlo.complex", "mhlo.complex"): lax.complex,
 }
 
-for _mnemonic, _fn in _BINARY.items():
-    _register_simple(_mnemonic, _fn)
+for _names, _fn in _BINARY.items():
+    _register_simple(_names, _fn)
 
 
-@register_op(*_names("add"), prepare=reject_unsupported_types)
+@register_op("stablehlo.add", "mhlo.add", prepare=reject_unsupported_types)
 def add(ctx, op, x, y):
     # Boolean addition is logical OR in the spec (and XLA), which lax.add refuses.
     return lax.bitwise_or(x, y) if _is_bool(x) else lax.add(x, y)
 
 
-@register_op(*_names("multiply"), prepare=reject_unsupported_types)
+@register_op("stablehlo.multiply", "mhlo.multiply", prepare=reject_unsupported_types)
 def multiply(ctx, op, x, y):
     return lax.bitwise_and(x, y) if _is_bool(x) else lax.mul(x, y)
 
@@ -230,12 +230,12 @@ def _prepare_remainder(op):
     return None
 
 
-@register_op(*_names("remainder"), prepare=_prepare_remainder)
+@register_op("stablehlo.remainder", "mhlo.remainder", prepare=_prepare_remainder)
 def remainder(ctx, op, x, y):
     return lax.rem(x, y)
 
 
-@register_op(*_names("power"), prepare=reject_unsupported_types)
+@register_op("stablehlo.power", "mhlo.power", prepare=reject_unsupported_types)
 def power(ctx, op, x, y):
     return _integer_power(x, y) if T.is_integer(x.dtype) else lax.pow(x, y)
 

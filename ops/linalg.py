@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import NamedTuple, Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -71,33 +72,37 @@ def _algorithm(alg: DotAlgorithm):
         raise Unsupported(f"dot algorithm {alg} is not expressible in lax") from None
 
 
-def _dot_params(op, dims: DotDims):
-    return {
-        "dims": ((dims.lhs_contracting_dimensions, dims.rhs_contracting_dimensions),
-                 (dims.lhs_batching_dimensions, dims.rhs_batching_dimensions)),
-        "precision": precision_config(op),
-        "algorithm": _algorithm(op.attrs.get("algorithm")),
-        "result": op.result_types[0].dtype,
-    }
+class Dot(NamedTuple):
+    dims: tuple                # lax.dot_general's ((contracting), (batch)) dimension numbers
+    precision: Optional[tuple]
+    algorithm: object          # a lax.DotAlgorithmPreset / lax.DotAlgorithm, or None
+    result: np.dtype
+
+
+def _dot_params(op, dims: DotDims) -> Dot:
+    return Dot(((dims.lhs_contracting_dimensions, dims.rhs_contracting_dimensions),
+                (dims.lhs_batching_dimensions, dims.rhs_batching_dimensions)),
+               precision_config(op), _algorithm(op.attrs.get("algorithm")),
+               op.result_types[0].dtype)
 
 
 def _dot(lhs, rhs, p):
-    result = p["result"]
+    result = p.result
     lhs, rhs = widen_two_bit(lhs), widen_two_bit(rhs)
     preferred = preferred_type(result, lhs, rhs)
 
     def default(lhs, rhs):
-        return lax.dot_general(lhs, rhs, p["dims"], precision=p["precision"],
+        return lax.dot_general(lhs, rhs, p.dims, precision=p.precision,
                                preferred_element_type=preferred)
 
-    algorithm = p["algorithm"]
+    algorithm = p.algorithm
     # The algorithm describes how floating-point operands are rounded and accumulated;
     # for integer operands (which the reference interpreter accepts) it has no meaning.
     if algorithm is None or not (T.is_float(lhs.dtype) and T.is_float(rhs.dtype)):
         out = default(lhs, rhs)
     else:
         def with_algorithm(lhs, rhs):
-            return lax.dot_general(lhs, rhs, p["dims"], precision=algorithm,
+            return lax.dot_general(lhs, rhs, p.dims, precision=algorithm,
                                    preferred_element_type=preferred)
         if algorithm in _CPU_ALGORITHMS:
             out = with_algorithm(lhs, rhs)
@@ -124,7 +129,7 @@ def _prepare_dot(op):
 
 @register_op("stablehlo.dot", "mhlo.dot", prepare=_prepare_dot)
 def dot(ctx, op, lhs, rhs):
-    p = dict(op.params, dims=(((lhs.ndim - 1,), (0,)), ((), ())))
+    p = op.params._replace(dims=(((lhs.ndim - 1,), (0,)), ((), ())))
     return _dot(lhs, rhs, p)
 
 
@@ -179,8 +184,13 @@ def triangular_solve(ctx, op, a, b):
 
 # ---------------------------------------------------------------- fft
 
+class Fft(NamedTuple):
+    fft_type: lax.FftType
+    fft_length: tuple
+
+
 def _prepare_fft(op):
-    return lax.FftType[enum_value(op.attrs["fft_type"])], ints(op.attrs["fft_length"])
+    return Fft(lax.FftType[enum_value(op.attrs["fft_type"])], ints(op.attrs["fft_length"]))
 
 
 @register_op("stablehlo.fft", "mhlo.fft", prepare=_prepare_fft)
@@ -192,8 +202,13 @@ def fft(ctx, op, x):
 # ---------------------------------------------------------------- batch norm
 # Composed exactly as the spec's reference formulas (spec: batch_norm_*).
 
+class BatchNorm(NamedTuple):
+    epsilon: float
+    feature_index: int
+
+
 def _prepare_batch_norm(op):
-    return float(op.attrs["epsilon"]), int(op.attrs["feature_index"])
+    return BatchNorm(float(op.attrs["epsilon"]), int(op.attrs["feature_index"]))
 
 
 def _bcast(v, feature_index, like):

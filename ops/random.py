@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import numpy as np
 from jax import lax
@@ -17,9 +19,16 @@ from shlo2jax.registry import Unsupported, register_custom_call, register_op
 RNG_SEED = 0
 
 
+class Rng(NamedTuple):
+    distribution: str  # UNIFORM or NORMAL
+    shape: tuple
+    dtype: np.dtype
+    index: int         # the op's position in the module: each rng op draws its own numbers
+
+
 def _prepare_rng(op):
     rtype = op.result_types[0]
-    return enum_value(op.attrs["rng_distribution"]), rtype.shape, rtype.dtype, op.index
+    return Rng(enum_value(op.attrs["rng_distribution"]), rtype.shape, rtype.dtype, op.index)
 
 
 def _sample_dtype(dtype):
@@ -56,6 +65,14 @@ _ALGORITHMS = {"DEFAULT": lax.RandomAlgorithm.RNG_DEFAULT,
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
+class RngBitGenerator(NamedTuple):
+    lax_state: bool      # a state lax.rng_bit_generator takes (else Philox's ui64[3])
+    algorithm: str
+    shape: tuple
+    bits_dtype: np.dtype  # the unsigned type drawn
+    dtype: np.dtype       # the result type its bits are reinterpreted as
+
+
 def _prepare_rng_bit_generator(op):
     state_type, out_type = op.result_types
     algorithm = enum_value(op.attrs["rng_algorithm"])
@@ -72,7 +89,7 @@ def _prepare_rng_bit_generator(op):
                               and state_type.shape == (3,)):
         raise Unsupported(f"rng_bit_generator {algorithm} with state {state_type}: the spec "
                           "allows ui64[2], and ui64[3] for PHILOX")
-    return (lax_state, algorithm, out_type.shape, bits_dtype, dtype)
+    return RngBitGenerator(lax_state, algorithm, out_type.shape, bits_dtype, dtype)
 
 
 @register_op("stablehlo.rng_bit_generator", "mhlo.rng_bit_generator",

@@ -3,6 +3,8 @@ get_dimension_size."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from jax import lax
 
@@ -37,10 +39,16 @@ def transpose(ctx, op, x):
     return lax.transpose(x, op.params)
 
 
+class Slice(NamedTuple):
+    start_indices: tuple
+    limit_indices: tuple
+    strides: tuple
+
+
 def _slice_prepare(op):
     starts = ints(op.attrs["start_indices"])
     strides = ints(op.attrs["strides"]) if "strides" in op.attrs else (1,) * len(starts)
-    return starts, ints(op.attrs["limit_indices"]), strides
+    return Slice(starts, ints(op.attrs["limit_indices"]), strides)
 
 
 @register_op("stablehlo.slice", "mhlo.slice", prepare=_slice_prepare)

@@ -17,6 +17,7 @@ per-device shapes equal the global ones is just its body.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple, Optional
 
 import jax
 from jax.sharding import PartitionSpec
@@ -115,6 +116,18 @@ def shard_shape(ctx, op, x):
 
 # ---------------------------------------------------------------- manual regions
 
+class ManualRegion(NamedTuple):
+    """A region of per-device code: the shardings its operands enter with and its results
+    leave with, the mesh axes it is manual over (None: all), its body (taking the entered
+    values, then the captured ones), the body's captures, and how many operands enter."""
+    in_shardings: tuple
+    out_shardings: tuple
+    axes: Optional[frozenset]
+    body: Region
+    captures: tuple
+    entries: int
+
+
 def _prepare_manual_computation(op):
     try:
         ins = S.parse_sdy_shardings(S._text(op.attrs["in_shardings"]))
@@ -126,14 +139,13 @@ def _prepare_manual_computation(op):
     body = Region(region.args + region.captures,
                   region.arg_types + (None,) * len(region.captures), region.ops,
                   region.outputs, ())
-    return {"in": tuple(ins), "out": tuple(outs), "axes": axes, "body": body,
-            "captures": region.captures, "entries": len(op.operands)}
+    return ManualRegion(tuple(ins), tuple(outs), axes, body, region.captures, len(op.operands))
 
 
 def _prepare_manual_region(op):
     a = op.attrs
-    return {"in": a["in_shardings"], "out": a["out_shardings"], "axes": a.get("axes"),
-            "body": op.regions[0], "captures": (), "entries": a["num_entries"]}
+    return ManualRegion(a["in_shardings"], a["out_shardings"], a.get("axes"), op.regions[0], (),
+                        a["num_entries"])
 
 
 class _ManualTranslator(Translator):
@@ -178,9 +190,9 @@ def manual_region(ctx, op, *operands):
 
 def _manual(ctx, op, operands):
     p = op.params
-    body = p["body"]
-    k = p["entries"]
-    captured = list(operands[k:]) + [ctx.env[v] for v in p["captures"]]
+    body = p.body
+    k = p.entries
+    captured = list(operands[k:]) + [ctx.env[v] for v in p.captures]
     entries = operands[:k]
     local_types = body.arg_types[:k]
     sc = getattr(ctx.translator, "sharding", None)
@@ -197,9 +209,9 @@ def _manual(ctx, op, operands):
                     "len(jax.devices()) covers its mesh")
         return single_or_tuple(op, evaluate(ctx.translator, body, list(entries) + captured, {}))
     n = sc.num_devices
-    t_in = _tilings(sc, p["in"], [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in entries],
-                    p["axes"], "operand")
-    t_out = _tilings(sc, p["out"], op.result_types, p["axes"], "result")
+    t_in = _tilings(sc, p.in_shardings, [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in entries],
+                    p.axes, "operand")
+    t_out = _tilings(sc, p.out_shardings, op.result_types, p.axes, "result")
     stacked = [t.to_local(x, n) for t, x in zip(t_in, entries)]
     for s, t in zip(stacked, local_types):
         if t is not None and tuple(s.shape[1:]) != tuple(t.shape):
@@ -220,6 +232,6 @@ def _manual(ctx, op, operands):
     results = [t.to_global(y, rt.shape) for t, y, rt in zip(t_out, outs, op.result_types)]
     # the region's out shardings (over its manual axes) are where the values live
     # (a partly manual region leaves the other axes to the compiler)
-    partial = p["axes"] is not None and sc.sdy_mesh is not None and \
-        set(p["axes"]) != {name for name, _ in sc.sdy_mesh.axes}
-    return single_or_tuple(op, _constrain(ctx, p["out"], results, open_dims=partial))
+    partial = p.axes is not None and sc.sdy_mesh is not None and \
+        set(p.axes) != {name for name, _ in sc.sdy_mesh.axes}
+    return single_or_tuple(op, _constrain(ctx, p.out_shardings, results, open_dims=partial))

@@ -14,6 +14,7 @@ probed, see `shlo2jax.probe`).
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple, Optional
 
 import jax
 import numpy as np
@@ -39,13 +40,19 @@ def _data_types(op):
     return tuple(types)
 
 
+class HostTransfer(NamedTuple):
+    site: str                     # the op and its location, for the host side's messages
+    types: tuple = ()             # the data types received (infeed, recv)
+    handle: Optional[int] = None  # the channel (send, recv)
+
+
 def _site(op):
     return f"{op.name} at {op.location}"
 
 
 def _from_host(op, take):
     """Results of an op fed by the host: `take(types)` runs on the host, tokens are TOKEN."""
-    types = op.params["types"]
+    types = op.params.types
     values = iter(())
     if types:
         shapes = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in types]
@@ -68,15 +75,15 @@ def add_dependency(ctx, op, operand, token):
 # `layout` only says how the transferred buffers are laid out in memory; the values are logical
 # arrays, so it has no effect here.
 @register_op("stablehlo.infeed", "mhlo.infeed",
-             prepare=lambda op: {"types": _data_types(op), "site": _site(op)})
+             prepare=lambda op: HostTransfer(_site(op), _data_types(op)))
 def infeed(ctx, op, token):
-    return _from_host(op, functools.partial(feeds.take_infeed, op.params["site"]))
+    return _from_host(op, functools.partial(feeds.take_infeed, op.params.site))
 
 
-@register_op("stablehlo.outfeed", "mhlo.outfeed", prepare=lambda op: {"site": _site(op)})
+@register_op("stablehlo.outfeed", "mhlo.outfeed", prepare=lambda op: HostTransfer(_site(op)))
 def outfeed(ctx, op, *operands):
     *inputs, token = operands
-    io_callback(functools.partial(feeds.put_outfeed, op.params["site"]), None, *inputs,
+    io_callback(functools.partial(feeds.put_outfeed, op.params.site), None, *inputs,
                 ordered=True)
     return TOKEN
 
@@ -88,17 +95,15 @@ def _prepare_channel(op):
     handle = op.attrs.get("channel_handle")
     if handle is None:
         raise Unsupported(f"{op.name} without a channel_handle")
-    params = {"handle": int(handle.handle), "site": _site(op)}
-    if op.name.endswith("recv"):
-        params["types"] = _data_types(op)
-    return params
+    types = _data_types(op) if op.name.endswith("recv") else ()
+    return HostTransfer(_site(op), types, int(handle.handle))
 
 
 @register_op("stablehlo.send", "mhlo.send", prepare=_prepare_channel)
 def send(ctx, op, *operands):
     *inputs, token = operands
     p = op.params
-    io_callback(functools.partial(feeds.send_to_host, p["site"], p["handle"]), None, *inputs,
+    io_callback(functools.partial(feeds.send_to_host, p.site, p.handle), None, *inputs,
                 ordered=True)
     return TOKEN
 
@@ -106,7 +111,7 @@ def send(ctx, op, *operands):
 @register_op("stablehlo.recv", "mhlo.recv", prepare=_prepare_channel)
 def recv(ctx, op, token):
     p = op.params
-    return _from_host(op, functools.partial(feeds.recv_from_host, p["site"], p["handle"]))
+    return _from_host(op, functools.partial(feeds.recv_from_host, p.site, p.handle))
 
 
 @register_op("interpreter.probe")

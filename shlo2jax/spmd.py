@@ -58,9 +58,11 @@ def make_mesh(num_replicas: int, num_partitions: int) -> Mesh:
 
 
 _SEND_RECV = frozenset({"stablehlo.send", "stablehlo.recv", "mhlo.send", "mhlo.recv"})
-_COLLECTIVES = frozenset(f"{d}.{name}" for d in ("stablehlo", "mhlo") for name in (
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
-    "collective_broadcast"))
+_COLLECTIVES = frozenset({
+    "stablehlo.all_reduce", "mhlo.all_reduce", "stablehlo.all_gather", "mhlo.all_gather",
+    "stablehlo.reduce_scatter", "mhlo.reduce_scatter", "stablehlo.all_to_all", "mhlo.all_to_all",
+    "stablehlo.collective_permute", "mhlo.collective_permute", "stablehlo.collective_broadcast",
+    "mhlo.collective_broadcast"})
 
 
 def _op_names(region, module, seen) -> set:

@@ -315,8 +315,8 @@ def _run(text, inputs, R, P, name="main"):
     program = shlo2jax.load(textwrap.dedent(text))
     outs = spmd.run_spmd(program[name], [[x] if not isinstance(x, list) else x for x in inputs],
                          R, P)
-    paths = [plan.path for op in program.module.ops if isinstance(op.params, dict)
-             for plan in op.params.get("_plans", {}).values()]
+    paths = [plan.path for op in program.module.ops
+             for plan in getattr(op.params, "plans", {}).values()]
     return [[np.asarray(v) for v in o] for o in outs], paths
 
 
