@@ -49,7 +49,7 @@ _ATTRIBUTES = ("tolerance", "min_ulp_difference", "max_ulp_difference", "probe_i
 
 
 def _record(ctx, op, check: Check, operands) -> None:
-    recorder = ctx.translator.recorder
+    recorder = ctx.translator.mode.recorder
     if recorder is not None:
         recorder.append((op, check, tuple(operands)))
 

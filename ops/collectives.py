@@ -174,7 +174,7 @@ def make_plan(groups: list, n: int, in_mesh: bool, lax_ok: bool) -> Plan:
 
 def grid(ctx, op) -> SpmdContext:
     """The grid this op runs in: the spmd run's, or the module's when it is 1x1."""
-    current = getattr(ctx.translator, "spmd", None)
+    current = ctx.translator.mode.grid
     if current is not None:
         if not current.in_mesh and op.name not in _PROCESS_ID_OPS and \
                 current.num_replicas * current.num_partitions > 1:

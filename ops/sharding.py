@@ -2,8 +2,8 @@
 
 Markers: `@Sharding`, `sdy.sharding_constraint`, `sdy.reshard`,
 `@xla.sdy.ShardingConstraint` / `@xla.sdy.FuncResultSharding`. When a program runs
-on its mesh (`shlo2jax.sharding.ShardingContext`, set as `translator.sharding` by
-`Function`), they are `jax.lax.with_sharding_constraint`s with the marker's
+on its mesh (the translator's `mode.sharding`, a `shlo2jax.sharding.ShardingContext`
+given by `Function`), they are `jax.lax.with_sharding_constraint`s with the marker's
 `NamedSharding`; on one device (or inside a manual region) they are the identity.
 
 Manual regions: `sdy.manual_computation` and the `shlo2jax.manual_region` ops that
@@ -27,14 +27,13 @@ from shlo2jax import spmd
 from shlo2jax.module import Region
 from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_custom_call, register_op
-from shlo2jax.translate import Translator, evaluate
+from shlo2jax.translate import evaluate
 
 
 def _context(ctx):
     """The program's ShardingContext when it runs on its mesh, outside manual regions."""
-    if getattr(ctx.translator, "spmd", None) is not None:
-        return None
-    return getattr(ctx.translator, "sharding", None)
+    mode = ctx.translator.mode
+    return None if mode.grid is not None else mode.sharding
 
 
 def _constrain(ctx, shardings, values, open_dims=False):
@@ -148,26 +147,6 @@ def _prepare_manual_region(op):
                         a["num_entries"])
 
 
-class _ManualTranslator(Translator):
-    def function_body(self, fdef):
-        body = super().function_body(fdef)
-        # XLA's Shardy import treats functions named `xla.sdy.*` as round-trip markers
-        body.__name__ = body.__qualname__ = fdef.name.replace(".", "_")
-        return body
-
-
-def _manual_translator(outer: Translator, sc) -> Translator:
-    """The translator of per-device code: collectives see the grid of processes."""
-    inner = getattr(outer, "_manual_translator", None)
-    if inner is None:
-        inner = _ManualTranslator(outer.module)
-        inner.spmd = spmd.SpmdContext(sc.num_replicas, sc.num_partitions)
-        inner.sharding = sc
-        inner.recorder, inner.observer = outer.recorder, outer.observer
-        outer._manual_translator = inner
-    return inner
-
-
 def _tilings(sc, shardings, types, axes, what):
     out = []
     for sharding, t in zip(shardings, types):
@@ -195,8 +174,8 @@ def _manual(ctx, op, operands):
     captured = list(operands[k:]) + [ctx.env[v] for v in p.captures]
     entries = operands[:k]
     local_types = body.arg_types[:k]
-    sc = getattr(ctx.translator, "sharding", None)
-    if getattr(ctx.translator, "spmd", None) is not None:
+    sc = ctx.translator.mode.sharding
+    if ctx.translator.mode.grid is not None:
         raise ValueError("a manual region inside a manual region is not supported")
     if sc is None or sc.num_devices == 1:
         # one device: the per-device values are the whole values
@@ -217,7 +196,8 @@ def _manual(ctx, op, operands):
         if t is not None and tuple(s.shape[1:]) != tuple(t.shape):
             raise ValueError(f"per-device blocks {list(s.shape[1:])} where the region "
                              f"takes {t}")
-    inner = _manual_translator(ctx.translator, sc)
+    # The per-device code's translator: collectives see the grid of processes.
+    inner = ctx.translator.derived(grid=spmd.SpmdContext(sc.num_replicas, sc.num_partitions))
 
     def per_device(*xs):
         args = [x[0] for x in xs[:k]] + list(xs[k:])

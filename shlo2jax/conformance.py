@@ -486,28 +486,24 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
     """Runs a no-argument function with the check recorder; (checks, failure or None)."""
     import jax
     from shlo2jax import quant
-    translator = program.translator
+    from shlo2jax.translate import Translator, TranslatorMode
     probed = None
     if any(op.name == "interpreter.probe" for op in program.module.ops):
         # `expect_serialized_eq` compares with what a probe recorded: record them first.
         from shlo2jax.feeds import probe
         _, probed = probe(fn, values="probes")
-    translator.recorder = recorded = []
-    translator._callees.clear()  # callees traced without the recorder would skip checks
-    body = translator.function_body(fn.definition)
+    recorded = []
+    body = Translator(program.module, TranslatorMode(recorder=recorded)).function_body(
+        fn.definition)
 
     def traced():
         recorded.clear()
         outs = body()
         return _flat_arrays(outs), [list(r[2]) for r in recorded]
 
-    try:
-        with jax.enable_x64(True):
-            _, operands = jax.jit(traced)()
-            jax.block_until_ready(operands)
-    finally:
-        translator.recorder = None
-        translator._callees.clear()
+    with jax.enable_x64(True):
+        _, operands = jax.jit(traced)()
+        jax.block_until_ready(operands)
     failures = []
     for (op, check, _), values in zip(recorded, operands):
         kind = check.kind

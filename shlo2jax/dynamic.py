@@ -54,7 +54,7 @@ class _Entry:
 
 def call_dynamic(function, args):
     """Calls `function` (dynamic input types) on `args` (already checked against its signature)."""
-    return _call(function, specialise(function, args), args)
+    return specialise(function, args)(*args)
 
 
 def specialise(function, args):
@@ -80,15 +80,6 @@ def specialise(function, args):
                 specialised = _refined_function(function, key, dict(zip(entry.dim_args, values)))
                 entry.by_values[values] = specialised
     return specialised
-
-
-def _call(function, specialised, args):
-    # Observers set on the loaded program (check recorder, probes) see the refined one's ops.
-    source, target = function.program.translator, specialised.program.translator
-    for name in ("recorder", "observer"):
-        if getattr(target, name, None) is not getattr(source, name, None):
-            setattr(target, name, getattr(source, name))
-    return specialised(*args)
 
 
 def _arg_key(arg):

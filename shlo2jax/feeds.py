@@ -51,6 +51,7 @@ from jax.experimental import io_callback
 
 from shlo2jax import types as T
 from shlo2jax.errors import HostIOError
+from shlo2jax.translate import Translator, TranslatorMode
 
 
 class _QuietHostIOErrors(logging.Filter):
@@ -325,26 +326,19 @@ def probe(target, *args, values="all"):
     fn.check_arguments(args)
     if not all(t.is_static for t in fn.input_types if isinstance(t, T.TensorType)):
         raise NotImplementedError(f"probe: @{fn.name} has dynamic input shapes")
-    translator = fn.program.translator
     prober = _Prober(_select(fn.program.module, values))
-    if translator.observer is not None:
-        raise RuntimeError("probe: this program is already being probed")
-    saved_callees = translator._callees
-    translator.observer, translator._callees = prober, {}
-    try:
-        body = translator.function_body(fn.definition)
+    body = Translator(fn.program.module, TranslatorMode(observer=prober)).function_body(
+        fn.definition)
 
-        def run(*call_args):
-            prober.reset()
-            outs = body(*call_args)
-            return outs, [value for _, _, value in prober.top]
+    def run(*call_args):
+        prober.reset()
+        outs = body(*call_args)
+        return outs, [value for _, _, value in prober.top]
 
-        with jax.enable_x64(True):
-            outs, top_values = jax.jit(run)(*args)
-            jax.block_until_ready((outs, top_values))
-            jax.effects_barrier()
-    finally:
-        translator.observer, translator._callees = None, saved_callees
+    with jax.enable_x64(True):
+        outs, top_values = jax.jit(run)(*args)
+        jax.block_until_ready((outs, top_values))
+        jax.effects_barrier()
     outputs = outs[0] if len(outs) == 1 else tuple(outs)
     records = prober.records(top_values)
     records.skipped |= _statically_skipped(fn.program.module, prober.selected)

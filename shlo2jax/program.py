@@ -10,7 +10,7 @@ import numpy as np
 
 from shlo2jax import types as T
 from shlo2jax.module import FunctionDef, ModuleDef
-from shlo2jax.translate import Token, Translator
+from shlo2jax.translate import Token, Translator, TranslatorMode
 
 
 def _aval(ttype):
@@ -151,8 +151,8 @@ class Function:
 
     def _sharded_traceable(self):
         if self._sharded is None:
-            translator = Translator(self.program.module)
-            translator.sharding = self.program.sharding
+            translator = Translator(self.program.module,
+                                    TranslatorMode(sharding=self.program.sharding))
             body = translator.function_body(self.definition)
             self._sharded = jax.jit(body, in_shardings=self.in_shardings,
                                     out_shardings=self.out_shardings)

@@ -39,7 +39,7 @@ HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
 
 
 class SpmdContext(NamedTuple):
-    """Set as `translator.spmd` while a grid's functions are traced."""
+    """The grid of processes a translator traces for (its `mode.grid`)."""
     num_replicas: int
     num_partitions: int
     in_mesh: bool = True  # False: one process traced on its own, without mesh axes
@@ -81,7 +81,7 @@ def _op_names(region, module, seen) -> set:
 def grid_function(module, programs: Sequence[Sequence]):
     """A traceable `f(per_process_args) -> per-process outputs` for a grid of FunctionDefs
     (or names): `programs[r][p]` runs as replica r, partition p."""
-    from shlo2jax.translate import TOKEN, Translator
+    from shlo2jax.translate import TOKEN, Translator, TranslatorMode
     rows = [[module.functions[f] if isinstance(f, str) else f for f in row] for row in programs]
     R, P = len(rows), len(rows[0])
     if any(len(row) != P for row in rows):
@@ -112,8 +112,8 @@ def grid_function(module, programs: Sequence[Sequence]):
                 f"@{f.name}): one shard_map needs one signature")
     if any(isinstance(t, T.TupleType) for t in in_types + out_types):
         raise SpmdUnsupported("tuple arguments or results of per-process functions")
-    translator = Translator(module)  # its own callee cache: these traces use mesh axes
-    translator.spmd = SpmdContext(R, P, in_mesh=n > 1)
+    # its own callee cache: these traces use mesh axes
+    translator = Translator(module, TranslatorMode(grid=SpmdContext(R, P, in_mesh=n > 1)))
     names = list(dict.fromkeys(f.name for f in flat))
     bodies = [translator.function_body(module.functions[name]) for name in names]
     branch = np.array([names.index(f.name) for f in flat], np.int32)
@@ -161,7 +161,7 @@ def _sequential_grid(module, rows, flat, distinct, ops):
     on its own, senders before receivers, in one trace. Their transfers are ordered host callbacks (ops/side_effects.py),
     so a send reaches the recv of its channel through the host feed (in order, per channel)
     when it runs inside `shlo2jax.host_io(loopback=True)`."""
-    from shlo2jax.translate import Translator
+    from shlo2jax.translate import Translator, TranslatorMode
     for f in distinct:
         shared = ops[f.name] & _COLLECTIVES
         if shared:
@@ -176,8 +176,8 @@ def _sequential_grid(module, rows, flat, distinct, ops):
     R, P = len(rows), len(rows[0])
     bodies = []
     for k, f in enumerate(flat):  # a translator per process: its ids are constants
-        translator = Translator(module)
-        translator.spmd = SpmdContext(R, P, in_mesh=False, process=(k // P, k % P))
+        grid = SpmdContext(R, P, in_mesh=False, process=(k // P, k % P))
+        translator = Translator(module, TranslatorMode(grid=grid))
         bodies.append(translator.function_body(f))
     receives = [bool({"stablehlo.recv", "mhlo.recv"} & ops[f.name]) for f in flat]
     order = sorted(range(len(flat)), key=lambda k: receives[k])

@@ -10,6 +10,7 @@ by one shape/dtype comparison, and the cyclic garbage collector is paused while 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from typing import Callable, Optional
 
@@ -36,22 +37,49 @@ TOKEN = Token()
 jax.tree_util.register_pytree_node(Token, lambda token: ((), None), lambda aux, children: TOKEN)
 
 
-class Translator:
-    """Per-program translation state: cached callees and optional observers."""
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class TranslatorMode:
+    """How a translator traces, fixed when it is made.
 
-    def __init__(self, module: ModuleDef):
+    recorder: a list each check op appends `(op, check, operands)` to (the conformance runner).
+    observer: called as `observer(op, None)` before and `observer(op, results)` after every
+        op, in program order (shlo2jax.probe).
+    While either is set, callees are inlined rather than jitted, so that their checks and
+    values stay in the caller's trace.
+    grid: the grid of processes being traced (a shlo2jax.grid.ProcessGrid): an SPMD run, or
+        the per-device code of a manual region. Collectives and replica/partition ids read it.
+    sharding: the program's sharding context (shlo2jax.sharding.ShardingContext) while it
+        runs on its device mesh; sharding markers become constraints on that mesh.
+    """
+    recorder: Optional[list] = None
+    observer: Optional[Callable] = None
+    grid: Optional[object] = None
+    sharding: Optional[object] = None
+
+
+_DEFAULT_MODE = TranslatorMode()
+
+
+class Translator:
+    """Per-program translation state: its mode, the traced callees and the region plans."""
+
+    def __init__(self, module: ModuleDef, mode: TranslatorMode = _DEFAULT_MODE):
         self.module = module
+        self.mode = mode
         self._callees: dict[str, Callable] = {}
         # id(region) -> (region, plan): the per-op work of `evaluate` decided once per region.
         self._plans: dict[int, tuple] = {}
-        # Check ops append to `recorder` (the conformance runner sets it).
-        self.recorder: Optional[list] = None
-        # At trace time, `observer(op, None)` before and `observer(op, results_tuple)` after
-        # every op, in program order (shlo2jax.probe uses it). Callees are not jitted
-        # while either is set, so their values stay in the caller's trace.
-        self.observer: Optional[Callable] = None
-        # The program's shlo2jax.sharding.ShardingContext while it runs on its mesh.
-        self.sharding = None
+        self._derived: dict[tuple, "Translator"] = {}
+
+    def derived(self, **changes) -> "Translator":
+        """The translator of the same module in this mode with `changes`, made once per
+        distinct change (its traced callees are kept). The values must be hashable."""
+        key = tuple(sorted(changes.items(), key=lambda item: item[0]))
+        translator = self._derived.get(key)
+        if translator is None:
+            translator = Translator(self.module, dataclasses.replace(self.mode, **changes))
+            self._derived[key] = translator
+        return translator
 
     def callee(self, name: str) -> Callable:
         """A func.call target: traced once per signature, reused at every call site."""
@@ -61,7 +89,7 @@ class Translator:
             if fdef is None:
                 raise KeyError(f"func.call to undefined function @{name}")
             fn = self.function_body(fdef)
-            if self.recorder is None and self.observer is None:
+            if self.mode.recorder is None and self.mode.observer is None:
                 fn = jax.jit(fn)
             self._callees[name] = fn
         return fn
@@ -125,9 +153,7 @@ def _plan(translator: Translator, region: Region) -> tuple:
 
     A result id of None means a multi-result op; expected None means the full check_value.
     """
-    plans = getattr(translator, "_plans", None)
-    if plans is None:  # a Translator subclass that did not run our __init__
-        plans = translator._plans = {}
+    plans = translator._plans
     entry = plans.get(id(region))
     if entry is not None and entry[0] is region:
         return entry[1]
@@ -147,7 +173,7 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
         raise TypeError(f"region takes {len(region.args)} arguments, got {len(args)}")
     env.update(zip(region.args, args))
     scope = Scope(translator, env)
-    if translator.observer is not None:
+    if translator.mode.observer is not None:
         _evaluate_observed(translator, region, scope, env)
         return [env[i] for i in region.outputs]
     get = env.__getitem__
@@ -177,7 +203,7 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
 
 
 def _evaluate_observed(translator: Translator, region: Region, scope: Scope, env: dict) -> None:
-    observer = translator.observer
+    observer = translator.mode.observer
     for op in region.ops:
         observer(op, None)
         try:
