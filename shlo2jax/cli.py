@@ -30,7 +30,7 @@ def _info(args) -> int:
             print(f"  {name} at {loc}: {what}")
     else:
         print("every op is supported")
-    dormant = getattr(module, "dormant_problems", [])
+    dormant = module.dormant_problems
     if dormant:
         print(f"in functions that never run (unreached, or decompositions replaced by a "
               f"registered composite implementation): {len(dormant)} unsupported op(s)")

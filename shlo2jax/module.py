@@ -93,11 +93,15 @@ class FunctionDef:
 
 
 class ModuleDef:
-    def __init__(self, name, functions, attrs, ops):
+    def __init__(self, name, functions, attrs, ops, problems=(), dormant_problems=()):
         self.name: Optional[str] = name
         self.functions: dict[str, FunctionDef] = functions
         self.attrs: dict = attrs
         self.ops: list = ops  # every op, in program order (nested regions included)
+        # (op name, location, what) of each unsupported construct: in functions that can
+        # run, and in those that never do (see _live_functions)
+        self.problems: list = list(problems)
+        self.dormant_problems: list = list(dormant_problems)
 
     def op_histogram(self) -> dict:
         hist: dict = {}
@@ -130,7 +134,7 @@ def format_location(loc, source_name: str) -> str:
 
 
 class _Decoder:
-    def __init__(self, source_name: str, placeholder_rng, strict_custom_calls: bool = True):
+    def __init__(self, source_name: str, placeholder_rng):
         self.source_name = source_name
         self.placeholder_rng = placeholder_rng
         self.value_ids: dict = {}
@@ -138,7 +142,7 @@ class _Decoder:
         self.problems: list = []
         self.ops: list = []
         # ids of the values that are not plain XLA arrays (quantized and f6 tensors): ops
-        # touching them get the carried-value rule (ops/quantized.py).
+        # touching them get the carried-value rule (registry.carried, ops/quantized.py).
         self.carried: set = set()
         self.types: dict = {}  # ir.Type -> parsed type
         self.carried_types = False  # whether any type parsed so far is carried
@@ -251,8 +255,7 @@ class _Decoder:
         if carried:
             # Decided here, once: only ops touching quantized or f6 values pay for the
             # wrapper that runs the rule on storage integers or expressed values.
-            from shlo2jax.ops.quantized import carried_rule
-            rule = carried_rule(rule)
+            rule = registry.carried(rule)
         op.handler = rule.handler
         if rule.prepare is not None and not (self.untyped and None in op.result_types):
             try:
@@ -392,12 +395,13 @@ def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool 
             fdef = _function(decoder, view)
             functions[fdef.name] = fdef
             problems_in[fdef.name] = decoder.problems[before:]
-    module = ModuleDef(name, functions, module_attrs, decoder.ops)
     live = _live_functions(functions)
-    module.problems = [p for f in functions if f in live for p in problems_in[f]]
     # Ops that can never run: in functions no public function reaches, or reached only as
     # the decomposition of a composite whose registered JAX implementation runs instead.
-    module.dormant_problems = [p for f in functions if f not in live for p in problems_in[f]]
+    module = ModuleDef(name, functions, module_attrs, decoder.ops,
+                       problems=[p for f in functions if f in live for p in problems_in[f]],
+                       dormant_problems=[p for f in functions if f not in live
+                                         for p in problems_in[f]])
     if strict and module.problems:
         raise UnsupportedError(module.problems)
     if not functions:

@@ -93,6 +93,25 @@ def register_composite(name: str, fn: Optional[Callable] = None):
     return wrap(fn) if fn is not None else wrap
 
 
+# How a rule runs for an op that touches quantized or f6 values (values that are not plain
+# XLA arrays): a wrapper of the rule, installed by shlo2jax.ops.quantized when the built-in
+# rules load. The decoder asks for it once per such op, at load time.
+_carried_wrapper: Optional[Callable[[OpRule], OpRule]] = None
+
+
+def set_carried_wrapper(wrapper: Callable[[OpRule], OpRule]) -> None:
+    global _carried_wrapper
+    _carried_wrapper = wrapper
+
+
+def carried(rule: OpRule) -> OpRule:
+    """The rule an op touching quantized or f6 values runs instead of `rule`."""
+    if _carried_wrapper is None:
+        raise RuntimeError("quantized and f6 values need the built-in rules (shlo2jax.ops), "
+                           "which load with the first program")
+    return _carried_wrapper(rule)
+
+
 def lookup(name: str) -> Optional[OpRule]:
     """The rule of an op name (None when there is none)."""
     return OP_RULES.get(name)

@@ -15,6 +15,7 @@ import gc
 from typing import Callable, Optional
 
 import jax
+import numpy as np
 
 from shlo2jax import types as T
 from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError
@@ -244,8 +245,7 @@ def check_value(op: Op, index: int, value, rtype) -> None:
         shape = getattr(value, "shape", None)
         dtype = getattr(value, "dtype", None)
         if rtype.quant is not None:
-            from shlo2jax.quant import check_quantized_value
-            check_quantized_value(op, index, value, rtype)
+            _check_carried(op, index, value, rtype)
             return
         if shape is None or dtype is None:
             raise TranslationError(op.name, op.location,
@@ -272,3 +272,28 @@ def _describe(value) -> str:
         return str(T.tensor_type(value.shape, value.dtype))
     except KeyError:
         return f"{value.dtype}{list(value.shape)}"
+
+
+def _check_carried(op: Op, index: int, value, rtype) -> None:
+    """A quantized or f6 result is a carried value (a shlo2jax.quant.QArray or F6Array:
+    storage integers and the type they carry) of exactly its declared type."""
+    qtype, storage = getattr(value, "qtype", None), getattr(value, "storage", None)
+    ok = (qtype is not None and storage is not None and qtype == rtype.quant
+          and value.dtype == rtype.dtype and len(value.shape) == len(rtype.shape)
+          and all(d is None or d == s for d, s in zip(rtype.shape, value.shape))
+          and np.dtype(storage.dtype) == rtype.quant.storage_dtype)
+    if not ok:
+        raise TranslationError(op.name, op.location,
+                               f"result #{index} is {_describe_carried(value)}, declared {rtype}")
+
+
+def _describe_carried(value) -> str:
+    qtype = getattr(value, "qtype", None)
+    if type(qtype) is T.Float6Type:
+        return f"{qtype}{list(value.shape)} (F6Array)"
+    if qtype is not None:
+        return f"quantized {value.shape} of {qtype}"
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        return type(value).__name__
+    return f"{np.dtype(dtype)}{list(shape)}"
