@@ -1,7 +1,7 @@
 """Collectives: all_reduce, all_gather, reduce_scatter, all_to_all, collective_permute,
 collective_broadcast, replica_id, partition_id, and the interpreter's run_parallel.
 
-A program runs as a grid of processes (replicas x partitions). Inside `shlo2jax.spmd`
+A program runs as a grid of processes (replicas x partitions). In a grid (shlo2jax.grid)
 every process is one shard of a `shard_map` over the mesh axes ("replicas", "partitions"),
 and a process's flat id is `replica * num_partitions + partition`, the order of
 `lax.axis_index(("replicas", "partitions"))`. The spec turns `replica_groups` (or
@@ -12,7 +12,7 @@ those groups as `axis_index_groups`, or, where lax cannot express the group layo
 (ragged or partial groups, a non-monoid reduction, broadcast), the exact general path:
 all_gather the whole grid, then take the group's members in order.
 
-Outside a `shlo2jax.spmd` run, a 1x1 program (mhlo.num_replicas = mhlo.num_partitions = 1,
+Outside a grid, a 1x1 program (mhlo.num_replicas = mhlo.num_partitions = 1,
 the default) is one process: the collectives act on groups of one process.
 """
 
@@ -26,12 +26,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from shlo2jax import spmd
+from shlo2jax import grid as G
 from shlo2jax import types as T
-from shlo2jax.errors import UnsupportedError
+from shlo2jax.errors import SpmdUnsupported, UnsupportedError
 from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
-from shlo2jax.spmd import AXES, SpmdContext
+from shlo2jax.grid import AXES, ProcessGrid
 
 _MONOIDS = {"stablehlo.add": "add", "mhlo.add": "add", "stablehlo.maximum": "max",
             "mhlo.maximum": "max", "stablehlo.minimum": "min", "mhlo.minimum": "min"}
@@ -172,7 +172,7 @@ def make_plan(groups: list, n: int, in_mesh: bool, lax_ok: bool) -> Plan:
     return Plan(path, tuple(tuple(g) for g in groups), aig, table, sizes, position, member)
 
 
-def grid(ctx, op) -> SpmdContext:
+def grid(ctx, op) -> ProcessGrid:
     """The grid this op runs in: the spmd run's, or the module's when it is 1x1."""
     current = ctx.translator.mode.grid
     if current is not None:
@@ -185,7 +185,7 @@ def grid(ctx, op) -> SpmdContext:
     if R * P != 1:
         raise RuntimeError(f"{op.name} in a {R}x{P} program: run it with "
                            "shlo2jax.spmd.run_spmd (one process per replica and partition)")
-    return SpmdContext(1, 1, in_mesh=False)
+    return ProcessGrid(1, 1, in_mesh=False)
 
 
 def plan_for(ctx, op, lax_ok: bool = True) -> Plan:
@@ -436,8 +436,8 @@ def _prepare_run_parallel(op):
 @register_op("interpreter.run_parallel", prepare=_prepare_run_parallel)
 def run_parallel(ctx, op, *operands):
     try:
-        outs = spmd.run_parallel_traced(ctx.translator.module, op.params, operands)
-    except spmd.SpmdUnsupported as e:
+        outs = G.run_parallel_traced(ctx.translator.module, op.params, operands)
+    except SpmdUnsupported as e:
         raise UnsupportedError([(op.name, op.location, str(e))]) from None
     return single_or_tuple(op, outs)
 

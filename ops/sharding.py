@@ -10,7 +10,7 @@ Manual regions: `sdy.manual_computation` and the `shlo2jax.manual_region` ops th
 `shlo2jax.sharding.rewrite_manual_regions` folds from `@SPMDFullToShardShape` ...
 `@SPMDShardToFullShape` stretches run as a `jax.shard_map` over the grid of
 processes (see shlo2jax/sharding.py): the collectives inside communicate between
-devices exactly as in `shlo2jax.spmd`. On one device a manual region whose
+devices exactly as in a grid of processes (shlo2jax.grid). On one device a manual region whose
 per-device shapes equal the global ones is just its body.
 """
 
@@ -22,8 +22,9 @@ from typing import NamedTuple, Optional
 import jax
 from jax.sharding import PartitionSpec
 
-from shlo2jax import sharding as S
-from shlo2jax import spmd
+from shlo2jax import sharding_attributes as S
+from shlo2jax.errors import ShardingError
+from shlo2jax.grid import AXES, ProcessGrid, make_mesh
 from shlo2jax.module import Region
 from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_custom_call, register_op
@@ -44,7 +45,7 @@ def _constrain(ctx, shardings, values, open_dims=False):
     for x, sharding in zip(values, shardings):
         try:
             named = sc.named(sharding, x.ndim, open_dims)
-        except S.ShardingError:
+        except ShardingError:
             named = None  # a hint only: the values are the same without it
         out.append(x if named is None else jax.lax.with_sharding_constraint(x, named))
     return out
@@ -64,7 +65,7 @@ def _prepare_marker(op):
         else:
             sharding = S.value_sharding(op.attrs)
             shardings = [sharding] * len(op.operands)
-    except S.ShardingError:
+    except ShardingError:
         shardings = [None] * len(op.operands)
     return tuple(shardings)
 
@@ -77,8 +78,8 @@ def sharding_marker(ctx, op, *args):
 
 def _prepare_sdy_constraint(op):
     try:
-        return S.parse_sdy_sharding(S._text(op.attrs["sharding"]))
-    except S.ShardingError as e:
+        return S.parse_sdy_sharding(S.attribute_text(op.attrs["sharding"]))
+    except ShardingError as e:
         raise Unsupported(str(e)) from None
 
 
@@ -129,11 +130,11 @@ class ManualRegion(NamedTuple):
 
 def _prepare_manual_computation(op):
     try:
-        ins = S.parse_sdy_shardings(S._text(op.attrs["in_shardings"]))
-        outs = S.parse_sdy_shardings(S._text(op.attrs["out_shardings"]))
-    except (KeyError, S.ShardingError) as e:
+        ins = S.parse_sdy_shardings(S.attribute_text(op.attrs["in_shardings"]))
+        outs = S.parse_sdy_shardings(S.attribute_text(op.attrs["out_shardings"]))
+    except (KeyError, ShardingError) as e:
         raise Unsupported(f"cannot read the shardings: {e}") from None
-    axes = frozenset(re.findall(r'"([^"]+)"', S._text(op.attrs.get("manual_axes", ""))))
+    axes = frozenset(re.findall(r'"([^"]+)"', S.attribute_text(op.attrs.get("manual_axes", ""))))
     region = op.regions[0]
     body = Region(region.args + region.captures,
                   region.arg_types + (None,) * len(region.captures), region.ops,
@@ -197,14 +198,14 @@ def _manual(ctx, op, operands):
             raise ValueError(f"per-device blocks {list(s.shape[1:])} where the region "
                              f"takes {t}")
     # The per-device code's translator: collectives see the grid of processes.
-    inner = ctx.translator.derived(grid=spmd.SpmdContext(sc.num_replicas, sc.num_partitions))
+    inner = ctx.translator.derived(grid=ProcessGrid(sc.num_replicas, sc.num_partitions))
 
     def per_device(*xs):
         args = [x[0] for x in xs[:k]] + list(xs[k:])
         return tuple(y[None] for y in evaluate(inner, body, args, {}))
 
-    grid = PartitionSpec(spmd.AXES)
-    mesh = spmd.make_mesh(sc.num_replicas, sc.num_partitions)
+    grid = PartitionSpec(AXES)
+    mesh = make_mesh(sc.num_replicas, sc.num_partitions)
     outs = jax.shard_map(per_device, mesh=mesh,
                          in_specs=(grid,) * k + (PartitionSpec(),) * len(captured),
                          out_specs=(grid,) * len(op.result_types),

@@ -4,7 +4,7 @@ add_dependency, interpreter.probe.
 A token carries no data (`shlo2jax.TOKEN`, a pytree without leaves). Effects run as ordered
 `io_callback`s, which JAX keeps in trace order = program order; since a token is always defined
 before it is used, program order respects every token dependency, so joining tokens
-(after_all) needs no runtime work. The host side lives in `shlo2jax.feeds`.
+(after_all) needs no runtime work. The host side lives in `shlo2jax.host_transfers`.
 
 Value-preserving ops with no effect here: `optimization_barrier` (ops/control_flow.py),
 `mhlo.add_dependency`, and `interpreter.probe` (its value is recorded only when a run is
@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from jax.experimental import io_callback
 
-from shlo2jax import feeds
+from shlo2jax import host_transfers
 from shlo2jax import types as T
 from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
@@ -77,13 +77,13 @@ def add_dependency(ctx, op, operand, token):
 @register_op("stablehlo.infeed", "mhlo.infeed",
              prepare=lambda op: HostTransfer(_site(op), _data_types(op)))
 def infeed(ctx, op, token):
-    return _from_host(op, functools.partial(feeds.take_infeed, op.params.site))
+    return _from_host(op, functools.partial(host_transfers.take_infeed, op.params.site))
 
 
 @register_op("stablehlo.outfeed", "mhlo.outfeed", prepare=lambda op: HostTransfer(_site(op)))
 def outfeed(ctx, op, *operands):
     *inputs, token = operands
-    io_callback(functools.partial(feeds.put_outfeed, op.params.site), None, *inputs,
+    io_callback(functools.partial(host_transfers.put_outfeed, op.params.site), None, *inputs,
                 ordered=True)
     return TOKEN
 
@@ -103,7 +103,7 @@ def _prepare_channel(op):
 def send(ctx, op, *operands):
     *inputs, token = operands
     p = op.params
-    io_callback(functools.partial(feeds.send_to_host, p.site, p.handle), None, *inputs,
+    io_callback(functools.partial(host_transfers.send_to_host, p.site, p.handle), None, *inputs,
                 ordered=True)
     return TOKEN
 
@@ -111,7 +111,7 @@ def send(ctx, op, *operands):
 @register_op("stablehlo.recv", "mhlo.recv", prepare=_prepare_channel)
 def recv(ctx, op, token):
     p = op.params
-    return _from_host(op, functools.partial(feeds.recv_from_host, p.site, p.handle))
+    return _from_host(op, functools.partial(host_transfers.recv_from_host, p.site, p.handle))
 
 
 @register_op("interpreter.probe")

@@ -2,9 +2,10 @@
 
 from shlo2jax.compare import compare  # the function; the module stays importable by name
 from shlo2jax.dynamic import ShapeError
-from shlo2jax.feeds import HostIO, HostIOError, ProbeKey, call_with_io, host_io, probe
-from shlo2jax.errors import (ElidedDataError, LoadError, Shlo2JaxError, TranslationError,
-                             UnsupportedError)
+from shlo2jax.errors import (ElidedDataError, HostIOError, LoadError, Shlo2JaxError,
+                             TranslationError, UnsupportedError)
+from shlo2jax.host_transfers import HostIO, call_with_io, host_io
+from shlo2jax.probes import ProbeKey, probe
 from shlo2jax.loader import load
 from shlo2jax.program import Function, Program
 from shlo2jax.registry import register_composite, register_custom_call, register_op

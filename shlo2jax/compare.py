@@ -128,7 +128,7 @@ class TranslatedBackend(Backend):
                           lambda fn, args: [np.asarray(o) for o in _as_list(fn(*args))])
 
     def probe(self, program, function, inputs, values="all"):
-        from shlo2jax.feeds import probe
+        from shlo2jax.probes import probe
         return self._call(self.effective_program(program), function, inputs,
                           lambda fn, args: probe(fn, *args, values=values))
 
@@ -357,7 +357,7 @@ def instrumented_module_text(program, function: str, max_elements: int = 20_000_
 
     from shlo2jax._jax_internals import make_ir_context
     from shlo2jax.dynamic import inline_calls
-    from shlo2jax.feeds import ProbeKey
+    from shlo2jax.probes import ProbeKey
     from shlo2jax.module import format_location
     text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
     with make_ir_context(), ir.Location.unknown():

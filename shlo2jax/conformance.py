@@ -490,7 +490,7 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
     probed = None
     if any(op.name == "interpreter.probe" for op in program.module.ops):
         # `expect_serialized_eq` compares with what a probe recorded: record them first.
-        from shlo2jax.feeds import probe
+        from shlo2jax.probes import probe
         _, probed = probe(fn, values="probes")
     recorded = []
     body = Translator(program.module, TranslatorMode(recorder=recorded)).function_body(
@@ -540,8 +540,8 @@ def _run_checked_parallel(program, fn, text: str) -> tuple[int, Optional[str]]:
     its channel (loopback), and outfeeds go where nobody reads them."""
     if "interpreter.run_parallel" not in text:
         return _run_checked(program, fn)
-    from shlo2jax import feeds
-    with feeds.host_io(loopback=True):
+    from shlo2jax.host_transfers import host_io
+    with host_io(loopback=True):
         return _run_checked(program, fn)
 
 

@@ -541,15 +541,7 @@ def _substitute_constants(module, values: dict) -> None:
 
 
 def _translate(function, module):
-    from shlo2jax.module import decode_module
-    from shlo2jax.program import Program
-
-    program = function.program
-    options = program.load_options
-    decoded = decode_module(module, source_name=program.source_name,
-                            placeholder_data=options.get("placeholder_data", False),
-                            seed=options.get("seed", 0), strict=True)
-    return Program(decoded, module, program.source_name)["main"]
+    return function.program.refined(module)["main"]
 
 
 def _still_dynamic(function, operations, values) -> UnsupportedError:

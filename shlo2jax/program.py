@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from shlo2jax import types as T
-from shlo2jax.module import FunctionDef, ModuleDef
+from shlo2jax.module import FunctionDef, ModuleDef, decode_module
 from shlo2jax.translate import Token, Translator, TranslatorMode
 
 
@@ -127,12 +127,12 @@ class Function:
         return self.program.sharding.mesh if self.is_sharded else None
 
     def _named(self, attrs, types) -> tuple:
-        from shlo2jax import sharding as S
+        from shlo2jax.sharding_attributes import value_sharding_or_none
         sc = self.program.sharding
         out = []
         for a, t in zip(attrs, types):
             rank = len(t.shape) if isinstance(t, T.TensorType) else None
-            out.append(None if rank is None else sc.named(S.value_sharding_or_none(a), rank))
+            out.append(None if rank is None else sc.named(value_sharding_or_none(a), rank))
         return tuple(out)
 
     @property
@@ -228,6 +228,15 @@ class Program:
 
     def __call__(self, *args):
         return self.entry(*args)
+
+    def refined(self, mlir_module) -> "Program":
+        """The program of a refined copy of this program's module (shlo2jax.dynamic: `?`
+        dimensions specialised), decoded with the options this one was loaded with."""
+        options = self.load_options
+        decoded = decode_module(mlir_module, source_name=self.source_name,
+                                placeholder_data=options.get("placeholder_data", False),
+                                seed=options.get("seed", 0), strict=True)
+        return Program(decoded, mlir_module, self.source_name)
 
     @property
     def num_replicas(self) -> int:
