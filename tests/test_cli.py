@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from shlo2jax import cli
+from shlo2jax.tools import cli
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "mlp.mlir"
 
