@@ -18,10 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.lax import linalg as L
-from jax._src.lax.linalg import geqp3 as _lax_geqp3
-from jax._src.lax.linalg import geqrf as _lax_geqrf
 
 from shlo2jax import registry
+from shlo2jax._jax_internals import lax_geqp3, lax_geqrf
 from shlo2jax.ops._common import TriangularSolve, backend_config
 from shlo2jax.registry import Unsupported, register_custom_call
 from shlo2jax.types import TupleType
@@ -121,7 +120,7 @@ def tpu_lu(ctx, op, a):
 
 def _geqrf(a):
     # lax.linalg exports householder_product but not geqrf (its inverse step).
-    return tuple(_lax_geqrf(a))
+    return tuple(lax_geqrf(a))
 
 
 # Qr: TPU's, the same (a, taus), as one tuple.
@@ -144,7 +143,7 @@ def householder_product(ctx, op, a, taus):
 def geqp3(ctx, op, a, jpvt):
     # Column-pivoted QR: jpvt in and out is LAPACK's (1-based; a nonzero entry on
     # input moves that column to the front). The GPU "hybrid" kernel has the same contract.
-    return tuple(_lax_geqp3(a, jpvt))
+    return tuple(lax_geqp3(a, jpvt))
 
 
 class Ormqr(NamedTuple):

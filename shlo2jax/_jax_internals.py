@@ -193,3 +193,16 @@ def set_batching_rule(prim, rule):
     """Registers `rule(args, dims, **params) -> (outs, out_dims)` as prim's vmap rule."""
     from jax.interpreters import batching
     batching.primitive_batchers[prim] = rule
+
+
+def lax_geqrf(a):
+    """jax's QR factorisation step (Householder reflectors and their taus, LAPACK's geqrf
+    format), which `jax.lax.linalg` does not export."""
+    from jax._src.lax.linalg import geqrf
+    return geqrf(a)
+
+
+def lax_geqp3(a, jpvt):
+    """jax's column-pivoted QR (LAPACK's geqp3), which `jax.lax.linalg` does not export."""
+    from jax._src.lax.linalg import geqp3
+    return geqp3(a, jpvt)
