@@ -48,23 +48,22 @@ def _register(table: dict, name: str, rule: OpRule) -> None:
     table[name] = rule
 
 
-def _names(what: str, names: tuple) -> tuple:
+def _registration(table: dict, what: str, names: tuple, prepare: Optional[Callable]):
     if not names or not all(isinstance(n, str) for n in names):
         raise TypeError(f"{what} takes the names to register, then `prepare=`, and decorates "
                         f"the handler: @{what}(\"name\", ..., prepare=fn); got {names!r}")
-    return names
+
+    def wrap(handler):
+        for name in names:
+            _register(table, name, OpRule(name, handler, prepare))
+        return handler
+    return wrap
 
 
 def register_op(*names: str, prepare: Optional[Callable] = None):
     """Decorator: `@register_op("stablehlo.add", "mhlo.add")` registers a handler for those
     op names. A user's registration replaces the built-in rule for that op name."""
-    _names("register_op", names)
-
-    def wrap(handler):
-        for name in names:
-            _register(OP_RULES, name, OpRule(name, handler, prepare))
-        return handler
-    return wrap
+    return _registration(OP_RULES, "register_op", names, prepare)
 
 
 def register_custom_call(*targets: str, prepare: Optional[Callable] = None):
@@ -72,13 +71,7 @@ def register_custom_call(*targets: str, prepare: Optional[Callable] = None):
     `stablehlo.custom_call @my_kernel` (and the other targets named). The handler has the op
     contract, `handler(ctx, op, *operands)`, with `prepare(op)`'s result (else the call's
     attributes) in `op.params`. A user's registration replaces the built-in one."""
-    _names("register_custom_call", targets)
-
-    def wrap(handler):
-        for target in targets:
-            _register(CUSTOM_CALL_RULES, target, OpRule(target, handler, prepare))
-        return handler
-    return wrap
+    return _registration(CUSTOM_CALL_RULES, "register_custom_call", targets, prepare)
 
 
 def register_composite(name: str, fn: Optional[Callable] = None):

@@ -242,6 +242,13 @@ def test_user_registration_overrides_builtin():
         registry.CUSTOM_CALL_RULES[target] = saved
 
 
+def test_register_custom_call_is_a_decorator():
+    # The handler is decorated, never passed along with the target (the old contract).
+    with pytest.raises(TypeError, match="decorates the handler"):
+        shlo2jax.register_custom_call("my.double", lambda ctx, op, x: x * 2)
+    assert "my.double" not in registry.CUSTOM_CALL_RULES
+
+
 def test_user_registration_of_new_target():
     try:
         @shlo2jax.register_custom_call("my.double")
