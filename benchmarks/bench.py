@@ -304,7 +304,7 @@ def step_direct(path, options, repeats):
 def step_run(path, options, repeats):
     """Both programs in one process, timed in alternation (so load changes hit both alike)."""
     import jax
-    from shlo2jax.inputs import seeded_inputs
+    from shlo2jax.tools.inputs import seeded_inputs
     program, lowered, _ = _translate(path, options)
     with jax.enable_x64(True):
         compiled = lowered.compile()

@@ -1,8 +1,6 @@
 """Op translations, one module per family. Importing this package registers them all."""
 
-import importlib
-import pkgutil
-
-for _info in pkgutil.iter_modules(__path__):
-    if not _info.name.startswith("_"):
-        importlib.import_module(f"{__name__}.{_info.name}")
+from shlo2jax.ops import (  # noqa: F401  (each family registers its rules when imported)
+    check, chlo, collectives, compare, composite, constant, control_flow, convert, convolution,
+    custom_calls, custom_calls_linalg, dynamic, elementwise, indexing, linalg, quantized, random,
+    reduction, shape, sharding, side_effects)

@@ -9,6 +9,7 @@ the same-shape op (`stablehlo.add`, `stablehlo.compare`, `chlo.zeta`, ...).
 from __future__ import annotations
 
 import re
+from typing import Callable, NamedTuple, Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -22,16 +23,27 @@ from shlo2jax.registry import Unsupported, register_op
 
 # ----------------------------------------------------------------- unary ops
 
+# The mhlo dialect has its own copies of some of these ops (with the same semantics).
 _UNARY = {
-    "acos": lax.acos, "acosh": lax.acosh, "asin": lax.asin, "asinh": lax.asinh,
-    "atan": lax.atan, "atanh": lax.atanh, "cosh": lax.cosh, "sinh": lax.sinh, "tan": lax.tan,
-    "bessel_i1e": lax.bessel_i1e, "digamma": lax.digamma, "lgamma": lax.lgamma,
-    "erf": lax.erf, "erfc": lax.erfc, "erf_inv": lax.erf_inv, "square": lax.square,
+    ("chlo.acos", "mhlo.acos"): lax.acos,
+    ("chlo.acosh", "mhlo.acosh"): lax.acosh,
+    ("chlo.asin", "mhlo.asin"): lax.asin,
+    ("chlo.asinh", "mhlo.asinh"): lax.asinh,
+    ("chlo.atan",): lax.atan,
+    ("chlo.atanh", "mhlo.atanh"): lax.atanh,
+    ("chlo.cosh", "mhlo.cosh"): lax.cosh,
+    ("chlo.sinh", "mhlo.sinh"): lax.sinh,
+    ("chlo.tan",): lax.tan,
+    ("chlo.bessel_i1e",): lax.bessel_i1e,
+    ("chlo.digamma",): lax.digamma,
+    ("chlo.lgamma",): lax.lgamma,
+    ("chlo.erf", "mhlo.erf"): lax.erf,
+    ("chlo.erfc",): lax.erfc,
+    ("chlo.erf_inv",): lax.erf_inv,
+    ("chlo.square",): lax.square,
 }
 # The chlo verifier admits complex operands for these, but there is no complex lowering.
-_REAL_ONLY = {"bessel_i1e"}
-# The mhlo dialect has its own copies of some of these ops (with the same semantics).
-_MHLO_TWINS = {"acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh", "erf"}
+_REAL_ONLY = {"chlo.bessel_i1e"}
 
 
 def _widened(fn):
@@ -54,19 +66,17 @@ def _reject_complex(op):
         raise Unsupported(f"{op.name} of a complex operand (XLA has no lowering for it)")
 
 
-def _register_unary(name, fn):
+def _register_unary(names, fn):
     fn = _widened(fn)
 
-    names = (f"chlo.{name}",) + ((f"mhlo.{name}",) if name in _MHLO_TWINS else ())
-
-    @register_op(*names, prepare=_reject_complex if name in _REAL_ONLY else None)
+    @register_op(*names, prepare=_reject_complex if names[0] in _REAL_ONLY else None)
     def unary(ctx, op, x):
         return fn(x)
-    unary.__name__ = name
+    unary.__name__ = unary.__qualname__ = names[0].split(".", 1)[1]
 
 
-for _name, _fn in _UNARY.items():
-    _register_unary(_name, _fn)
+for _names, _fn in _UNARY.items():
+    _register_unary(_names, _fn)
 
 
 @register_op("chlo.conj")
@@ -202,7 +212,12 @@ def top_k(ctx, op, x):
     return lax.top_k(x, op.params)
 
 
-@register_op("mhlo.topk", prepare=lambda op: (op.attrs["k"], op.attrs.get("largest", True)))
+class TopK(NamedTuple):
+    k: int
+    largest: bool
+
+
+@register_op("mhlo.topk", prepare=lambda op: TopK(op.attrs["k"], op.attrs.get("largest", True)))
 def mhlo_topk(ctx, op, x):
     k, largest = op.params
     if largest:
@@ -213,6 +228,14 @@ def mhlo_topk(ctx, op, x):
     return values[..., :k], indices[..., :k]
 
 
+class Scan(NamedTuple):
+    n_outputs: int
+    n_inputs: int
+    dim: int
+    length: Optional[int]
+    reverse: bool
+
+
 def _prepare_scan(op):
     # Operands are (inputs..., inits...); results and body outputs are (outputs..., carries...).
     n_inputs = op.attrs["operandSegmentSizes"][0]
@@ -221,14 +244,13 @@ def _prepare_scan(op):
     length = op.result_types[0].shape[dim] if n_outputs else None
     if length is None:
         length = op.attrs.get("scan_dim_size")
-    return {"n_outputs": n_outputs, "n_inputs": n_inputs, "dim": dim, "length": length,
-            "reverse": bool(op.attrs.get("is_reverse", False))}
+    return Scan(n_outputs, n_inputs, dim, length, bool(op.attrs.get("is_reverse", False)))
 
 
 @register_op("chlo.scan", prepare=_prepare_scan)
 def scan(ctx, op, *operands):
     p = op.params
-    n_in, n_out, dim = p["n_inputs"], p["n_outputs"], p["dim"]
+    n_in, n_out, dim = p.n_inputs, p.n_outputs, p.dim
     body = ctx.region(op.regions[0])
 
     def step(carry, xs):
@@ -236,13 +258,19 @@ def scan(ctx, op, *operands):
         return tuple(outs[n_out:]), tuple(outs[:n_out])
 
     xs = tuple(jnp.moveaxis(x, dim, 0) for x in operands[:n_in])
-    length = p["length"] if n_in == 0 else None
-    carry, ys = lax.scan(step, tuple(operands[n_in:]), xs, length=length, reverse=p["reverse"])
+    length = p.length if n_in == 0 else None
+    carry, ys = lax.scan(step, tuple(operands[n_in:]), xs, length=length, reverse=p.reverse)
     return tuple(jnp.moveaxis(y, 0, dim) for y in ys) + tuple(carry)
 
 
 _RAGGED_FIELD_RE = re.compile(r"(\w+)\s*=\s*\[([^\]]*)\]")
 _PRECISION_RE = re.compile(r"#(?:chlo|mhlo)<precision (\w+)>")
+
+
+class RaggedDot(NamedTuple):
+    dims: lax.RaggedDotDimensionNumbers
+    precision: Optional[tuple]
+    dtype: object  # the result type
 
 
 def _prepare_ragged_dot(op):
@@ -261,37 +289,55 @@ def _prepare_ragged_dot(op):
     if "precision_config" in op.attrs:
         names = [_PRECISION_RE.fullmatch(p.text).group(1) for p in op.attrs["precision_config"]]
         precision = tuple(lax.Precision[n] for n in names)
-    return {"dims": dims, "precision": precision, "dtype": op.result_types[0].dtype}
+    return RaggedDot(dims, precision, op.result_types[0].dtype)
 
 
 @register_op("chlo.ragged_dot", "mhlo.ragged_dot", prepare=_prepare_ragged_dot)
 def ragged_dot(ctx, op, lhs, rhs, group_sizes):
     p = op.params
-    return lax.ragged_dot_general(lhs, rhs, group_sizes, p["dims"], precision=p["precision"],
-                                  preferred_element_type=p["dtype"])
+    return lax.ragged_dot_general(lhs, rhs, group_sizes, p.dims, precision=p.precision,
+                                  preferred_element_type=p.dtype)
 
 
 # ------------------------------------------------------------ broadcasting ops
 
+# Each broadcasting op -> the same-shape op it reduces to.
 _BROADCAST_TARGETS = {
-    "add": "stablehlo.add", "atan2": "stablehlo.atan2", "divide": "stablehlo.divide",
-    "maximum": "stablehlo.maximum", "minimum": "stablehlo.minimum",
-    "multiply": "stablehlo.multiply", "power": "stablehlo.power",
-    "remainder": "stablehlo.remainder", "shift_left": "stablehlo.shift_left",
-    "shift_right_arithmetic": "stablehlo.shift_right_arithmetic",
-    "shift_right_logical": "stablehlo.shift_right_logical", "subtract": "stablehlo.subtract",
-    "and": "stablehlo.and", "or": "stablehlo.or", "xor": "stablehlo.xor",
-    "compare": "stablehlo.compare", "complex": "stablehlo.complex",
-    "select": "stablehlo.select", "next_after": "chlo.next_after",
-    "polygamma": "chlo.polygamma", "zeta": "chlo.zeta",
+    "chlo.broadcast_add": "stablehlo.add",
+    "chlo.broadcast_atan2": "stablehlo.atan2",
+    "chlo.broadcast_divide": "stablehlo.divide",
+    "chlo.broadcast_maximum": "stablehlo.maximum",
+    "chlo.broadcast_minimum": "stablehlo.minimum",
+    "chlo.broadcast_multiply": "stablehlo.multiply",
+    "chlo.broadcast_power": "stablehlo.power",
+    "chlo.broadcast_remainder": "stablehlo.remainder",
+    "chlo.broadcast_shift_left": "stablehlo.shift_left",
+    "chlo.broadcast_shift_right_arithmetic": "stablehlo.shift_right_arithmetic",
+    "chlo.broadcast_shift_right_logical": "stablehlo.shift_right_logical",
+    "chlo.broadcast_subtract": "stablehlo.subtract",
+    "chlo.broadcast_and": "stablehlo.and",
+    "chlo.broadcast_or": "stablehlo.or",
+    "chlo.broadcast_xor": "stablehlo.xor",
+    "chlo.broadcast_compare": "stablehlo.compare",
+    "chlo.broadcast_complex": "stablehlo.complex",
+    "chlo.broadcast_select": "stablehlo.select",
+    "chlo.broadcast_next_after": "chlo.next_after",
+    "chlo.broadcast_polygamma": "chlo.polygamma",
+    "chlo.broadcast_zeta": "chlo.zeta",
 }
 
 _CHLO_ENUM_RE = re.compile(r"#chlo<\w+ (\w+)>")
 
 
+class Broadcasting(NamedTuple):
+    handler: Callable          # the same-shape op's handler
+    inner: Op                  # a view of this op as the same-shape op, its params prepared
+    dims: Optional[tuple]      # broadcast_dimensions of the lower-rank operand
+
+
 def _prepare_broadcast(op):
     """Stands up the same-shape op this one reduces to, with its own prepare run."""
-    target = _BROADCAST_TARGETS[op.name[len("chlo.broadcast_"):]]
+    target = _BROADCAST_TARGETS[op.name]
     rule = registry.lookup(target)
     if rule is None:
         raise Unsupported(f"needs a translation for {target}")
@@ -304,8 +350,7 @@ def _prepare_broadcast(op):
     inner = Op(target, op.operands, op.results, op.result_types, attrs, (), op.location)
     if rule.prepare is not None:
         inner.params = rule.prepare(inner)
-    return {"handler": rule.handler, "inner": inner,
-            "dims": op.attrs.get("broadcast_dimensions")}
+    return Broadcasting(rule.handler, inner, op.attrs.get("broadcast_dimensions"))
 
 
 def _broadcast_operands(operands, dims):
@@ -327,8 +372,7 @@ def _broadcast_operands(operands, dims):
             for x, where in zip(operands, placed)]
 
 
-@register_op(*(f"chlo.broadcast_{name}" for name in _BROADCAST_TARGETS),
-             prepare=_prepare_broadcast)
+@register_op(*_BROADCAST_TARGETS, prepare=_prepare_broadcast)
 def broadcast_op(ctx, op, *operands):
     p = op.params
-    return p["handler"](ctx, p["inner"], *_broadcast_operands(operands, p["dims"]))
+    return p.handler(ctx, p.inner, *_broadcast_operands(operands, p.dims))

@@ -1,7 +1,7 @@
 """Collectives: all_reduce, all_gather, reduce_scatter, all_to_all, collective_permute,
 collective_broadcast, replica_id, partition_id, and the interpreter's run_parallel.
 
-A program runs as a grid of processes (replicas x partitions). Inside `shlo2jax.spmd`
+A program runs as a grid of processes (replicas x partitions). In a grid (shlo2jax.grid)
 every process is one shard of a `shard_map` over the mesh axes ("replicas", "partitions"),
 and a process's flat id is `replica * num_partitions + partition`, the order of
 `lax.axis_index(("replicas", "partitions"))`. The spec turns `replica_groups` (or
@@ -12,12 +12,13 @@ those groups as `axis_index_groups`, or, where lax cannot express the group layo
 (ragged or partial groups, a non-monoid reduction, broadcast), the exact general path:
 all_gather the whole grid, then take the group's members in order.
 
-Outside a `shlo2jax.spmd` run, a 1x1 program (mhlo.num_replicas = mhlo.num_partitions = 1,
+Outside a grid, a 1x1 program (mhlo.num_replicas = mhlo.num_partitions = 1,
 the default) is one process: the collectives act on groups of one process.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple, Optional
 
 import jax
@@ -25,11 +26,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from shlo2jax import spmd
+from shlo2jax import grid as G
 from shlo2jax import types as T
-from shlo2jax.errors import UnsupportedError
+from shlo2jax.errors import SpmdUnsupported, UnsupportedError
+from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
-from shlo2jax.spmd import AXES, SpmdContext
+from shlo2jax.grid import AXES, ProcessGrid
 
 _MONOIDS = {"stablehlo.add": "add", "mhlo.add": "add", "stablehlo.maximum": "max",
             "mhlo.maximum": "max", "stablehlo.minimum": "min", "mhlo.minimum": "min"}
@@ -49,6 +51,40 @@ class Plan(NamedTuple):
     sizes: np.ndarray       # [N]: size of each process's group (1 when in no group)
     position: np.ndarray    # [N]: each process's index in its group
     member: np.ndarray      # [N]: whether the process is in a group
+
+
+# ---------------------------------------------------------------- params
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class Grouped:
+    """A collective over the spec's process groups: its mode and `replica_groups`, and for
+    a reduction the body when it is one add / max / min. `plans` keeps, per grid shape, how
+    the op runs there (`plan_for`)."""
+    mode: str
+    groups: list
+    monoid: Optional[str]
+    plans: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class ReduceScatter(Grouped):
+    dim: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class AllToAll(Grouped):
+    split: int
+    concat: int
+    count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class Permute:
+    """collective_permute: its mode and source_target_pairs; `flat` keeps the pairs as flat
+    process ids per grid shape."""
+    mode: str
+    pairs: list
+    flat: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
 
 
 # ---------------------------------------------------------------- process groups
@@ -136,9 +172,9 @@ def make_plan(groups: list, n: int, in_mesh: bool, lax_ok: bool) -> Plan:
     return Plan(path, tuple(tuple(g) for g in groups), aig, table, sizes, position, member)
 
 
-def grid(ctx, op) -> SpmdContext:
+def grid(ctx, op) -> ProcessGrid:
     """The grid this op runs in: the spmd run's, or the module's when it is 1x1."""
-    current = getattr(ctx.translator, "spmd", None)
+    current = ctx.translator.mode.grid
     if current is not None:
         if not current.in_mesh and op.name not in _PROCESS_ID_OPS and \
                 current.num_replicas * current.num_partitions > 1:
@@ -149,17 +185,17 @@ def grid(ctx, op) -> SpmdContext:
     if R * P != 1:
         raise RuntimeError(f"{op.name} in a {R}x{P} program: run it with "
                            "shlo2jax.spmd.run_spmd (one process per replica and partition)")
-    return SpmdContext(1, 1, in_mesh=False)
+    return ProcessGrid(1, 1, in_mesh=False)
 
 
 def plan_for(ctx, op, lax_ok: bool = True) -> Plan:
     """The op's plan on the current grid, computed once per grid shape."""
     g = grid(ctx, op)
     key = (g.num_replicas, g.num_partitions, g.in_mesh)
-    plans = op.params.setdefault("_plans", {})
+    plans = op.params.plans
     plan = plans.get(key)
     if plan is None:
-        groups = process_groups(op.params["mode"], op.params["groups"], g.num_replicas,
+        groups = process_groups(op.params.mode, op.params.groups, g.num_replicas,
                                 g.num_partitions)
         plan = make_plan(groups, g.num_replicas * g.num_partitions, g.in_mesh, lax_ok)
         plans[key] = plan
@@ -211,11 +247,6 @@ def _concat_members(vals, dim: int):
     return jnp.concatenate([vals[k] for k in range(vals.shape[0])], axis=dim)
 
 
-def _results(values):
-    values = tuple(values)
-    return values[0] if len(values) == 1 else values
-
-
 # ---------------------------------------------------------------- prepare helpers
 
 def _monoid(op) -> Optional[str]:
@@ -233,15 +264,14 @@ def _monoid(op) -> Optional[str]:
     return kind
 
 
-def _prepare_grouped(op):
-    return {"mode": group_mode(op), "groups": _id_groups(op.attrs.get("replica_groups", ())),
-            "monoid": _monoid(op)}
+def _prepare_grouped(op) -> Grouped:
+    return Grouped(group_mode(op), _id_groups(op.attrs.get("replica_groups", ())), _monoid(op))
 
 
 def _lax_reducible(op, operands) -> bool:
     # XLA's all-reduce has no boolean add; those (and complex max/min, which do not exist)
     # take the general path.
-    kind = op.params["monoid"]
+    kind = op.params.monoid
     if kind is None:
         return False
     return all(x.dtype != np.bool_ and (kind == "add" or not T.is_complex(x.dtype))
@@ -272,15 +302,15 @@ def partition_id(ctx, op):
 def all_reduce(ctx, op, *operands):
     plan = plan_for(ctx, op, lax_ok=_lax_reducible(op, operands))
     if plan.path == "lax":
-        reduce = _LAX_REDUCE[op.params["monoid"]]
-        return _results(reduce(x, AXES, axis_index_groups=plan.axis_index_groups)
-                        for x in operands)
+        reduce = _LAX_REDUCE[op.params.monoid]
+        return single_or_tuple(op, [reduce(x, AXES, axis_index_groups=plan.axis_index_groups)
+                                    for x in operands])
     combine = _elementwise(ctx.region(op.regions[0]))
     out = []
     for x in operands:
         vals, me = _members(x, plan)
         out.append(_fold(vals, _group_size(plan, me), combine))
-    return _results(out)
+    return single_or_tuple(op, out)
 
 
 @register_op("stablehlo.all_gather", "mhlo.all_gather", prepare=_prepare_grouped)
@@ -288,11 +318,11 @@ def all_gather(ctx, op, *operands):
     plan = plan_for(ctx, op)
     dim = op.attrs["all_gather_dim"]
     if plan.path == "lax":
-        return _results(lax.all_gather(x, AXES, axis=dim, tiled=True,
-                                       axis_index_groups=plan.axis_index_groups)
-                        for x in operands)
+        return single_or_tuple(op, [lax.all_gather(x, AXES, axis=dim, tiled=True,
+                                                   axis_index_groups=plan.axis_index_groups)
+                                    for x in operands])
     _require_uniform(plan, op)
-    return _results(_concat_members(_members(x, plan)[0], dim) for x in operands)
+    return single_or_tuple(op, [_concat_members(_members(x, plan)[0], dim) for x in operands])
 
 
 def _require_uniform(plan: Plan, op):
@@ -302,15 +332,14 @@ def _require_uniform(plan: Plan, op):
 
 
 def _prepare_reduce_scatter(op):
-    params = _prepare_grouped(op)
-    params["dim"] = int(op.attrs["scatter_dimension"])
-    return params
+    g = _prepare_grouped(op)
+    return ReduceScatter(g.mode, g.groups, g.monoid, int(op.attrs["scatter_dimension"]))
 
 
 @register_op("stablehlo.reduce_scatter", "mhlo.reduce_scatter", prepare=_prepare_reduce_scatter)
 def reduce_scatter(ctx, op, x):
-    dim = op.params["dim"]
-    lax_ok = op.params["monoid"] == "add" and _lax_reducible(op, (x,))
+    dim = op.params.dim
+    lax_ok = op.params.monoid == "add" and _lax_reducible(op, (x,))
     plan = plan_for(ctx, op, lax_ok=lax_ok)
     if plan.path == "lax":
         return lax.psum_scatter(x, AXES, scatter_dimension=dim, tiled=True,
@@ -323,10 +352,9 @@ def reduce_scatter(ctx, op, x):
 
 
 def _prepare_all_to_all(op):
-    params = _prepare_grouped(op)
-    params.update(split=int(op.attrs["split_dimension"]), concat=int(op.attrs["concat_dimension"]),
-                  count=int(op.attrs["split_count"]))
-    return params
+    g = _prepare_grouped(op)
+    return AllToAll(g.mode, g.groups, g.monoid, int(op.attrs["split_dimension"]),
+                    int(op.attrs["concat_dimension"]), int(op.attrs["split_count"]))
 
 
 @register_op("stablehlo.all_to_all", "mhlo.all_to_all", prepare=_prepare_all_to_all)
@@ -334,41 +362,41 @@ def all_to_all(ctx, op, *operands):
     p = op.params
     plan = plan_for(ctx, op)
     if plan.path == "lax":
-        return _results(lax.all_to_all(x, AXES, p["split"], p["concat"], tiled=True,
-                                       axis_index_groups=plan.axis_index_groups)
-                        for x in operands)
+        return single_or_tuple(op, [lax.all_to_all(x, AXES, p.split, p.concat, tiled=True,
+                                                   axis_index_groups=plan.axis_index_groups)
+                                    for x in operands])
     _require_uniform(plan, op)
-    if int(plan.sizes[0]) != p["count"]:
+    if int(plan.sizes[0]) != p.count:
         raise ValueError(f"split_count {p['count']} differs from the group size {plan.sizes[0]}")
     out = []
     for x in operands:
         vals, me = _members(x, plan)
-        chunk = x.shape[p["split"]] // p["count"]
+        chunk = x.shape[p.split] // p.count
         # member k sends me its chunk number `my position`
-        parts = lax.dynamic_slice_in_dim(vals, _position(plan, me) * chunk, chunk, p["split"] + 1)
-        out.append(_concat_members(parts, p["concat"]))
-    return _results(out)
+        parts = lax.dynamic_slice_in_dim(vals, _position(plan, me) * chunk, chunk, p.split + 1)
+        out.append(_concat_members(parts, p.concat))
+    return single_or_tuple(op, out)
 
 
 def _prepare_permute(op):
     mode = group_mode(op)
     pairs = np.asarray(op.attrs.get("source_target_pairs", np.zeros((0, 2))), np.int64)
-    return {"mode": mode, "pairs": [tuple(int(v) for v in row) for row in pairs.reshape(-1, 2)]}
+    return Permute(mode, [tuple(int(v) for v in row) for row in pairs.reshape(-1, 2)])
 
 
 def _flat_pairs(ctx, op) -> tuple:
     """The pairs as flat ids: one copy per partition (cross_replica) or replica."""
     g = grid(ctx, op)
     R, P = key = (g.num_replicas, g.num_partitions)
-    cache = op.params.setdefault("_flat", {})
+    cache = op.params.flat
     if key not in cache:
-        if op.params["mode"] == "cross_replica":
-            flat = [(s * P + p, t * P + p) for p in range(P) for s, t in op.params["pairs"]]
+        if op.params.mode == "cross_replica":
+            flat = [(s * P + p, t * P + p) for p in range(P) for s, t in op.params.pairs]
         else:
-            flat = [(r * P + s, r * P + t) for r in range(R) for s, t in op.params["pairs"]]
+            flat = [(r * P + s, r * P + t) for r in range(R) for s, t in op.params.pairs]
         n = R * P
         if any(not (0 <= i < n) for pair in flat for i in pair):
-            raise ValueError(f"source_target_pairs {op.params['pairs']} outside the {R}x{P} grid")
+            raise ValueError(f"source_target_pairs {op.params.pairs} outside the {R}x{P} grid")
         cache[key] = tuple(flat)
     return cache[key], g
 
@@ -402,21 +430,20 @@ def _prepare_run_parallel(op):
     programs = op.attrs.get("programs")
     if not programs or len({len(row) for row in programs}) != 1 or not programs[0]:
         raise Unsupported(f"programs must be a non-empty rectangle, got {programs!r}")
-    return {"programs": tuple(tuple(row) for row in programs)}
+    return tuple(tuple(row) for row in programs)
 
 
 @register_op("interpreter.run_parallel", prepare=_prepare_run_parallel)
 def run_parallel(ctx, op, *operands):
     try:
-        outs = spmd.run_parallel_traced(ctx.translator.module, op.params["programs"], operands)
-    except spmd.SpmdUnsupported as e:
+        outs = G.run_parallel_traced(ctx.translator.module, op.params, operands)
+    except SpmdUnsupported as e:
         raise UnsupportedError([(op.name, op.location, str(e))]) from None
-    return _results(outs)
+    return single_or_tuple(op, outs)
 
 
 def _prepare_cross_replica_sum(op):
-    return {"mode": "cross_replica", "groups": _id_groups(op.attrs.get("replica_groups", ())),
-            "monoid": "add"}
+    return Grouped("cross_replica", _id_groups(op.attrs.get("replica_groups", ())), "add")
 
 
 @register_op("stablehlo.cross-replica-sum", prepare=_prepare_cross_replica_sum)

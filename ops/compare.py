@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple, Optional
+
 import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
+from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
+                                  reject_unsupported_types)
 from shlo2jax.registry import Unsupported, register_op
-from shlo2jax.ops.elementwise import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
-                                       reject_unsupported_types)
 
 _DIRECTIONS = {"EQ": lax.eq, "NE": lax.ne, "LT": lax.lt, "LE": lax.le, "GT": lax.gt,
                "GE": lax.ge}
 _E8M0 = T.ELEMENT_DTYPES["f8E8M0FNU"]
 _COMPARE_TYPES = (None, "NOTYPE", "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
+
+
+class Comparison(NamedTuple):
+    fn: Callable                 # the lax comparison of the direction
+    compare_type: Optional[str]  # as given (None, NOTYPE, FLOAT, TOTALORDER, SIGNED, UNSIGNED)
 
 
 def _prepare_compare(op):
@@ -23,12 +30,12 @@ def _prepare_compare(op):
         raise Unsupported(f"comparison_direction {direction}")
     if compare_type not in _COMPARE_TYPES:
         raise Unsupported(f"compare_type {compare_type}")
-    return {"fn": _DIRECTIONS[direction], "type": compare_type}
+    return Comparison(_DIRECTIONS[direction], compare_type)
 
 
 @register_op("stablehlo.compare", "mhlo.compare", prepare=_prepare_compare)
 def compare(ctx, op, x, y):
-    fn, compare_type = op.params["fn"], op.params["type"]
+    fn, compare_type = op.params
     dtype = x.dtype
     if T.is_complex(dtype):
         if compare_type == "TOTALORDER":  # XLA refuses this; order each part totally

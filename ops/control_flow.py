@@ -10,20 +10,16 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo2jax._jax_internals import custom_linear, no_reverse_mode_primitive
-from shlo2jax.errors import TranslationError
+from shlo2jax._jax_internals import custom_linear
+from shlo2jax.ops._common import (explicit_captures, forward_mode_only, single_or_tuple,
+                                  tangent_dtype)
 from shlo2jax.registry import register_op
-from shlo2jax.translate import evaluate
 
 
-def _single_or_tuple(op, outs):
-    return outs[0] if len(op.results) == 1 else tuple(outs)
-
-
-@register_op("func.call", prepare=lambda op: {"callee": op.attrs["callee"]})
+@register_op("func.call", prepare=lambda op: op.attrs["callee"])
 def call(ctx, op, *args):
-    outs = ctx.translator.callee(op.params["callee"])(*args)
-    return _single_or_tuple(op, outs)
+    outs = ctx.translator.callee(op.params)(*args)
+    return single_or_tuple(op, outs)
 
 
 def _constant_source(region, vid, through_broadcast=False):
@@ -57,8 +53,16 @@ class CounterBound(NamedTuple):
     guards: tuple = ()
 
 
+class CountedLoop(NamedTuple):
+    """A while loop `for (i = init; i < bound; i += step)`: the counter's position among the
+    loop values, and where the bound and the step come from (see `_constant_source`)."""
+    counter: int
+    bound: tuple
+    step: tuple
+
+
 class WhileParams(NamedTuple):
-    counted: Optional[dict]      # the exact `i = c; i < N; i += 1` loop (a static fori_loop)
+    counted: Optional[CountedLoop]  # the exact `i = c; i < N; i += 1` loop (a static fori_loop)
     bounds: tuple                # CounterBounds: each caps the trip count
 
 
@@ -165,7 +169,7 @@ def _counted_loop(op):
     step = _constant_source(body, increment.operands[1])
     if step is None:
         return None
-    return {"counter": k, "bound": bound, "step": step}
+    return CountedLoop(k, bound, step)
 
 
 def _concrete(source, env):
@@ -229,12 +233,12 @@ def while_(ctx, op, *init):
     counted = op.params.counted
     if counted is not None:
         body = ctx.region(body_region)
-        k = counted["counter"]
+        k = counted.counter
         start = _concrete_int(("value", init[k]), ctx.env)
-        bound = _concrete_int(counted["bound"], ctx.env)
-        step = _concrete_int(counted["step"], ctx.env)
+        bound = _concrete_int(counted.bound, ctx.env)
+        step = _concrete_int(counted.step, ctx.env)
         if start is not None and bound is not None and step == 1:
-            return _single_or_tuple(op, _fori_loop(body, init, k, start, bound))
+            return single_or_tuple(op, _fori_loop(body, init, k, start, bound))
     captured, bind = explicit_captures(ctx, cond_region, body_region)
 
     def loop(captured, carry):
@@ -251,7 +255,7 @@ def while_(ctx, op, *init):
             "checkpointed loop"))(captured, tuple(init))
     else:
         outs = bounded_reverse_mode(loop, bind, trips)(captured, tuple(init))
-    return _single_or_tuple(op, outs)
+    return single_or_tuple(op, outs)
 
 
 def _max_trips(ctx, op, init) -> Optional[int]:
@@ -285,8 +289,8 @@ def bounded_reverse_mode(loop, bind, max_trips: int):
         flat, tree = jax.tree_util.tree_flatten(primals)
         flat_tangents = jax.tree_util.tree_leaves(tangents)
         outs = wrapped(*primals)
-        diff_in = [i for i, x in enumerate(flat) if _tangent_dtype(x) != jax.dtypes.float0]
-        diff_out = [j for j, o in enumerate(outs) if _tangent_dtype(o) != jax.dtypes.float0]
+        diff_in = [i for i, x in enumerate(flat) if tangent_dtype(x) != jax.dtypes.float0]
+        diff_out = [j for j, o in enumerate(outs) if tangent_dtype(o) != jax.dtypes.float0]
 
         def unflatten(values):
             return jax.tree_util.tree_unflatten(tree, values)
@@ -357,66 +361,6 @@ def checkpointed_repeat(step, carry, n: int):
     return lax.scan(lambda c, _: (block(c), None), carry, None, length=outer)[0]
 
 
-def explicit_captures(ctx, *regions):
-    """(values, bind): the values the regions capture, and `bind(values)` giving each
-    region as a callable that reads them from `values` instead of the enclosing scope.
-    A custom derivative rule must receive every traced input as an argument (a closure
-    over a tracer escapes its transformation)."""
-    captures = tuple(dict.fromkeys(c for r in regions for c in r.captures))
-    # Constants stay constants (lax.reduce bodies cannot close over tracers).
-    static = {c: ctx.env[c] for c in captures if isinstance(ctx.env[c], (np.ndarray, np.generic))}
-    traced = tuple(c for c in captures if c not in static)
-
-    def bind(values):
-        env = {**static, **dict(zip(traced, values))}
-        return [lambda *a, r=r: evaluate(ctx.translator, r, a, env) for r in regions]
-    return tuple(ctx.env[c] for c in traced), bind
-
-
-def _tangent_dtype(x):
-    dtype = np.dtype(jnp.result_type(x))
-    return dtype if jnp.issubdtype(dtype, jnp.inexact) else jax.dtypes.float0
-
-
-def forward_mode_only(fn, op, why):
-    """`fn` with its own forward-mode derivative whose transpose (reverse mode) raises a
-    TranslationError naming `op` and its location, instead of a bare lax error."""
-    wrapped = jax.custom_jvp(fn)
-
-    @wrapped.defjvp
-    def _jvp(primals, tangents):
-        outs, touts = jax.jvp(fn, primals, tangents)
-        flat, tree = jax.tree_util.tree_flatten(touts)
-        flat = [t if _tangent_dtype(t) == jax.dtypes.float0 else
-                _no_reverse_mode_p.bind(t, op_name=op.name, location=op.location, why=why)
-                for t in flat]
-        return outs, jax.tree_util.tree_unflatten(tree, flat)
-    return wrapped
-
-
-_no_reverse_mode_p = no_reverse_mode_primitive()
-
-
-def non_differentiable(fn, op, why):
-    """`fn` whose derivative (any mode) raises a TranslationError naming `op`, except where
-    every differentiable input has a zero tangent."""
-    wrapped = jax.custom_jvp(fn)
-
-    def _jvp(primals, tangents):
-        flat = jax.tree_util.tree_leaves(
-            tangents, is_leaf=lambda t: isinstance(t, jax.custom_derivatives.SymbolicZero))
-        if any(not isinstance(t, jax.custom_derivatives.SymbolicZero)
-               and _tangent_dtype(t) != jax.dtypes.float0 for t in flat):
-            raise TranslationError(op.name, op.location, f"cannot differentiate: {why}")
-        outs = fn(*primals)
-        touts = jax.tree_util.tree_map(
-            lambda o: np.zeros(np.shape(o), jax.dtypes.float0)
-            if _tangent_dtype(o) == jax.dtypes.float0 else jnp.zeros_like(o), outs)
-        return outs, touts
-    wrapped.defjvp(_jvp, symbolic_zeros=True)
-    return wrapped
-
-
 def _fori_loop(body, init, k, start, bound):
     counter_dtype = np.asarray(init[k]).dtype
     rest = tuple(init[:k]) + tuple(init[k + 1:])
@@ -436,7 +380,7 @@ def _fori_loop(body, init, k, start, bound):
 def if_(ctx, op, pred):
     true_fn, false_fn = (ctx.region(r) for r in op.regions)
     outs = lax.cond(pred, lambda: tuple(true_fn()), lambda: tuple(false_fn()))
-    return _single_or_tuple(op, outs)
+    return single_or_tuple(op, outs)
 
 
 @register_op("stablehlo.case", "mhlo.case")
@@ -446,7 +390,7 @@ def case(ctx, op, index):
     # The spec runs the last branch for any out-of-range index; lax.switch would clamp.
     index = jnp.where((index < 0) | (index >= n), n - 1, index).astype(jnp.int32)
     outs = lax.switch(index, [lambda b=b: tuple(b()) for b in branches])
-    return _single_or_tuple(op, outs)
+    return single_or_tuple(op, outs)
 
 
 @register_op("stablehlo.tuple", "mhlo.tuple")
@@ -463,4 +407,4 @@ def get_tuple_element(ctx, op, tup):
 @register_op("stablehlo.optimization_barrier", "mhlo.optimization_barrier")
 def optimization_barrier(ctx, op, *operands):
     outs = lax.optimization_barrier(tuple(operands))
-    return _single_or_tuple(op, outs)
+    return single_or_tuple(op, outs)

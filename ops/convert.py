@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
+from shlo2jax.ops._common import UNSIGNED_OF_WIDTH, bits_as, reject_unsupported_types
 from shlo2jax.registry import Unsupported, register_op
-from shlo2jax.ops.elementwise import UNSIGNED_OF_WIDTH, bits_as, reject_unsupported_types
 
 
 def _prepare_result_dtype(op):
@@ -84,16 +86,21 @@ def _from_bits(bits, dtype):
     return packed if packed.dtype == dtype else lax.bitcast_convert_type(packed, dtype)
 
 
+class ReducePrecision(NamedTuple):
+    exponent_bits: int
+    mantissa_bits: int
+
+
 def _prepare_reduce_precision(op):
     reject_unsupported_types(op)
     exponent_bits, mantissa_bits = op.attrs["exponent_bits"], op.attrs["mantissa_bits"]
     if exponent_bits < 1 or mantissa_bits < 0:
         raise Unsupported(f"reduce_precision to {exponent_bits} exponent and {mantissa_bits} "
                           "mantissa bits")
-    return {"exponent_bits": exponent_bits, "mantissa_bits": mantissa_bits}
+    return ReducePrecision(exponent_bits, mantissa_bits)
 
 
 @register_op("stablehlo.reduce_precision", "mhlo.reduce_precision",
              prepare=_prepare_reduce_precision)
 def reduce_precision(ctx, op, x):
-    return lax.reduce_precision(x, **op.params)
+    return lax.reduce_precision(x, op.params.exponent_bits, op.params.mantissa_bits)

@@ -15,7 +15,7 @@ registered first (before the built-ins were imported) keeps the user's rule.
 
 from __future__ import annotations
 
-import json
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,35 +23,12 @@ import numpy as np
 from jax import lax
 from jax.extend.random import threefry2x32_p
 
-from shlo2jax import registry
 from shlo2jax import types as T
-from shlo2jax.registry import Unsupported
-
-
-def builtin(targets, handler, prepare=None):
-    """Registers `handler` for each target (a user's own rule for a target is kept)."""
-    for target in targets:
-        registry.register_custom_call(target, handler, prepare=prepare)
-
-
-def backend_config(op) -> dict:
-    """The op's typed backend_config (FFI kernels: `mhlo.backend_config = {...}`)."""
-    cfg = op.attrs.get("mhlo.backend_config", op.attrs.get("backend_config", {}))
-    if isinstance(cfg, dict):
-        return cfg
-    if isinstance(cfg, str) and cfg.strip().startswith("{"):
-        try:
-            return json.loads(cfg)
-        except ValueError:
-            pass
-    return {}
+from shlo2jax.ops._common import backend_config, single_or_tuple
+from shlo2jax.registry import Unsupported, register_custom_call
 
 
 # ------------------------------------------------ identity markers
-
-def _identity(ctx, op, params, *args):
-    return args[0] if len(args) == 1 else tuple(args)
-
 
 def _prepare_same_shape(op):
     if len(op.operands) != len(op.result_types):
@@ -61,24 +38,21 @@ def _prepare_same_shape(op):
 
 
 # Memory-space and placement annotations: one address space here.
-builtin(["annotate_device_placement", "MoveToHost", "MoveToDevice"], _identity,
-        _prepare_same_shape)
+@register_custom_call("annotate_device_placement", "MoveToHost", "MoveToDevice",
+                      prepare=_prepare_same_shape)
+def placement_marker(ctx, op, *args):
+    return single_or_tuple(op, args)
 
 
 # ------------------------------------------------ random bits
 
-def _threefry(ctx, op, params, k0, k1, x0, x1):
+# The pre-FFI `cu_threefry2x32` (descriptor) is in custom_calls_legacy_gpu.py.
+@register_custom_call("cu_threefry2x32_ffi", "hip_threefry2x32_ffi")
+def threefry(ctx, op, k0, k1, x0, x1):
     return tuple(threefry2x32_p.bind(k0, k1, x0, x1))
 
 
-# The pre-FFI `cu_threefry2x32` (descriptor) is in custom_calls_legacy_gpu.py.
-builtin(["cu_threefry2x32_ffi", "hip_threefry2x32_ffi"], _threefry)
-
-
 # ------------------------------------------------ 64-bit splitting (TPU x64 rewriting)
-
-_UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-
 
 def _prepare_x64_part(op):
     return op.result_types[0].dtype
@@ -88,17 +62,24 @@ def _as_u64(x):
     return lax.bitcast_convert_type(x, np.uint64) if x.dtype != np.uint64 else x
 
 
-def _x64_low(ctx, op, dtype, x):
+@register_custom_call("X64SplitLow", prepare=_prepare_x64_part)
+def x64_split_low(ctx, op, x):
+    dtype = op.params
     low = lax.convert_element_type(_as_u64(x), np.uint32)
     return lax.bitcast_convert_type(low, dtype) if dtype != np.uint32 else low
 
 
-def _x64_high(ctx, op, dtype, x):
+@register_custom_call("X64SplitHigh", prepare=_prepare_x64_part)
+def x64_split_high(ctx, op, x):
+    dtype = op.params
     high = lax.convert_element_type(lax.shift_right_logical(_as_u64(x), np.uint64(32)), np.uint32)
     return lax.bitcast_convert_type(high, dtype) if dtype != np.uint32 else high
 
 
-def _x64_combine(ctx, op, dtype, low, high):
+@register_custom_call("X64Combine", prepare=_prepare_x64_part)
+def x64_combine(ctx, op, low, high):
+    dtype = op.params
+
     def u64(part):
         part = lax.bitcast_convert_type(part, np.uint32) if part.dtype != np.uint32 else part
         return lax.convert_element_type(part, np.uint64)
@@ -106,12 +87,15 @@ def _x64_combine(ctx, op, dtype, low, high):
     return lax.bitcast_convert_type(bits, dtype) if dtype != np.uint64 else bits
 
 
-builtin(["X64SplitLow"], _x64_low, _prepare_x64_part)
-builtin(["X64SplitHigh"], _x64_high, _prepare_x64_part)
-builtin(["X64Combine"], _x64_combine, _prepare_x64_part)
-
-
 # ------------------------------------------------ approximate top-k
+
+class TopK(NamedTuple):
+    """The best `k` of `n` operands (keys first) along `dim`, ordered by `comparator`."""
+    comparator: str
+    n: int
+    dim: int
+    k: int
+
 
 def _prepare_approx_top_k(op):
     cfg = backend_config(op)
@@ -121,7 +105,7 @@ def _prepare_approx_top_k(op):
     n = len(op.operands) // 2
     rtype = op.result_types[0]
     dim = int(cfg.get("reduction_dim", -1)) % len(rtype.shape)
-    return called[0], n, dim, rtype.shape[dim]
+    return TopK(called[0], n, dim, rtype.shape[dim])
 
 
 def _comparator_is_greater(ctx, name) -> bool:
@@ -133,21 +117,27 @@ def _comparator_is_greater(ctx, name) -> bool:
     raise ValueError(f"comparator @{name} has no compare op")
 
 
-def _approx_top_k(ctx, op, params, *operands):
+def _top_k(ctx, p: TopK, operands) -> tuple:
     # The exact top k is a valid answer at any recall target.
-    name, n, dim, k = params
-    keys, rest = operands[0], operands[1:n]
-    if _comparator_is_greater(ctx, name):
+    keys, rest = operands[0], operands[1:p.n]
+    if _comparator_is_greater(ctx, p.comparator):
         keys = lax.neg(keys) if T.is_float(keys.dtype) else lax.bitwise_not(keys)
-    order = lax.iota(np.int32, operands[0].shape[dim])
-    order = lax.broadcast_in_dim(order, operands[0].shape, (dim,))
-    sorted_ = lax.sort((keys, order), dimension=dim, is_stable=True, num_keys=1)
-    index = lax.slice_in_dim(sorted_[1], 0, k, axis=dim)
+    order = lax.iota(np.int32, operands[0].shape[p.dim])
+    order = lax.broadcast_in_dim(order, operands[0].shape, (p.dim,))
+    sorted_ = lax.sort((keys, order), dimension=p.dim, is_stable=True, num_keys=1)
+    index = lax.slice_in_dim(sorted_[1], 0, p.k, axis=p.dim)
     outs = [operands[0], *rest]
-    return tuple(jnp.take_along_axis(x, index, axis=dim) for x in outs)
+    return tuple(jnp.take_along_axis(x, index, axis=p.dim) for x in outs)
 
 
-builtin(["ApproxTopK"], _approx_top_k, _prepare_approx_top_k)
+@register_custom_call("ApproxTopK", prepare=_prepare_approx_top_k)
+def approx_top_k(ctx, op, *operands):
+    return _top_k(ctx, op.params, operands)
+
+
+class PartialReduce(NamedTuple):
+    top_k: TopK
+    as_tuple: bool  # the results come as one tuple
 
 
 def _prepare_partial_reduce(op):
@@ -164,21 +154,18 @@ def _prepare_partial_reduce(op):
     as_tuple = len(types) == 1 and isinstance(types[0], T.TupleType)
     rtype = types[0].elements[0] if as_tuple else types[0]
     dim = int(cfg.get("reduction_dim", -1)) % len(rtype.shape)
-    return (called[0], len(op.operands) // 2, dim, rtype.shape[dim]), as_tuple
+    return PartialReduce(TopK(called[0], len(op.operands) // 2, dim, rtype.shape[dim]), as_tuple)
 
 
-def _partial_reduce(ctx, op, params, *operands):
+@register_custom_call("PartialReduce", prepare=_prepare_partial_reduce)
+def partial_reduce(ctx, op, *operands):
     # The best `size` candidates by the comparator, best first: what the
     # aggregation that follows (sort + slice to top_k) expects, at full recall.
-    inner, as_tuple = params
-    outs = _approx_top_k(ctx, op, inner, *operands)
-    return tuple(outs) if as_tuple or len(outs) > 1 else outs[0]
+    outs = _top_k(ctx, op.params.top_k, operands)
+    return tuple(outs) if op.params.as_tuple or len(outs) > 1 else outs[0]
 
 
-builtin(["PartialReduce"], _partial_reduce, _prepare_partial_reduce)
-
-
-# ------------------------------------------------ platform-bound kernels
+# ------------------------------------------------ targets that cannot run here
 
 _PLATFORM_BOUND = {
     "tpu_custom_call": "a TPU (Mosaic/Pallas kernel)",
@@ -203,46 +190,50 @@ _HOST_CALLBACKS = {
 }
 
 
-def _platform_bound(target, platform):
-    def prepare(op):
-        raise Unsupported(f"custom_call @{target} is a compiled kernel that runs only on "
-                          f"{platform}; it has no portable translation")
-    return prepare
+def _prepare_host_callback(op):
+    target = op.attrs["call_target_name"]
+    raise Unsupported(f"custom_call @{target} calls back into {_HOST_CALLBACKS[target]}; the "
+                      "callee is not part of the program (register a handler for this target "
+                      "to supply it)")
 
 
-def _host_callback(target, where):
-    def prepare(op):
-        raise Unsupported(f"custom_call @{target} calls back into {where}; the callee is not "
-                          "part of the program (register a handler for this target to supply it)")
-    return prepare
+def _prepare_platform_bound(op):
+    target = op.attrs["call_target_name"]
+    raise Unsupported(f"custom_call @{target} is a compiled kernel that runs only on "
+                      f"{_PLATFORM_BOUND[target]}; it has no portable translation")
 
 
-for _target, _where in _HOST_CALLBACKS.items():
-    builtin([_target], _identity, _host_callback(_target, _where))
+def _cannot_run(ctx, op, *args):  # never traced: the prepare refuses the op at load time
+    raise AssertionError(f"{op.name} was not refused at load time")
 
+
+for _target in _HOST_CALLBACKS:
+    register_custom_call(_target, prepare=_prepare_host_callback)(_cannot_run)
+for _target in _PLATFORM_BOUND:
+    register_custom_call(_target, prepare=_prepare_platform_bound)(_cannot_run)
+
+
+# ------------------------------------------------ allocation and liveness
 
 # `lax.empty`: a buffer whose contents are unspecified; zeros are one valid choice.
-def _allocate_buffer(ctx, op, params):
+@register_custom_call("AllocateBuffer")
+def allocate_buffer(ctx, op):
     rtype = op.result_types[0]
     return jnp.zeros(rtype.shape, rtype.dtype)
 
 
-builtin(["AllocateBuffer"], _allocate_buffer)
-
-
 # jax's `prevent_mlir_dce` sink: keeps its operands alive, no results.
-builtin(["dce_sink"], lambda ctx, op, params, *args: ())
-
-
-for _target, _platform in _PLATFORM_BOUND.items():
-    builtin([_target], _identity, _platform_bound(_target, _platform))
+@register_custom_call("dce_sink")
+def dce_sink(ctx, op, *args):
+    return ()
 
 
 # ------------------------------------------------ jax.export's dynamic-shape ops
 # `stablehlo.dynamic_*` custom calls carry sizes as operands. Calls with
 # concrete shapes are refined first (shlo2jax.dynamic), which usually rewrites
 # them into static ops; when one survives, its size operands must be known
-# while tracing (constants after refinement).
+# while tracing (constants after refinement). (`stablehlo.dynamic_rng_bit_generator`
+# is in ops/random.py.)
 
 def _known_ints(value, what):
     if isinstance(value, jax.core.Tracer):
@@ -250,10 +241,17 @@ def _known_ints(value, what):
     return tuple(int(v) for v in np.asarray(value).reshape(-1))
 
 
-def _dynamic_top_k(ctx, op, params, x, k):
+@register_custom_call("stablehlo.dynamic_top_k")
+def dynamic_top_k(ctx, op, x, k):
     (k,) = _known_ints(k, "k")
     values, indices = lax.top_k(x, k)
     return values, indices.astype(op.result_types[1].dtype)
+
+
+class DynamicTopK(NamedTuple):
+    comparator: str
+    n: int
+    dim: int  # possibly negative: the rank is read from the operands
 
 
 def _prepare_dynamic_approx_top_k(op):
@@ -264,42 +262,36 @@ def _prepare_dynamic_approx_top_k(op):
     called = op.attrs.get("called_computations", ())
     if len(called) != 1:
         raise Unsupported("dynamic_approx_top_k without a single comparator")
-    return called[0], n, int(cfg.get("reduction_dim", -1))
+    return DynamicTopK(called[0], n, int(cfg.get("reduction_dim", -1)))
 
 
-def _dynamic_approx_top_k(ctx, op, params, *operands):
-    name, n, dim = params
-    (k,) = _known_ints(operands[2 * n], "k")
-    dim = dim % operands[0].ndim
-    return _approx_top_k(ctx, op, (name, n, dim, k), *operands[:2 * n])
+@register_custom_call("stablehlo.dynamic_approx_top_k", prepare=_prepare_dynamic_approx_top_k)
+def dynamic_approx_top_k(ctx, op, *operands):
+    p = op.params
+    (k,) = _known_ints(operands[2 * p.n], "k")
+    dim = p.dim % operands[0].ndim
+    return _top_k(ctx, TopK(p.comparator, p.n, dim, k), operands[:2 * p.n])
 
 
-def _dynamic_rng_bit_generator(ctx, op, params, state, shape):
-    from shlo2jax.ops.random import _ALGORITHMS
-    from shlo2jax.ops.linalg import enum_value
-    shape = _known_ints(shape, "the output shape")
-    dtype = op.result_types[1].dtype
-    width = np.dtype(dtype).itemsize * 8
-    algorithm = _ALGORITHMS[enum_value(op.attrs.get("rng_algorithm", "DEFAULT"))]
-    new_state, bits = lax.rng_bit_generator(state, shape, _UINT[width], algorithm)
-    if bits.dtype != dtype:
-        bits = lax.bitcast_convert_type(bits, dtype)
-    return new_state, bits
+class DynamicReduceWindow(NamedTuple):
+    body: str  # the function reducing two windows' values
+    n: int     # inputs (as many init values follow)
 
 
 def _prepare_dynamic_reduce_window(op):
     called = op.attrs.get("called_computations", ())
     if len(called) != 1:
         raise Unsupported("dynamic_reduce_window without a single body")
-    return called[0], (len(op.operands) - 5) // 2
+    return DynamicReduceWindow(called[0], (len(op.operands) - 5) // 2)
 
 
-def _dynamic_reduce_window(ctx, op, params, *operands):
-    name, n = params
+@register_custom_call("stablehlo.dynamic_reduce_window", prepare=_prepare_dynamic_reduce_window)
+def dynamic_reduce_window(ctx, op, *operands):
+    n = op.params.n
     inputs, inits = operands[:n], operands[n:2 * n]
     dims, strides, base, window, padding = (
         _known_ints(v, "window attribute") for v in operands[2 * n:])
-    body = ctx.translator.callee(name)
+    body = ctx.translator.callee(op.params.body)
 
     def computation(acc, xs):
         outs = body(*acc, *xs)
@@ -307,10 +299,4 @@ def _dynamic_reduce_window(ctx, op, params, *operands):
 
     outs = lax.reduce_window(tuple(inputs), tuple(inits), computation, dims, strides,
                              tuple(zip(padding[::2], padding[1::2])), base, window)
-    return outs[0] if n == 1 else tuple(outs)
-
-
-builtin(["stablehlo.dynamic_top_k"], _dynamic_top_k)
-builtin(["stablehlo.dynamic_approx_top_k"], _dynamic_approx_top_k, _prepare_dynamic_approx_top_k)
-builtin(["stablehlo.dynamic_rng_bit_generator"], _dynamic_rng_bit_generator)
-builtin(["stablehlo.dynamic_reduce_window"], _dynamic_reduce_window, _prepare_dynamic_reduce_window)
+    return single_or_tuple(op, outs)

@@ -10,41 +10,23 @@ storage: the logical tensors are the same, so they are ignored.
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple, Optional
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.lax import linalg as L
-from jax._src.lax.linalg import geqp3 as _lax_geqp3
-from jax._src.lax.linalg import geqrf as _lax_geqrf
 
 from shlo2jax import registry
-from shlo2jax.registry import Unsupported
+from shlo2jax._jax_internals import lax_geqp3, lax_geqrf
+from shlo2jax.ops._common import TriangularSolve, backend_config
+from shlo2jax.registry import Unsupported, register_custom_call
 from shlo2jax.types import TupleType
-from shlo2jax.ops.custom_calls import backend_config, builtin
 
 # LAPACK character flags arrive as their ASCII codes (ui8 attributes).
 _L, _U, _N, _V, _A, _S, _O = (ord(c) for c in "LUNVASO")
 _T, _C, _R = ord("T"), ord("C"), ord("R")
-
-
-def _lapack(*routines):
-    """Every LAPACK FFI target name for these routines (s/d/c/z prefixes)."""
-    names = []
-    for routine in routines:
-        real, cplx = routine if isinstance(routine, tuple) else (routine, routine)
-        names += [f"lapack_s{real}_ffi", f"lapack_d{real}_ffi",
-                  f"lapack_c{cplx}_ffi", f"lapack_z{cplx}_ffi"]
-    return names
-
-
-def _gpu(*routines):
-    return [f"{lib}_{r}_ffi" for r in routines for lib in ("cusolver", "hipsolver")]
-
-
-def _blas_batched(*routines):
-    # Small batched matrices went to cuBLAS/hipBLAS (same outputs as the solver kernels).
-    return [f"{lib}_{r}_batched_ffi" for r in routines for lib in ("cublas", "hipblas")]
 
 
 def _batch(x):
@@ -83,7 +65,16 @@ def _prepare_getrf(op):
     return None
 
 
-def getrf(ctx, op, params, a):
+# Small batched matrices go to cuBLAS/hipBLAS (the same outputs as the solver kernels).
+@register_custom_call("lapack_sgetrf_ffi", "lapack_dgetrf_ffi", "lapack_cgetrf_ffi",
+                      "lapack_zgetrf_ffi", "cusolver_getrf_ffi", "hipsolver_getrf_ffi",
+                      "cublas_getrf_batched_ffi", "hipblas_getrf_batched_ffi",
+                      prepare=_prepare_getrf)
+def getrf(ctx, op, a):
+    return _getrf(a)
+
+
+def _getrf(a):
     lu, pivots, _ = L.lu(a)
     k = min(a.shape[-2], a.shape[-1])
     diag = jnp.diagonal(lu, axis1=-2, axis2=-1)[..., :k]
@@ -94,14 +85,14 @@ def getrf(ctx, op, params, a):
     return lu, (pivots + 1).astype(np.int32), info
 
 
-builtin(_lapack("getrf") + _gpu("getrf") + _blas_batched("getrf"), getrf, _prepare_getrf)
-
-
 def _prepare_pivots_to_permutation(op):
     return op.result_types[0].shape[-1]
 
 
-def pivots_to_permutation(ctx, op, size, pivots):
+@register_custom_call("cu_lu_pivots_to_permutation", "hip_lu_pivots_to_permutation",
+                      prepare=_prepare_pivots_to_permutation)
+def pivots_to_permutation(ctx, op, pivots):
+    size = op.params
     # The GPU kernels apply the swaps in order and skip a pivot outside
     # [0, size) (lax's CPU path would clamp it instead).
     batch = pivots.shape[:-1]
@@ -118,58 +109,59 @@ def pivots_to_permutation(ctx, op, size, pivots):
     return lax.fori_loop(0, min(pivots.shape[-1], size), swap, iota)
 
 
-builtin(["cu_lu_pivots_to_permutation", "hip_lu_pivots_to_permutation"], pivots_to_permutation,
-        _prepare_pivots_to_permutation)
-
-
-def tpu_lu(ctx, op, params, a):
+@register_custom_call("LuDecomposition")
+def tpu_lu(ctx, op, a):
     lu, pivots, perm = L.lu(a)
     return (lu, pivots.astype(np.int32), perm.astype(np.int32))
 
-
-builtin(["LuDecomposition"], tpu_lu)
 
 # ---------------------------------------------------------------- QR
 
 def _geqrf(a):
     # lax.linalg exports householder_product but not geqrf (its inverse step).
-    return tuple(_lax_geqrf(a))
+    return tuple(lax_geqrf(a))
 
 
-def geqrf(ctx, op, params, a):
+# Qr: TPU's, the same (a, taus), as one tuple.
+@register_custom_call("lapack_sgeqrf_ffi", "lapack_dgeqrf_ffi", "lapack_cgeqrf_ffi",
+                      "lapack_zgeqrf_ffi", "cusolver_geqrf_ffi", "hipsolver_geqrf_ffi",
+                      "cublas_geqrf_batched_ffi", "hipblas_geqrf_batched_ffi", "Qr")
+def geqrf(ctx, op, a):
     return _geqrf(a)
 
 
-def householder_product(ctx, op, params, a, taus):
+@register_custom_call("lapack_sorgqr_ffi", "lapack_dorgqr_ffi", "lapack_cungqr_ffi",
+                      "lapack_zungqr_ffi", "cusolver_orgqr_ffi", "hipsolver_orgqr_ffi",
+                      "ProductOfElementaryHouseholderReflectors")
+def householder_product(ctx, op, a, taus):
     return L.householder_product(a, taus)
 
 
-builtin(_lapack("geqrf") + _gpu("geqrf") + _blas_batched("geqrf"), geqrf)
-builtin(_lapack(("orgqr", "ungqr")) + _gpu("orgqr"), householder_product)
-
-
-def geqp3(ctx, op, params, a, jpvt):
+@register_custom_call("lapack_sgeqp3_ffi", "lapack_dgeqp3_ffi", "lapack_cgeqp3_ffi",
+                      "lapack_zgeqp3_ffi", "cuhybrid_geqp3", "hiphybrid_geqp3")
+def geqp3(ctx, op, a, jpvt):
     # Column-pivoted QR: jpvt in and out is LAPACK's (1-based; a nonzero entry on
     # input moves that column to the front). The GPU "hybrid" kernel has the same contract.
-    return tuple(_lax_geqp3(a, jpvt))
+    return tuple(lax_geqp3(a, jpvt))
 
 
-builtin(_lapack("geqp3") + ["cuhybrid_geqp3", "hiphybrid_geqp3"], geqp3)
+class Ormqr(NamedTuple):
+    left: bool       # Q applied on the left of c (else on the right)
+    transpose: bool  # Q^H instead of Q
 
 
 def _prepare_ormqr(op):
     cfg = backend_config(op)
-    return dict(left=bool(cfg.get("left", True)), transpose=bool(cfg.get("transpose", False)))
+    return Ormqr(left=bool(cfg.get("left", True)), transpose=bool(cfg.get("transpose", False)))
 
 
-def ormqr(ctx, op, params, a, taus, c):
+@register_custom_call("lapack_sormqr_ffi", "lapack_dormqr_ffi", "lapack_cunmqr_ffi",
+                      "lapack_zunmqr_ffi", "cusolver_ormqr_ffi", "hipsolver_ormqr_ffi",
+                      prepare=_prepare_ormqr)
+def ormqr(ctx, op, a, taus, c):
     # Q (or Q^H) from the reflectors in (a, taus) applied to c, on the left or the right.
-    return L.ormqr(a, taus, c, **params)
+    return L.ormqr(a, taus, c, left=op.params.left, transpose=op.params.transpose)
 
-
-builtin(_lapack(("ormqr", "unmqr")) + _gpu("ormqr"), ormqr, _prepare_ormqr)
-builtin(["Qr"], geqrf)  # TPU: the same (a, taus), as one tuple
-builtin(["ProductOfElementaryHouseholderReflectors"], householder_product)
 
 # ---------------------------------------------------------------- Cholesky (potrf)
 
@@ -177,15 +169,20 @@ def _prepare_potrf(op):
     return _uplo_lower(backend_config(op))
 
 
-def potrf(ctx, op, lower, a):
+@register_custom_call("lapack_spotrf_ffi", "lapack_dpotrf_ffi", "lapack_cpotrf_ffi",
+                      "lapack_zpotrf_ffi", "cusolver_potrf_ffi", "hipsolver_potrf_ffi",
+                      prepare=_prepare_potrf)
+def potrf(ctx, op, a):
+    return _potrf(op.params, a)
+
+
+def _potrf(lower, a):
     # Only the named triangle is read; the upper factor is the adjoint of the
     # lower factor of the adjoint.
     chol = L.cholesky(a if lower else _adjoint(a), symmetrize_input=False)
     ok = _all_finite(chol, a.ndim - 2)
     return (chol if lower else _adjoint(chol)), _info(ok)
 
-
-builtin(_lapack("potrf") + _gpu("potrf"), potrf, _prepare_potrf)
 
 # ---------------------------------------------------------------- eigh (syevd/heevd)
 
@@ -196,38 +193,47 @@ def _prepare_syevd(op):
     return _uplo_lower(cfg)
 
 
-def syevd(ctx, op, lower, a):
-    v, w = L.eigh(a, lower=lower, symmetrize_input=False, sort_eigenvalues=True)
+@register_custom_call("lapack_ssyevd_ffi", "lapack_dsyevd_ffi", "lapack_cheevd_ffi",
+                      "lapack_zheevd_ffi", "cusolver_syevd_ffi", "hipsolver_syevd_ffi",
+                      prepare=_prepare_syevd)
+def syevd(ctx, op, a):
+    v, w = L.eigh(a, lower=op.params, symmetrize_input=False, sort_eigenvalues=True)
     return v, w, _info(_all_finite(w, a.ndim - 2))
-
-
-builtin(_lapack(("syevd", "heevd")) + _gpu("syevd"), syevd, _prepare_syevd)
 
 
 # The pre-FFI `hipsolver_syevd` / `cusolver_syevj` & co: custom_calls_legacy_gpu.py.
 
 
+class TpuEigh(NamedTuple):
+    lower: bool
+    sort_eigenvalues: bool
+
+
 def _prepare_tpu_eigh(op):
     # backend_config "lower,sort_eigenvalues,max_iter,tol".
     parts = str(op.attrs.get("backend_config", "1,1")).split(",")
-    return bool(int(parts[0])), bool(int(parts[1]))
+    return TpuEigh(bool(int(parts[0])), bool(int(parts[1])))
 
 
-def tpu_eigh(ctx, op, params, a):
-    lower, sort = params
-    v, w = L.eigh(a, lower=lower, symmetrize_input=False, sort_eigenvalues=sort)
+@register_custom_call("Eigh", prepare=_prepare_tpu_eigh)
+def tpu_eigh(ctx, op, a):
+    p = op.params
+    v, w = L.eigh(a, lower=p.lower, symmetrize_input=False, sort_eigenvalues=p.sort_eigenvalues)
     return (v, w)
 
-
-builtin(["Eigh"], tpu_eigh, _prepare_tpu_eigh)
-
 # ---------------------------------------------------------------- SVD
+
+class Svd(NamedTuple):
+    compute_uv: bool
+    full_matrices: bool
+    transposed: bool = False  # GPU: a wide matrix handed over as its transpose
+
 
 def _prepare_gesdd(op):
     mode = backend_config(op).get("mode", _A)
     if mode not in (_A, _S, _N):
         raise Unsupported(f"gesdd mode {chr(mode)!r}")
-    return mode != _N, mode == _A
+    return Svd(compute_uv=mode != _N, full_matrices=mode == _A)
 
 
 def _svd(a, compute_uv, full):
@@ -248,49 +254,59 @@ def _svd_outputs(op, a, s, u, vh):
     return (*outs, _info(ok))
 
 
-def gesdd(ctx, op, params, a):
-    compute_uv, full = params
-    s, u, vh = _svd(a, compute_uv, full)
+@register_custom_call("lapack_sgesdd_ffi", "lapack_dgesdd_ffi", "lapack_cgesdd_ffi",
+                      "lapack_zgesdd_ffi", "lapack_sgesvd_ffi", "lapack_dgesvd_ffi",
+                      "lapack_cgesvd_ffi", "lapack_zgesvd_ffi", prepare=_prepare_gesdd)
+def gesdd(ctx, op, a):
+    s, u, vh = _svd(a, op.params.compute_uv, op.params.full_matrices)
     return _svd_outputs(op, a, s, u, vh)
-
-
-builtin(_lapack("gesdd", "gesvd"), gesdd, _prepare_gesdd)
 
 
 def _prepare_gpu_svd(op):
     cfg = backend_config(op)
-    return (bool(cfg.get("compute_uv", True)), bool(cfg.get("full_matrices", True)),
-            bool(cfg.get("transposed", False)))
+    return Svd(bool(cfg.get("compute_uv", True)), bool(cfg.get("full_matrices", True)),
+               bool(cfg.get("transposed", False)))
 
 
-def gpu_gesvd(ctx, op, params, a):
-    compute_uv, full, transposed = params
-    s, u, vh = _svd(a, compute_uv, full)
-    if transposed:
+@register_custom_call("cusolver_gesvd_ffi", "hipsolver_gesvd_ffi", "cusolver_gesdd_ffi",
+                      "hipsolver_gesdd_ffi", prepare=_prepare_gpu_svd)
+def gpu_gesvd(ctx, op, a):
+    s, u, vh = _svd(a, op.params.compute_uv, op.params.full_matrices)
+    if op.params.transposed:
         # A wide matrix is handed over row-major, i.e. as its transpose: the
         # kernel's "U" slot then holds V^H of A and its "V^H" slot U of A.
         u, vh = vh, u
     return _svd_outputs(op, a, s, u, vh)
 
 
-def gpu_gesvdj(ctx, op, params, a):
-    compute_uv, full, _ = params
-    s, u, vh = _svd(a, compute_uv, full)  # gesvdj and gesvdp return V, not V^H
+@register_custom_call("cusolver_gesvdj_ffi", "hipsolver_gesvdj_ffi", "cusolver_gesvdp_ffi",
+                      "hipsolver_gesvdp_ffi", prepare=_prepare_gpu_svd)
+def gpu_gesvdj(ctx, op, a):
+    # gesvdj and gesvdp return V, not V^H
+    s, u, vh = _svd(a, op.params.compute_uv, op.params.full_matrices)
     return _svd_outputs(op, a, s, u, None if vh is None else _adjoint(vh))
-
-
-builtin(_gpu("gesvd", "gesdd"), gpu_gesvd, _prepare_gpu_svd)
-builtin(_gpu("gesvdj", "gesvdp"), gpu_gesvdj, _prepare_gpu_svd)
 
 # ---------------------------------------------------------------- eig (geev)
 
+class Eig(NamedTuple):
+    left: bool   # the left eigenvectors are wanted
+    right: bool  # the right ones
+
+
 def _prepare_geev(op):
     cfg = backend_config(op)
-    return cfg.get("compute_left", _V) == _V, cfg.get("compute_right", _V) == _V
+    return Eig(cfg.get("compute_left", _V) == _V, cfg.get("compute_right", _V) == _V)
 
 
-def geev(ctx, op, params, a):
-    left, right = params
+def _prepare_gpu_eig(op):
+    cfg = backend_config(op)
+    return Eig(bool(cfg.get("left", False)), bool(cfg.get("right", True)))
+
+
+@register_custom_call("lapack_sgeev_ffi", "lapack_dgeev_ffi", "lapack_cgeev_ffi",
+                      "lapack_zgeev_ffi", prepare=_prepare_geev)
+def geev(ctx, op, a):
+    left, right = op.params
     w, vl, vr = L.eig(a, compute_left_eigenvectors=True, compute_right_eigenvectors=True)
     ok = _info(_all_finite(w, a.ndim - 2))
     vl = vl if left else jnp.zeros_like(vl)
@@ -301,14 +317,9 @@ def geev(ctx, op, params, a):
     return jnp.real(w).astype(real), jnp.imag(w).astype(real), vl, vr, ok
 
 
-def _prepare_gpu_eig(op):
-    cfg = backend_config(op)
-    return bool(cfg.get("left", False)), bool(cfg.get("right", True))
-
-
 # The GPU "hybrid" kernels (MAGMA or LAPACK on the host) have geev's outputs.
-builtin(["cuhybrid_eig_real", "cuhybrid_eig_comp", "hiphybrid_eig_real", "hiphybrid_eig_comp"],
-        geev, _prepare_gpu_eig)
+register_custom_call("cuhybrid_eig_real", "cuhybrid_eig_comp", "hiphybrid_eig_real",
+                     "hiphybrid_eig_comp", prepare=_prepare_gpu_eig)(geev)
 
 
 def _pack_conjugate_pairs(w, v):
@@ -321,8 +332,9 @@ def _pack_conjugate_pairs(w, v):
     return jnp.where(second[..., None, :], -jnp.imag(v), jnp.real(v))
 
 
-def cusolver_geev(ctx, op, params, a):
-    left, right = params
+@register_custom_call("cusolver_geev_ffi", prepare=_prepare_gpu_eig)
+def cusolver_geev(ctx, op, a):
+    left, right = op.params
     w, vl, vr = L.eig(a, compute_left_eigenvectors=True, compute_right_eigenvectors=True)
     info = _info(_all_finite(w, a.ndim - 2))
     out = []
@@ -332,9 +344,6 @@ def cusolver_geev(ctx, op, params, a):
         else:
             out.append(_pack_conjugate_pairs(w, v) if wanted else jnp.zeros(a.shape, a.dtype))
     return a, w, out[0], out[1], info
-
-
-builtin(["cusolver_geev_ffi"], cusolver_geev, _prepare_gpu_eig)
 
 
 # ---------------------------------------------------------------- Schur (gees)
@@ -368,9 +377,11 @@ def _quasi_triangular_eigenvalues(t):
     return wr, starts + seconds
 
 
-def gees(ctx, op, want_vectors, a):
+@register_custom_call("lapack_sgees_ffi", "lapack_dgees_ffi", "lapack_cgees_ffi",
+                      "lapack_zgees_ffi", prepare=_prepare_gees)
+def gees(ctx, op, a):
     t, vs = L.schur(a, compute_schur_vectors=True)
-    if not want_vectors:
+    if not op.params:  # the Schur vectors are not wanted
         vs = jnp.zeros_like(vs)
     batch = _batch(a)
     sdim = jnp.zeros(batch, np.int32)
@@ -392,7 +403,9 @@ def _prepare_gehrd(op):
     return None
 
 
-def gehrd(ctx, op, params, a):
+@register_custom_call("lapack_sgehrd_ffi", "lapack_dgehrd_ffi", "lapack_cgehrd_ffi",
+                      "lapack_zgehrd_ffi", prepare=_prepare_gehrd)
+def gehrd(ctx, op, a):
     h, taus = L.hessenberg(a)
     return h, taus, jnp.zeros(_batch(a), np.int32)
 
@@ -401,12 +414,13 @@ def _prepare_sytrd(op):
     return _uplo_lower(backend_config(op))
 
 
-def sytrd(ctx, op, lower, a):
-    out, d, e, taus = L.tridiagonal(a, lower=lower)
+@register_custom_call("lapack_ssytrd_ffi", "lapack_dsytrd_ffi", "lapack_chetrd_ffi",
+                      "lapack_zhetrd_ffi", "cusolver_sytrd_ffi", "hipsolver_sytrd_ffi",
+                      prepare=_prepare_sytrd)
+def sytrd(ctx, op, a):
+    out, d, e, taus = L.tridiagonal(a, lower=op.params)
     return out, d, e, taus, jnp.zeros(_batch(a), np.int32)
 
-
-builtin(_lapack(("sytrd", "hetrd")) + _gpu("sytrd"), sytrd, _prepare_sytrd)
 
 # ---------------------------------------------------------------- solves (trsm, gtsv)
 
@@ -415,40 +429,37 @@ def _prepare_trsm(op):
     trans = cfg.get("trans_x", _N)
     if trans not in (_N, _T, _C):
         raise Unsupported(f"trsm trans_x={trans!r}")
-    return dict(left_side=cfg.get("side", _L) == _L, lower=cfg.get("uplo", _L) == _L,
-                transpose_a=trans != _N, conjugate_a=trans == _C,
-                unit_diagonal=cfg.get("diag", _N) == _U)
+    return TriangularSolve(left_side=cfg.get("side", _L) == _L, lower=cfg.get("uplo", _L) == _L,
+                           transpose_a=trans != _N, conjugate_a=trans == _C,
+                           unit_diagonal=cfg.get("diag", _N) == _U)
 
 
-def trsm(ctx, op, params, a, b, *alpha):
+@register_custom_call("lapack_strsm_ffi", "lapack_dtrsm_ffi", "lapack_ctrsm_ffi",
+                      "lapack_ztrsm_ffi", prepare=_prepare_trsm)
+def trsm(ctx, op, a, b, *alpha):
     if alpha:  # older kernels take alpha as a third operand: solves op(A) X = alpha B
         b = b * alpha[0]
-    return L.triangular_solve(a, b, **params)
+    return L.triangular_solve(a, b, **op.params._asdict())
 
 
-builtin(_lapack("trsm"), trsm, _prepare_trsm)
-
-
-def gtsv(ctx, op, params, dl, d, du, b):
+@register_custom_call("lapack_sgtsv_ffi", "lapack_dgtsv_ffi", "lapack_cgtsv_ffi",
+                      "lapack_zgtsv_ffi")
+def gtsv(ctx, op, dl, d, du, b):
     x = L.tridiagonal_solve(dl, d, du, b)
     return dl, d, du, x, _info(_all_finite(x, dl.ndim - 1))
 
 
-builtin(_lapack("gtsv"), gtsv)
-
-
-def tridiagonal_solve_perturbed(ctx, op, params, dl, d, du, b):
+@register_custom_call("tridiagonal_solve_perturbed_ffi", "cu_tridiagonal_solve_perturbed",
+                      "hip_tridiagonal_solve_perturbed")
+def tridiagonal_solve_perturbed(ctx, op, dl, d, du, b):
     # Partial pivoting with tiny pivots perturbed: a singular system still gets an answer.
     return L.tridiagonal_solve(dl, d, du, b, perturb_singular=True)
-
-
-builtin(["tridiagonal_solve_perturbed_ffi", "cu_tridiagonal_solve_perturbed",
-         "hip_tridiagonal_solve_perturbed"], tridiagonal_solve_perturbed)
 
 # ---------------------------------------------------------------- GPU-only BLAS-like kernels
 
 
-def cholesky_update(ctx, op, params, r, w):
+@register_custom_call("cu_cholesky_update_ffi", "hip_cholesky_update_ffi")
+def cholesky_update(ctx, op, r, w):
     """The rank-1 update kernel: Givens rotations of the upper factor's rows with w.
 
     Row k is rotated from column k onwards (the kernel leaves the zeros left of the
@@ -474,18 +485,16 @@ def cholesky_update(ctx, op, params, r, w):
     return lax.fori_loop(0, n, step, (r, w))
 
 
-builtin(["cu_cholesky_update_ffi", "hip_cholesky_update_ffi"], cholesky_update)
-
-
 def _prepare_syrk(op):
     return bool(backend_config(op).get("transpose", False))
 
 
-def syrk(ctx, op, transpose, a, c, alpha, beta):
+@register_custom_call("cusolver_syrk_ffi", "hipsolver_syrk_ffi", prepare=_prepare_syrk)
+def syrk(ctx, op, a, c, alpha, beta):
     """cuBLAS syrk on row-major buffers: alpha A A^T + beta C (A^T A with transpose)
     written to the lower triangle only; the strict upper triangle keeps C as it was."""
     at = jnp.swapaxes(a, -1, -2)
-    prod = jnp.matmul(at, a, precision=lax.Precision.HIGHEST) if transpose else \
+    prod = jnp.matmul(at, a, precision=lax.Precision.HIGHEST) if op.params else \
         jnp.matmul(a, at, precision=lax.Precision.HIGHEST)
     updated = alpha * prod + beta * c
     n = c.shape[-1]
@@ -493,10 +502,8 @@ def syrk(ctx, op, transpose, a, c, alpha, beta):
     return jnp.where(lower, updated, c)
 
 
-builtin(["cusolver_syrk_ffi", "hipsolver_syrk_ffi"], syrk, _prepare_syrk)
-
-
-def csrlsvqr(ctx, op, params, data, indices, indptr, b):
+@register_custom_call("cusolver_csrlsvqr_ffi")
+def csrlsvqr(ctx, op, data, indices, indptr, b):
     """jax.experimental.sparse.linalg.spsolve on GPU: A x = b, A square in CSR form.
 
     Solved densely (duplicate entries add up, as in CSR); `reorder` only changes the
@@ -509,14 +516,10 @@ def csrlsvqr(ctx, op, params, data, indices, indptr, b):
     return jnp.linalg.solve(dense, b)
 
 
-builtin(["cusolver_csrlsvqr_ffi"], csrlsvqr)
-builtin(["cusparse_gtsv2_ffi", "hipsparse_gtsv2_ffi"],
-        lambda ctx, op, params, dl, d, du, b: L.tridiagonal_solve(dl, d, du, b))
+@register_custom_call("cusparse_gtsv2_ffi", "hipsparse_gtsv2_ffi")
+def sparse_gtsv2(ctx, op, dl, d, du, b):
+    return L.tridiagonal_solve(dl, d, du, b)
 
-
-builtin(_lapack("geev"), geev, _prepare_geev)
-builtin(_lapack("gees"), gees, _prepare_gees)
-builtin(_lapack("gehrd"), gehrd, _prepare_gehrd)
 
 # ---------------------------------------------------------------- pre-FFI LAPACK/BLAS kernels
 # Exports from jax before the FFI kernels (mid 2024 and earlier) call
@@ -530,39 +533,42 @@ def _flag(value):
     return int(np.asarray(value).reshape(-1)[0])
 
 
+class LegacyKernel(NamedTuple):
+    """How a pre-FFI kernel call runs: `compute(types, *operands)` gives its leading results
+    (workspaces follow as zeros); or, for an FFI kernel exported under the old name, the FFI
+    rule's handler on a view of the op with that rule's params."""
+    types: tuple
+    as_tuple: bool  # the results come as one tuple
+    compute: Optional[Callable] = None
+    ffi_handler: Optional[Callable] = None
+    ffi_op: object = None
+
+
 def _prepare_legacy(op):
+    target = op.attrs["call_target_name"]
     if isinstance(op.attrs.get("mhlo.backend_config"), dict):
         # Briefly (mid 2024) the FFI kernels were exported under the old names.
-        target = op.attrs["call_target_name"]
-        rule = registry.CUSTOM_CALL_RULES.get(target + "_ffi")
+        rule = registry.custom_call_rule(target + "_ffi")
         if rule is None:
             raise Unsupported(f"{target} with a typed backend_config (no FFI counterpart)")
-        return "ffi", rule.handler, rule.prepare(op) if rule.prepare else op.attrs
+        params = rule.prepare(op) if rule.prepare else op.attrs
+        return LegacyKernel((), False, ffi_handler=rule.handler, ffi_op=op.replaced(params=params))
     types = op.result_types
     as_tuple = len(types) == 1 and isinstance(types[0], TupleType)
-    return (types[0].elements if as_tuple else types), as_tuple
+    return LegacyKernel(types[0].elements if as_tuple else types, as_tuple, _LEGACY[target])
 
 
-def _legacy(targets, compute):
-    """`compute(types, *operands)` returns the leading results; workspaces are zeros."""
-    def handler(ctx, op, params, *operands):
-        if params[0] == "ffi":
-            return params[1](ctx, op, params[2], *operands)
-        types, as_tuple = params
-        outs = list(compute(types, *operands))
-        outs += [jnp.zeros(t.shape, t.dtype) for t in types[len(outs):]]
-        return tuple(outs) if as_tuple or len(outs) > 1 else outs[0]
-    builtin(targets, handler, _prepare_legacy)
-
-
-def _legacy_names(prefix, *routines):
-    return [f"{prefix}_{p}{r[i // 2]}" for r in
-            (x if isinstance(x, tuple) else (x, x) for x in routines)
-            for i, p in enumerate("sdcz")]
+def legacy_kernel(ctx, op, *operands):
+    p = op.params
+    if p.ffi_handler is not None:
+        return p.ffi_handler(ctx, p.ffi_op, *operands)
+    outs = list(p.compute(p.types, *operands))
+    outs += [jnp.zeros(t.shape, t.dtype) for t in p.types[len(outs):]]
+    return tuple(outs) if p.as_tuple or len(outs) > 1 else outs[0]
 
 
 def _legacy_getrf(types, b, m, n, a):
-    return getrf(None, None, None, a)
+    return _getrf(a)
 
 
 def _legacy_geqrf(types, b, m, n, lwork, a):
@@ -574,7 +580,7 @@ def _legacy_orgqr(types, b, m, n, k, lwork, a, taus):
 
 
 def _legacy_potrf(types, lower, b, n, a):
-    return potrf(None, None, bool(_flag(lower)), a)
+    return _potrf(bool(_flag(lower)), a)
 
 
 def _legacy_gesdd(types, full, compute_uv, b, m, n, lwork, a):
@@ -597,10 +603,22 @@ def _legacy_trsm(types, left, lower, trans, diag, m, n, num_b, alpha, a, b):
                                conjugate_a=trans == 2, unit_diagonal=bool(_flag(diag))),)
 
 
-_legacy(_legacy_names("lapack", "getrf"), _legacy_getrf)
-_legacy(_legacy_names("lapack", "geqrf"), _legacy_geqrf)
-_legacy(_legacy_names("lapack", ("orgqr", "ungqr")), _legacy_orgqr)
-_legacy(_legacy_names("lapack", "potrf"), _legacy_potrf)
-_legacy(_legacy_names("lapack", "gesdd"), _legacy_gesdd)
-_legacy(_legacy_names("lapack", ("syevd", "heevd")), _legacy_syevd)
-_legacy(_legacy_names("blas", "trsm"), _legacy_trsm)
+_LEGACY = {
+    "lapack_sgetrf": _legacy_getrf, "lapack_dgetrf": _legacy_getrf,
+    "lapack_cgetrf": _legacy_getrf, "lapack_zgetrf": _legacy_getrf,
+    "lapack_sgeqrf": _legacy_geqrf, "lapack_dgeqrf": _legacy_geqrf,
+    "lapack_cgeqrf": _legacy_geqrf, "lapack_zgeqrf": _legacy_geqrf,
+    "lapack_sorgqr": _legacy_orgqr, "lapack_dorgqr": _legacy_orgqr,
+    "lapack_cungqr": _legacy_orgqr, "lapack_zungqr": _legacy_orgqr,
+    "lapack_spotrf": _legacy_potrf, "lapack_dpotrf": _legacy_potrf,
+    "lapack_cpotrf": _legacy_potrf, "lapack_zpotrf": _legacy_potrf,
+    "lapack_sgesdd": _legacy_gesdd, "lapack_dgesdd": _legacy_gesdd,
+    "lapack_cgesdd": _legacy_gesdd, "lapack_zgesdd": _legacy_gesdd,
+    "lapack_ssyevd": _legacy_syevd, "lapack_dsyevd": _legacy_syevd,
+    "lapack_cheevd": _legacy_syevd, "lapack_zheevd": _legacy_syevd,
+    "blas_strsm": _legacy_trsm, "blas_dtrsm": _legacy_trsm,
+    "blas_ctrsm": _legacy_trsm, "blas_ztrsm": _legacy_trsm,
+}
+
+for _target in _LEGACY:
+    register_custom_call(_target, prepare=_prepare_legacy)(legacy_kernel)

@@ -18,65 +18,43 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
+from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
+                                  reject_unsupported_types)
 from shlo2jax.registry import Unsupported, register_op
 
-
-def reject_unsupported_types(op):
-    """Shared `prepare`: refuse, at load time, element types no lax op can compute on."""
-    for rtype in op.result_types:
-        if getattr(rtype, "quant", None) is not None:
-            raise Unsupported(f"quantized element type {rtype.element}")
-        if getattr(rtype, "dtype", None) in T.XLA_UNSUPPORTED_DTYPES:
-            raise Unsupported(f"element type {rtype.element} has no XLA support")
-    return None
-
-
 _BF16 = T.ELEMENT_DTYPES["bf16"]
-SIGNED_OF_WIDTH = {2: T.ELEMENT_DTYPES["i2"], 4: T.ELEMENT_DTYPES["i4"], 8: np.dtype(np.int8),
-                   16: np.dtype(np.int16), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}
-UNSIGNED_OF_WIDTH = {2: T.ELEMENT_DTYPES["ui2"], 4: T.ELEMENT_DTYPES["ui4"],
-                     8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32),
-                     64: np.dtype(np.uint64)}
-
-
-def bits_as(x, table):
-    """x's bits reinterpreted as the integer type of the same width from `table`."""
-    itype = table[T.bit_width(x.dtype)]
-    return x if x.dtype == itype else lax.bitcast_convert_type(x, itype)
 
 
 def _is_bool(x) -> bool:
     return x.dtype == np.bool_
 
 
-def _names(mnemonic):
-    return (f"stablehlo.{mnemonic}", f"mhlo.{mnemonic}")
-
-
-def _register_simple(mnemonic, fn):
-    """An op that is exactly one lax call on its operands."""
+def _register_simple(names, fn):
+    """Ops that are exactly one lax call on their operands."""
     def handler(ctx, op, *operands):
         return fn(*operands)
-    handler.__name__ = mnemonic
-    register_op(*_names(mnemonic), prepare=reject_unsupported_types)(handler)
+    handler.__name__ = handler.__qualname__ = names[0].split(".", 1)[1]
+    register_op(*names, prepare=reject_unsupported_types)(handler)
 
 
 # ---------------------------------------------------------------- unary ops
 
 _UNARY = {
-    "cosine": lax.cos,
-    "sine": lax.sin,
-    "tanh": lax.tanh,
-    "negate": lax.neg,
-    "not": lax.bitwise_not,  # logical not on i1
-    "count_leading_zeros": lax.clz,
-    "round_nearest_afz": lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
-    "round_nearest_even": lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
-    "is_finite": lax.is_finite,
+    ("stablehlo.cosine", "mhlo.cosine"): lax.cos,
+    ("stablehlo.sine", "mhlo.sine"): lax.sin,
+    ("stablehlo.tanh", "mhlo.tanh"): lax.tanh,
+    ("stablehlo.negate", "mhlo.negate"): lax.neg,
+    ("stablehlo.not", "mhlo.not"): lax.bitwise_not,  # logical not on i1
+    ("stablehlo.count_leading_zeros", "mhlo.count_leading_zeros"): lax.clz,
+    ("stablehlo.round_nearest_afz", "mhlo.round_nearest_afz"):
+        lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
+    ("stablehlo.round_nearest_even", "mhlo.round_nearest_even"):
+        lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
+    ("stablehlo.is_finite", "mhlo.is_finite"): lax.is_finite,
 }
 
-for _mnemonic, _fn in _UNARY.items():
-    _register_simple(_mnemonic, _fn)
+for _names, _fn in _UNARY.items():
+    _register_simple(_names, _fn)
 
 
 def _in_f32(fn, x):
@@ -93,7 +71,7 @@ def _below_cut(x, result):
     return lax.select(below, lax.conj(result), result)
 
 
-@register_op(*_names("sqrt"), prepare=reject_unsupported_types)
+@register_op("stablehlo.sqrt", "mhlo.sqrt", prepare=reject_unsupported_types)
 def sqrt(ctx, op, x):
     # XLA computes 8/4-bit floats in f16, whose rounded sqrt can land on a tie of the
     # narrow type (sqrt(3.875) in f8E3M4); f32 has enough bits to round correctly.
@@ -105,7 +83,8 @@ def sqrt(ctx, op, x):
     return math.sqrt(x)
 
 
-@register_op(*_names("exponential_minus_one"), prepare=reject_unsupported_types)
+@register_op("stablehlo.exponential_minus_one", "mhlo.exponential_minus_one",
+             prepare=reject_unsupported_types)
 def exponential_minus_one(ctx, op, x):
     # XLA's f16 expm1 is off by a few ulp; the f32 one rounds to within one f16 ulp.
     expm1 = ctx.translator.math.expm1
@@ -139,22 +118,22 @@ def _subnormal_fixed(x, result, negative_value, positive_value):
     return lax.select(positive, lax.full_like(x, positive_value), result)
 
 
-@register_op(*_names("floor"), prepare=reject_unsupported_types)
+@register_op("stablehlo.floor", "mhlo.floor", prepare=reject_unsupported_types)
 def floor(ctx, op, x):
     return _subnormal_fixed(x, lax.floor(x), -1, 0)
 
 
-@register_op(*_names("ceil"), prepare=reject_unsupported_types)
+@register_op("stablehlo.ceil", "mhlo.ceil", prepare=reject_unsupported_types)
 def ceil(ctx, op, x):
     return _subnormal_fixed(x, lax.ceil(x), -0.0, 1)
 
 
-@register_op(*_names("sign"), prepare=reject_unsupported_types)
+@register_op("stablehlo.sign", "mhlo.sign", prepare=reject_unsupported_types)
 def sign(ctx, op, x):
     return _subnormal_fixed(x, lax.sign(x), -1, 1)
 
 
-@register_op(*_names("abs"), prepare=reject_unsupported_types)
+@register_op("stablehlo.abs", "mhlo.abs", prepare=reject_unsupported_types)
 def abs_(ctx, op, x):
     if T.is_integer(x.dtype) and T.bit_width(x.dtype) < 8:
         # lax.abs refuses sub-byte integers; abs(INT_MIN) wraps to INT_MIN either way.
@@ -162,7 +141,7 @@ def abs_(ctx, op, x):
     return lax.abs(x)
 
 
-@register_op(*_names("popcnt"), prepare=reject_unsupported_types)
+@register_op("stablehlo.popcnt", "mhlo.popcnt", prepare=reject_unsupported_types)
 def popcnt(ctx, op, x):
     if T.bit_width(x.dtype) < 8 and not T.is_unsigned(x.dtype):
         # XLA counts the bits of sub-byte integers after sign-extending them to a byte.
@@ -170,7 +149,7 @@ def popcnt(ctx, op, x):
     return lax.population_count(x)
 
 
-@register_op(*_names("cbrt"), prepare=reject_unsupported_types)
+@register_op("stablehlo.cbrt", "mhlo.cbrt", prepare=reject_unsupported_types)
 def cbrt(ctx, op, x):
     if not T.is_complex(x.dtype):
         return ctx.translator.math.cbrt(x)
@@ -183,7 +162,7 @@ def cbrt(ctx, op, x):
     return lax.complex(magnitude * lax.cos(angle), imag)
 
 
-@register_op(*_names("logistic"), prepare=reject_unsupported_types)
+@register_op("stablehlo.logistic", "mhlo.logistic", prepare=reject_unsupported_types)
 def logistic(ctx, op, x):
     # lax expands logistic as 1 / (1 + exp(-x)), which in bf16 and 8/4-bit floats
     # rounds several times and overflows exp; XLA widens those (bf16 to f32, the
@@ -196,13 +175,13 @@ def logistic(ctx, op, x):
     return lax.logistic(x)
 
 
-@register_op(*_names("real"), prepare=reject_unsupported_types)
+@register_op("stablehlo.real", "mhlo.real", prepare=reject_unsupported_types)
 def real(ctx, op, x):
     # The spec also accepts real tensors: their real part is the value itself.
     return lax.real(x) if T.is_complex(x.dtype) else x
 
 
-@register_op(*_names("imag"), prepare=reject_unsupported_types)
+@register_op("stablehlo.imag", "mhlo.imag", prepare=reject_unsupported_types)
 def imag(ctx, op, x):
     return lax.imag(x) if T.is_complex(x.dtype) else jnp.zeros_like(x)
 
@@ -249,29 +228,30 @@ def atan2(ctx, op, x, y):
 # --------------------------------------------------------------- binary ops
 
 _BINARY = {
-    "subtract": lax.sub,
-    "maximum": lax.max,
-    "minimum": lax.min,
-    "and": lax.bitwise_and,
-    "or": lax.bitwise_or,
-    "xor": lax.bitwise_xor,
-    "shift_left": lax.shift_left,
-    "shift_right_arithmetic": lax.shift_right_arithmetic,
-    "shift_right_logical": lax.shift_right_logical,
-    "complex": lax.complex,
+    ("stablehlo.subtract", "mhlo.subtract"): lax.sub,
+    ("stablehlo.maximum", "mhlo.maximum"): lax.max,
+    ("stablehlo.minimum", "mhlo.minimum"): lax.min,
+    ("stablehlo.and", "mhlo.and"): lax.bitwise_and,
+    ("stablehlo.or", "mhlo.or"): lax.bitwise_or,
+    ("stablehlo.xor", "mhlo.xor"): lax.bitwise_xor,
+    ("stablehlo.shift_left", "mhlo.shift_left"): lax.shift_left,
+    ("stablehlo.shift_right_arithmetic", "mhlo.shift_right_arithmetic"):
+        lax.shift_right_arithmetic,
+    ("stablehlo.shift_right_logical", "mhlo.shift_right_logical"): lax.shift_right_logical,
+    ("stablehlo.complex", "mhlo.complex"): lax.complex,
 }
 
-for _mnemonic, _fn in _BINARY.items():
-    _register_simple(_mnemonic, _fn)
+for _names, _fn in _BINARY.items():
+    _register_simple(_names, _fn)
 
 
-@register_op(*_names("add"), prepare=reject_unsupported_types)
+@register_op("stablehlo.add", "mhlo.add", prepare=reject_unsupported_types)
 def add(ctx, op, x, y):
     # Boolean addition is logical OR in the spec (and XLA), which lax.add refuses.
     return lax.bitwise_or(x, y) if _is_bool(x) else lax.add(x, y)
 
 
-@register_op(*_names("multiply"), prepare=reject_unsupported_types)
+@register_op("stablehlo.multiply", "mhlo.multiply", prepare=reject_unsupported_types)
 def multiply(ctx, op, x, y):
     return lax.bitwise_and(x, y) if _is_bool(x) else ctx.translator.math.mul(x, y)
 
@@ -284,12 +264,12 @@ def _prepare_remainder(op):
     return None
 
 
-@register_op(*_names("remainder"), prepare=_prepare_remainder)
+@register_op("stablehlo.remainder", "mhlo.remainder", prepare=_prepare_remainder)
 def remainder(ctx, op, x, y):
     return lax.rem(x, y)
 
 
-@register_op(*_names("power"), prepare=reject_unsupported_types)
+@register_op("stablehlo.power", "mhlo.power", prepare=reject_unsupported_types)
 def power(ctx, op, x, y):
     return _integer_power(x, y) if T.is_integer(x.dtype) else ctx.translator.math.pow(x, y)
 

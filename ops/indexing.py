@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -21,13 +22,8 @@ from shlo2jax import types as T
 from shlo2jax._jax_internals import general_scatter_primitive, set_batching_rule
 from shlo2jax.attributes import GatherDims, Opaque, ScatterDims
 from shlo2jax.errors import TranslationError
-from shlo2jax.ops.control_flow import non_differentiable
-from shlo2jax.ops.shape import result_shape
+from shlo2jax.ops._common import ints, non_differentiable, result_shape, single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
-
-
-def _ints(value) -> tuple:
-    return tuple(int(v) for v in np.asarray(value).reshape(-1))
 
 
 # ---------------------------------------------------------------- start-index clamping
@@ -44,7 +40,7 @@ def _clamped_starts(shape, sizes, starts):
 
 
 @register_op("stablehlo.dynamic_slice", "mhlo.dynamic_slice",
-             prepare=lambda op: _ints(op.attrs["slice_sizes"]))
+             prepare=lambda op: ints(op.attrs["slice_sizes"]))
 def dynamic_slice(ctx, op, x, *starts):
     sizes = op.params
     starts = _clamped_starts(x.shape, sizes, starts)
@@ -62,7 +58,7 @@ def real_dynamic_slice(ctx, op, x, starts, limits, strides):
     # The static result shape fixes the extent; limits only restate it.
     out_shape = result_shape(op)
     if isinstance(starts, np.ndarray) and isinstance(strides, np.ndarray):
-        begin, step = _ints(starts), _ints(strides)
+        begin, step = ints(starts), ints(strides)
         end = [b + (n - 1) * s + 1 if n else b for b, n, s in zip(begin, out_shape, step)]
         return lax.slice(x, begin, end, step)
     for d, n in enumerate(out_shape):
@@ -126,28 +122,35 @@ def _index_vector_last(indices, index_vector_dim: int):
 
 # ---------------------------------------------------------------- gather
 
-def _gather_params(op, d: GatherDims, slice_sizes: tuple) -> dict:
+class Gather(NamedTuple):
+    dnums: lax.GatherDimensionNumbers  # for indices with the index vector last
+    index_vector_dim: int
+    slice_sizes: Optional[tuple]       # None: dynamic_gather's operand
+    sorted: bool
+
+
+def _gather_params(op, d: GatherDims, slice_sizes: tuple) -> Gather:
     dnums = lax.GatherDimensionNumbers(
         offset_dims=d.offset_dims, collapsed_slice_dims=d.collapsed_slice_dims,
         start_index_map=d.start_index_map, operand_batching_dims=d.operand_batching_dims,
         start_indices_batching_dims=_without_index_vector_dim(d.start_indices_batching_dims,
                                                               d.index_vector_dim))
-    return {"dnums": dnums, "index_vector_dim": d.index_vector_dim,
-            "slice_sizes": slice_sizes, "sorted": bool(op.attrs.get("indices_are_sorted", False))}
+    return Gather(dnums, d.index_vector_dim, slice_sizes,
+                  bool(op.attrs.get("indices_are_sorted", False)))
 
 
 def _gather_prepare(op):
     return _gather_params(op, _gather_dims(op.attrs["dimension_numbers"]),
-                          _ints(op.attrs["slice_sizes"]))
+                          ints(op.attrs["slice_sizes"]))
 
 
 @register_op("stablehlo.gather", "mhlo.gather", prepare=_gather_prepare)
 def gather(ctx, op, operand, indices):
     p = op.params
-    indices = _index_vector_last(indices, p["index_vector_dim"])
+    indices = _index_vector_last(indices, p.index_vector_dim)
     # CLIP: start indices clamped to [0, dim - slice_size], as the spec says.
-    return lax.gather(operand, indices, p["dnums"], p["slice_sizes"],
-                      indices_are_sorted=p["sorted"], mode=lax.GatherScatterMode.CLIP)
+    return lax.gather(operand, indices, p.dnums, p.slice_sizes,
+                      indices_are_sorted=p.sorted, mode=lax.GatherScatterMode.CLIP)
 
 
 def _dynamic_gather_prepare(op):
@@ -158,19 +161,24 @@ def _dynamic_gather_prepare(op):
 def dynamic_gather(ctx, op, operand, indices, slice_sizes):
     p = op.params
     if isinstance(slice_sizes, np.ndarray):
-        sizes = _ints(slice_sizes)
+        sizes = ints(slice_sizes)
     else:  # from the static result type: 1 on collapsed and batching dims, else offset extents
-        d, out_shape = p["dnums"], result_shape(op)
+        d, out_shape = p.dnums, result_shape(op)
         offsets = iter(d.offset_dims)
         sizes = tuple(1 if dim in d.collapsed_slice_dims or dim in d.operand_batching_dims
                       else out_shape[next(offsets)] for dim in range(operand.ndim))
-    indices = _index_vector_last(indices, p["index_vector_dim"])
-    return lax.gather(operand, indices, p["dnums"], sizes, indices_are_sorted=p["sorted"],
+    indices = _index_vector_last(indices, p.index_vector_dim)
+    return lax.gather(operand, indices, p.dnums, sizes, indices_are_sorted=p.sorted,
                       mode=lax.GatherScatterMode.CLIP)
 
 
+class IndexSelect(NamedTuple):
+    dim: int
+    batch_dims: int
+
+
 def _torch_index_select_prepare(op):
-    return int(op.attrs["dim"]), int(op.attrs.get("batch_dims", 0))
+    return IndexSelect(int(op.attrs["dim"]), int(op.attrs.get("batch_dims", 0)))
 
 
 @register_op("stablehlo.torch_index_select", "mhlo.torch_index_select",
@@ -227,6 +235,16 @@ def _body_kinds(region, n: int):
     return tuple(kinds)
 
 
+class Scatter(NamedTuple):
+    dnums: lax.ScatterDimensionNumbers  # for indices with the index vector last
+    index_vector_dim: int
+    n: int                  # inputs (as many updates follow the indices)
+    kinds: Optional[tuple]  # per result, the lax scatter its body is; None: a general body
+    sorted: bool
+    unique: bool
+    dtypes: tuple           # the result types (the body's, possibly wider than the inputs')
+
+
 def _scatter_prepare(op):
     d = _scatter_dims(op.attrs["scatter_dimension_numbers"])
     n = len(op.results)
@@ -248,9 +266,9 @@ def _scatter_prepare(op):
         elif any(k in ("min", "max") and T.is_complex(rt.dtype)
                  for k, rt in zip(kinds, op.result_types)):
             kinds = None
-    return {"dnums": dnums, "index_vector_dim": d.index_vector_dim, "n": n, "kinds": kinds,
-            "sorted": bool(op.attrs.get("indices_are_sorted", False)), "unique": unique,
-            "dtypes": tuple(rt.dtype for rt in op.result_types)}
+    return Scatter(dnums, d.index_vector_dim, n, kinds,
+                   bool(op.attrs.get("indices_are_sorted", False)), unique,
+                   tuple(rt.dtype for rt in op.result_types))
 
 
 def _window_sizes(operand_shape, update_shape, dnums) -> list:
@@ -277,12 +295,12 @@ def _as_int64(indices):
 @register_op("stablehlo.scatter", "mhlo.scatter", prepare=_scatter_prepare)
 def scatter(ctx, op, *args):
     p = op.params
-    n, dnums = p["n"], p["dnums"]
+    n, dnums = p.n, p.dnums
     inputs, indices, updates = args[:n], args[n], args[n + 1:]
     # The body's element types may be wider than the inputs' (promotable): results use them.
-    inputs = [lax.convert_element_type(x, t) for x, t in zip(inputs, p["dtypes"])]
-    updates = [lax.convert_element_type(u, t) for u, t in zip(updates, p["dtypes"])]
-    indices = _index_vector_last(indices, p["index_vector_dim"])
+    inputs = [lax.convert_element_type(x, t) for x, t in zip(inputs, p.dtypes)]
+    updates = [lax.convert_element_type(u, t) for u, t in zip(updates, p.dtypes)]
+    indices = _index_vector_last(indices, p.index_vector_dim)
 
     # XLA drops a whole update window that does not fit; the spec drops only the
     # out-of-bounds elements. Padding each indexed window dim by (window - 1) on both
@@ -297,26 +315,26 @@ def scatter(ctx, op, *args):
         inputs = [lax.pad(x, np.zeros((), x.dtype), [(m, m, 0) for m in margin])
                   for x in inputs]
 
-    if p["kinds"] is not None:
+    if p.kinds is not None:
         scatter_fns = {kind: functools.partial(
-            _LAX_SCATTER[kind], dimension_numbers=dnums, indices_are_sorted=p["sorted"],
-            unique_indices=p["unique"], mode=lax.GatherScatterMode.FILL_OR_DROP)
-            for kind in set(p["kinds"]) - {"keep"}}
-        if "mul" in scatter_fns and not p["unique"]:
+            _LAX_SCATTER[kind], dimension_numbers=dnums, indices_are_sorted=p.sorted,
+            unique_indices=p.unique, mode=lax.GatherScatterMode.FILL_OR_DROP)
+            for kind in set(p.kinds) - {"keep"}}
+        if "mul" in scatter_fns and not p.unique:
             scatter_fns["mul"] = _scatter_mul_with_named_error(scatter_fns["mul"], op)
         outs = [x if kind == "keep" else scatter_fns[kind](x, indices, u)
-                for kind, x, u in zip(p["kinds"], inputs, updates)]
+                for kind, x, u in zip(p.kinds, inputs, updates)]
     else:
-        body = _region_jaxpr(ctx.region(op.regions[0]), p["dtypes"])
+        body = _region_jaxpr(ctx.region(op.regions[0]), p.dtypes)
         bind = lambda *a: tuple(_general_scatter_p.bind(
-            *a, body=body, n=n, dnums=dnums, indices_are_sorted=p["sorted"],
-            unique_indices=p["unique"]))
+            *a, body=body, n=n, dnums=dnums, indices_are_sorted=p.sorted,
+            unique_indices=p.unique))
         outs = non_differentiable(bind, op, "a scatter whose update body is not add, multiply, "
                                   "min, max or replace")(*inputs, indices, *updates)
 
     if any(margin):
         outs = [lax.slice(x, margin, [m + s for m, s in zip(margin, shape)]) for x in outs]
-    return outs[0] if n == 1 else tuple(outs)
+    return single_or_tuple(op, outs)
 
 
 def _scatter_mul_with_named_error(scatter_mul, op):

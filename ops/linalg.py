@@ -3,42 +3,17 @@
 from __future__ import annotations
 
 import re
+from typing import NamedTuple, Optional
 
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
-from shlo2jax.attributes import DotAlgorithm, DotDims, Opaque
+from shlo2jax.attributes import DotAlgorithm, DotDims
+from shlo2jax.ops._common import (TriangularSolve, enum_value, ints, precision_config, preferred_type,
+                                  widen_two_bit)
 from shlo2jax.registry import Unsupported, register_op
-
-_ENUM_RE = re.compile(r"(\w+)>?\s*$")
-
-
-def enum_value(value):
-    """A stablehlo enum decodes to its name; the mhlo spelling (`#mhlo<precision HIGH>`,
-    `#mhlo.rng_algorithm<PHILOX>`) stays opaque text: take the last word of it."""
-    if isinstance(value, Opaque):
-        return _ENUM_RE.search(value.text.rstrip(">")).group(1)
-    return value
-
-
-def precision_config(op):
-    """precision_config -> a pair of lax.Precision (None when absent)."""
-    config = op.attrs.get("precision_config")
-    if not config:
-        return None
-    names = [enum_value(p) for p in config]
-    if len(names) == 1:
-        names = names * 2
-    unknown = [n for n in names if n not in lax.Precision.__members__]
-    if unknown:
-        raise Unsupported(f"precision {unknown[0]}")
-    return tuple(lax.Precision[n] for n in names)
-
-
-def _ints(value) -> tuple:
-    return tuple(int(v) for v in np.asarray(value).reshape(-1))
 
 
 # ---------------------------------------------------------------- dot_general
@@ -97,56 +72,37 @@ def _algorithm(alg: DotAlgorithm):
         raise Unsupported(f"dot algorithm {alg} is not expressible in lax") from None
 
 
-def _dot_params(op, dims: DotDims):
-    return {
-        "dims": ((dims.lhs_contracting_dimensions, dims.rhs_contracting_dimensions),
-                 (dims.lhs_batching_dimensions, dims.rhs_batching_dimensions)),
-        "precision": precision_config(op),
-        "algorithm": _algorithm(op.attrs.get("algorithm")),
-        "result": op.result_types[0].dtype,
-    }
+class Dot(NamedTuple):
+    dims: tuple                # lax.dot_general's ((contracting), (batch)) dimension numbers
+    precision: Optional[tuple]
+    algorithm: object          # a lax.DotAlgorithmPreset / lax.DotAlgorithm, or None
+    result: np.dtype
 
 
-def preferred_type(result, lhs, rhs):
-    """The preferred_element_type that yields `result` (converted afterwards if needed).
-
-    lax refuses an integer result narrower than the operands; integer accumulation
-    wraps, so accumulating wide and wrapping at the end gives the same values.
-    """
-    if T.is_integer(result) and T.is_integer(lhs.dtype) and T.bit_width(result) < max(
-            T.bit_width(lhs.dtype), T.bit_width(rhs.dtype)):
-        return None
-    return result
-
-
-_TWO_BIT_WIDENED = {T.ELEMENT_DTYPES["i2"]: np.dtype(np.int8),
-                    T.ELEMENT_DTYPES["ui2"]: np.dtype(np.uint8)}
-
-
-def widen_two_bit(x):
-    """XLA on CPU has no dot or convolution on 2-bit integers ("unsupported operand type
-    S2"); bytes hold the same values, and the wrapped result is the same."""
-    wide = _TWO_BIT_WIDENED.get(x.dtype)
-    return x if wide is None else lax.convert_element_type(x, wide)
+def _dot_params(op, dims: DotDims) -> Dot:
+    return Dot(((dims.lhs_contracting_dimensions, dims.rhs_contracting_dimensions),
+                (dims.lhs_batching_dimensions, dims.rhs_batching_dimensions)),
+               precision_config(op), _algorithm(op.attrs.get("algorithm")),
+               op.result_types[0].dtype)
 
 
 def _dot(lhs, rhs, p):
-    result = p["result"]
+    result = p.result
     lhs, rhs = widen_two_bit(lhs), widen_two_bit(rhs)
     preferred = preferred_type(result, lhs, rhs)
 
     def default(lhs, rhs):
-        return lax.dot_general(lhs, rhs, p["dims"], precision=p["precision"],
+        return lax.dot_general(lhs, rhs, p.dims, precision=p.precision,
                                preferred_element_type=preferred)
 
-    algorithm = p["algorithm"]
+    algorithm = p.algorithm
     # The algorithm describes how floating-point operands are rounded and accumulated;
     # for integer operands (which the reference interpreter accepts) it has no meaning.
     if algorithm is None or not (T.is_float(lhs.dtype) and T.is_float(rhs.dtype)):
         out = default(lhs, rhs)
     else:
         def with_algorithm(lhs, rhs):
-            return lax.dot_general(lhs, rhs, p["dims"], precision=algorithm,
+            return lax.dot_general(lhs, rhs, p.dims, precision=algorithm,
                                    preferred_element_type=preferred)
         if algorithm in _CPU_ALGORITHMS:
             out = with_algorithm(lhs, rhs)
@@ -173,7 +129,7 @@ def _prepare_dot(op):
 
 @register_op("stablehlo.dot", "mhlo.dot", prepare=_prepare_dot)
 def dot(ctx, op, lhs, rhs):
-    p = dict(op.params, dims=(((lhs.ndim - 1,), (0,)), ((), ())))
+    p = op.params._replace(dims=(((lhs.ndim - 1,), (0,)), ((), ())))
     return _dot(lhs, rhs, p)
 
 
@@ -215,21 +171,26 @@ _TRANSPOSE = {"NO_TRANSPOSE": (False, False), "TRANSPOSE": (True, False),
 def _prepare_triangular_solve(op):
     a = op.attrs
     transpose, conjugate = _TRANSPOSE[enum_value(a.get("transpose_a", "NO_TRANSPOSE"))]
-    return dict(left_side=bool(a["left_side"]), lower=bool(a["lower"]),
-                unit_diagonal=bool(a["unit_diagonal"]), transpose_a=transpose,
-                conjugate_a=conjugate)
+    return TriangularSolve(left_side=bool(a["left_side"]), lower=bool(a["lower"]),
+                           transpose_a=transpose, conjugate_a=conjugate,
+                           unit_diagonal=bool(a["unit_diagonal"]))
 
 
 @register_op("stablehlo.triangular_solve", "mhlo.triangular_solve",
              prepare=_prepare_triangular_solve)
 def triangular_solve(ctx, op, a, b):
-    return lax.linalg.triangular_solve(a, b, **op.params)
+    return lax.linalg.triangular_solve(a, b, **op.params._asdict())
 
 
 # ---------------------------------------------------------------- fft
 
+class Fft(NamedTuple):
+    fft_type: lax.FftType
+    fft_length: tuple
+
+
 def _prepare_fft(op):
-    return lax.FftType[enum_value(op.attrs["fft_type"])], _ints(op.attrs["fft_length"])
+    return Fft(lax.FftType[enum_value(op.attrs["fft_type"])], ints(op.attrs["fft_length"]))
 
 
 @register_op("stablehlo.fft", "mhlo.fft", prepare=_prepare_fft)
@@ -241,8 +202,13 @@ def fft(ctx, op, x):
 # ---------------------------------------------------------------- batch norm
 # Composed exactly as the spec's reference formulas (spec: batch_norm_*).
 
+class BatchNorm(NamedTuple):
+    epsilon: float
+    feature_index: int
+
+
 def _prepare_batch_norm(op):
-    return float(op.attrs["epsilon"]), int(op.attrs["feature_index"])
+    return BatchNorm(float(op.attrs["epsilon"]), int(op.attrs["feature_index"]))
 
 
 def _bcast(v, feature_index, like):

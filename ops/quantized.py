@@ -26,7 +26,9 @@ value, and only those, the rule `carried_rule` wraps here:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from typing import Optional
 
 import numpy as np
 from jax import lax
@@ -35,7 +37,7 @@ from shlo2jax import types as T
 from shlo2jax.module import Op, Region
 from shlo2jax.quant import (QArray, QuantizedType, check_tensor_type, dequantize, quantize,
                             straight_through_active, wrap_storage)
-from shlo2jax.registry import OpRule, Unsupported, register_op
+from shlo2jax.registry import OpRule, Unsupported, register_op, set_carried_wrapper
 
 _DATA_MOVEMENT = frozenset({
     "reshape", "transpose", "broadcast_in_dim", "broadcast", "slice", "dynamic_slice",
@@ -43,12 +45,13 @@ _DATA_MOVEMENT = frozenset({
     "dynamic_reshape", "dynamic_broadcast_in_dim", "real_dynamic_slice", "dynamic_pad",
     "dynamic_gather", "torch_index_select", "all_gather", "all_to_all", "collective_permute",
     "collective_broadcast", "get_dimension_size", "set_dimension_size", "constant"})
-# Handed QArrays as they are: they only route values.
+# Handed QArrays as they are: they only route values. (So are custom calls: the decoder
+# gives their targets' rules the values as they are.)
 _PASS_THROUGH = frozenset({
     "func.call", "stablehlo.tuple", "mhlo.tuple", "stablehlo.get_tuple_element",
     "mhlo.get_tuple_element", "stablehlo.optimization_barrier", "mhlo.optimization_barrier",
-    "stablehlo.custom_call", "mhlo.custom_call", "stablehlo.send", "stablehlo.recv",
-    "stablehlo.infeed", "stablehlo.outfeed", "stablehlo.composite"})
+    "stablehlo.send", "stablehlo.recv", "stablehlo.infeed", "stablehlo.outfeed",
+    "stablehlo.composite"})
 
 
 def _mnemonic(name: str) -> str:
@@ -79,12 +82,8 @@ def _as_dtype(t, dtype):
 
 def _view(op: Op, result_types, prepare, regions=None):
     """A copy of `op` with other result types (and regions), params prepared for them."""
-    view = Op.__new__(Op)
-    for slot in Op.__slots__:
-        setattr(view, slot, getattr(op, slot))
-    view.result_types = tuple(result_types)
-    if regions is not None:
-        view.regions = tuple(regions)
+    view = op.replaced(result_types=tuple(result_types),
+                       regions=op.regions if regions is None else tuple(regions))
     view.params = prepare(view) if prepare is not None else view.attrs
     return view
 
@@ -96,13 +95,15 @@ def _try_view(op, result_types, prepare):
         return None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Plan:
-    """What the load-time prepare decided for an op with quantized results."""
-    __slots__ = ("storage", "expressed", "integer", "regions")
-
-    def __init__(self, storage=None, expressed=None, integer=None, regions=False):
-        self.storage, self.expressed, self.integer, self.regions = \
-            storage, expressed, integer, regions
+    """What the load-time prepare decided for an op with quantized results: views of the op
+    (its params prepared for them) on storage integers and on expressed values, and for
+    quantized dots the integer-accumulating views by accumulator type."""
+    storage: Optional[Op] = None
+    expressed: Optional[Op] = None
+    integer: Optional[dict] = None
+    regions: bool = False
 
 
 def _wrap_prepare(name, prepare):
@@ -119,9 +120,10 @@ def _wrap_prepare(name, prepare):
             regions = [_storage_region(r) for r in op.regions]
             return _Plan(storage=_view(op, [_plain(t) for t in op.result_types], prepare, regions),
                          regions=True)
-        plan = _Plan(expressed=_try_view(op, [_expressed(t) for t in op.result_types], prepare))
-        if mnemonic in _DATA_MOVEMENT:
-            plan.storage = _view(op, [_plain(t) for t in op.result_types], prepare)
+        expressed = _try_view(op, [_expressed(t) for t in op.result_types], prepare)
+        storage = _view(op, [_plain(t) for t in op.result_types], prepare) \
+            if mnemonic in _DATA_MOVEMENT else None
+        plan = _Plan(storage=storage, expressed=expressed)
         if plan.expressed is None and plan.storage is None:
             raise Unsupported(f"{name} on quantized values: no expressed-type translation")
         return plan
@@ -362,9 +364,9 @@ def _dot_prepare(prepare):
     def dot_prepare(op):
         plan = wrapped(op)
         if type(plan) is _Plan and type(op.result_types[0].quant) is QuantizedType:
-            plan.integer = {
+            plan = dataclasses.replace(plan, integer={
                 wide: _try_view(op, [_as_dtype(t, wide) for t in op.result_types], prepare)
-                for wide in (np.int32, np.int64)}
+                for wide in (np.int32, np.int64)})
         return plan
     return dot_prepare
 
@@ -493,3 +495,6 @@ def carried_rule(rule: OpRule) -> OpRule:
     wrapped = OpRule(name, handler, prepare)
     _WRAPPED[id(rule)] = (rule, wrapped)
     return wrapped
+
+
+set_carried_wrapper(carried_rule)

@@ -1,6 +1,8 @@
-"""rng and rng_bit_generator."""
+"""rng, rng_bit_generator, and jax.export's `stablehlo.dynamic_rng_bit_generator` custom call."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -8,8 +10,8 @@ from jax import lax
 
 from shlo2jax import _jax_internals
 from shlo2jax import types as T
-from shlo2jax.registry import Unsupported, register_op
-from shlo2jax.ops.linalg import enum_value
+from shlo2jax.ops._common import enum_value
+from shlo2jax.registry import Unsupported, register_custom_call, register_op
 
 # `stablehlo.rng` numbers are implementation-defined (spec): they come from
 # jax.random seeded with RNG_SEED, folded with the op's position in the module so
@@ -17,9 +19,16 @@ from shlo2jax.ops.linalg import enum_value
 RNG_SEED = 0
 
 
+class Rng(NamedTuple):
+    distribution: str  # UNIFORM or NORMAL
+    shape: tuple
+    dtype: np.dtype
+    index: int         # the op's position in the module: each rng op draws its own numbers
+
+
 def _prepare_rng(op):
     rtype = op.result_types[0]
-    return enum_value(op.attrs["rng_distribution"]), rtype.shape, rtype.dtype, op.index
+    return Rng(enum_value(op.attrs["rng_distribution"]), rtype.shape, rtype.dtype, op.index)
 
 
 def _sample_dtype(dtype):
@@ -56,6 +65,14 @@ _ALGORITHMS = {"DEFAULT": lax.RandomAlgorithm.RNG_DEFAULT,
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
+class RngBitGenerator(NamedTuple):
+    lax_state: bool      # a state lax.rng_bit_generator takes (else Philox's ui64[3])
+    algorithm: str
+    shape: tuple
+    bits_dtype: np.dtype  # the unsigned type drawn
+    dtype: np.dtype       # the result type its bits are reinterpreted as
+
+
 def _prepare_rng_bit_generator(op):
     state_type, out_type = op.result_types
     algorithm = enum_value(op.attrs["rng_algorithm"])
@@ -72,7 +89,7 @@ def _prepare_rng_bit_generator(op):
                               and state_type.shape == (3,)):
         raise Unsupported(f"rng_bit_generator {algorithm} with state {state_type}: the spec "
                           "allows ui64[2], and ui64[3] for PHILOX")
-    return (lax_state, algorithm, out_type.shape, bits_dtype, dtype)
+    return RngBitGenerator(lax_state, algorithm, out_type.shape, bits_dtype, dtype)
 
 
 @register_op("stablehlo.rng_bit_generator", "mhlo.rng_bit_generator",
@@ -87,3 +104,20 @@ def rng_bit_generator(ctx, op, state):
     if dtype != bits_dtype:
         bits = lax.bitcast_convert_type(bits, dtype)
     return new_state, bits
+
+
+@register_custom_call("stablehlo.dynamic_rng_bit_generator")
+def dynamic_rng_bit_generator(ctx, op, state, shape):
+    # The output shape is an operand; after shape refinement it is a constant.
+    if isinstance(shape, jax.core.Tracer):
+        raise ValueError("the output shape is computed from traced values: it must be known "
+                         "while tracing")
+    shape = tuple(int(v) for v in np.asarray(shape).reshape(-1))
+    dtype = op.result_types[1].dtype
+    algorithm = _ALGORITHMS[enum_value(op.attrs.get("rng_algorithm", "DEFAULT"))]
+    new_state, bits = lax.rng_bit_generator(state, shape, _UNSIGNED[np.dtype(dtype).itemsize],
+                                            algorithm)
+    if bits.dtype != dtype:
+        bits = lax.bitcast_convert_type(bits, dtype)
+    return new_state, bits
+

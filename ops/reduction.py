@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -22,17 +23,8 @@ from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.module import Region
-from shlo2jax.ops.control_flow import explicit_captures, non_differentiable
+from shlo2jax.ops._common import explicit_captures, ints, non_differentiable, single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
-
-
-def _ints(value) -> tuple:
-    """An i64 array attribute: a tuple (stablehlo) or a dense array (mhlo)."""
-    return tuple(int(v) for v in np.asarray(value).reshape(-1))
-
-
-def _result(op, outs):
-    return outs[0] if len(op.results) == 1 else tuple(outs)
 
 
 # ------------------------------------------------------------------ body analysis
@@ -125,11 +117,19 @@ def _flagged(body):
 
 # ------------------------------------------------------------------ reduce
 
+class Reduce(NamedTuple):
+    dims: tuple
+    monoid: Optional[str]      # the body's one monoid op (one input), else None
+    dtypes: tuple              # the result (accumulation) types
+    n: int                     # inputs (as many init values follow)
+    selection: Optional[bool]  # several inputs whose body picks one element (argmax, ...)
+
+
 def _reduce_prepare(op):
     n = len(op.results)
-    return {"dims": _ints(op.attrs["dimensions"]), "monoid": _monoid(op.regions[0]) if n == 1 else None,
-            "dtypes": tuple(t.dtype for t in op.result_types), "n": n,
-            "selection": _is_selection(op.regions[0], n) if n > 1 else None}
+    return Reduce(ints(op.attrs["dimensions"]), _monoid(op.regions[0]) if n == 1 else None,
+                  tuple(t.dtype for t in op.result_types), n,
+                  _is_selection(op.regions[0], n) if n > 1 else None)
 
 
 def _is_selection(region: Region, n: int):
@@ -192,19 +192,19 @@ def _selection_reduce(ctx, op, inputs, inits, dims):
             touts.append(lax.select(count > 0, picked, lax.broadcast_in_dim(ti, o.shape, ())))
         return outs, tuple(touts)
 
-    return _result(op, list(run(captured, tuple(inputs), tuple(inits))))
+    return single_or_tuple(op, list(run(captured, tuple(inputs), tuple(inits))))
 
 
 @register_op("stablehlo.reduce", "mhlo.reduce", prepare=_reduce_prepare)
 def reduce(ctx, op, *args):
     p = op.params
-    n, dims = p["n"], p["dims"]
+    n, dims = p.n, p.dims
     # Promotable bodies (spec C8) accumulate in a wider type than the inputs.
     inputs = [x if x.dtype == dt else lax.convert_element_type(x, dt)
-              for x, dt in zip(args[:n], p["dtypes"])]
+              for x, dt in zip(args[:n], p.dtypes)]
     inits = list(args[n:])
-    name = _bool_monoid(p["monoid"], p["dtypes"][0])
-    if name in _AD_REDUCE and _has_identity(name, p["dtypes"][0]) and \
+    name = _bool_monoid(p.monoid, p.dtypes[0])
+    if name in _AD_REDUCE and _has_identity(name, p.dtypes[0]) and \
             not _is_identity(name, inits[0]):
         # Reduce from the identity, which lax turns into its differentiable reductions, then
         # apply the init once (the init may also be traced: jax exports some via a broadcast).
@@ -219,68 +219,78 @@ def reduce(ctx, op, *args):
         return _MONOIDS[name](out, lax.broadcast_in_dim(inits[0], out.shape, ()))
     if name is not None and (name in _IDEMPOTENT or _is_identity(name, inits[0])):
         return _monoid_reduce(lax.reduce, inputs[0], inits[0], name, dims)
-    if p["selection"] is not None:
+    if p.selection is not None:
         return _selection_reduce(ctx, op, inputs, inits, dims)
     captured, bind = explicit_captures(ctx, op.regions[0])
     run = non_differentiable(
         lambda caps, xs, inits: tuple(_general_reduce(bind(caps)[0], list(xs), list(inits), dims)),
         op, "a reduce body that is neither a monoid nor a selection")
-    return _result(op, list(run(captured, tuple(inputs), tuple(inits))))
+    return single_or_tuple(op, list(run(captured, tuple(inputs), tuple(inits))))
 
 
 # ------------------------------------------------------------------ reduce_window
 
+class ReduceWindow(NamedTuple):
+    n: int                 # inputs (as many init values follow)
+    window: tuple
+    strides: tuple
+    base: tuple            # base dilations
+    wdil: tuple            # window dilations
+    padding: tuple         # (low, high) per dimension
+    monoid: Optional[str]  # the body's one monoid op (one input), else None
+    dtypes: tuple          # the result (accumulation) types
+
+
 def _reduce_window_prepare(op):
     n = len(op.results)
-    rank = len(_ints(op.attrs["window_dimensions"]))
+    rank = len(ints(op.attrs["window_dimensions"]))
     attrs = op.attrs
     ones = (1,) * rank
     padding = attrs.get("padding")
     padding = (tuple((0, 0) for _ in range(rank)) if padding is None
                else tuple((int(lo), int(hi)) for lo, hi in np.asarray(padding).reshape(rank, 2)))
-    return {
-        "n": n,
-        "window": _ints(attrs["window_dimensions"]),
-        "strides": _ints(attrs["window_strides"]) if "window_strides" in attrs else ones,
-        "base": _ints(attrs["base_dilations"]) if "base_dilations" in attrs else ones,
-        "wdil": _ints(attrs["window_dilations"]) if "window_dilations" in attrs else ones,
-        "padding": padding,
-        "monoid": _monoid(op.regions[0]) if n == 1 else None,
-        "dtypes": tuple(t.dtype for t in op.result_types),
-    }
+    return ReduceWindow(
+        n=n,
+        window=ints(attrs["window_dimensions"]),
+        strides=ints(attrs["window_strides"]) if "window_strides" in attrs else ones,
+        base=ints(attrs["base_dilations"]) if "base_dilations" in attrs else ones,
+        wdil=ints(attrs["window_dilations"]) if "window_dilations" in attrs else ones,
+        padding=padding,
+        monoid=_monoid(op.regions[0]) if n == 1 else None,
+        dtypes=tuple(t.dtype for t in op.result_types))
 
 
 @register_op("stablehlo.reduce_window", "mhlo.reduce_window", prepare=_reduce_window_prepare)
 def reduce_window(ctx, op, *args):
     p = op.params
-    n = p["n"]
+    n = p.n
     inputs = [x if x.dtype == dt else lax.convert_element_type(x, dt)
-              for x, dt in zip(args[:n], p["dtypes"])]
+              for x, dt in zip(args[:n], p.dtypes)]
     inits = list(args[n:])
-    name = _bool_monoid(p["monoid"], p["dtypes"][0])
-    if name in _AD_WINDOW and _has_identity(name, p["dtypes"][0]) and \
+    name = _bool_monoid(p.monoid, p.dtypes[0])
+    if name in _AD_WINDOW and _has_identity(name, p.dtypes[0]) and \
             not _is_identity(name, inits[0]):
         return _ad_reduce_window(inputs[0], inits[0], name, p)
     # XLA skips padding where the spec pads with init: the same only for an identity
     # init or an idempotent body.
     if name in _IDEMPOTENT or (name == "add" and _is_identity(name, inits[0])):
-        return _monoid_reduce(lax.reduce_window, inputs[0], inits[0], name, p["window"],
-                              p["strides"], p["padding"], p["base"], p["wdil"])
+        return _monoid_reduce(lax.reduce_window, inputs[0], inits[0], name, p.window,
+                              p.strides, p.padding, p.base, p.wdil)
     captured, bind = explicit_captures(ctx, op.regions[0])
     run = non_differentiable(lambda caps, xs, inits: tuple(_general_reduce_window(
         bind(caps)[0], list(xs), list(inits), p)), op, "a reduce_window body other than "
         "add, max or min")
-    return _result(op, list(run(captured, tuple(inputs), tuple(inits))))
+    return single_or_tuple(op, list(run(captured, tuple(inputs), tuple(inits))))
 
 
 def _general_reduce_window(body, inputs, inits, p):
-    config = [(lo, hi, b - 1) for (lo, hi), b in zip(p["padding"], p["base"])]
+    config = [(lo, hi, b - 1) for (lo, hi), b in zip(p.padding, p.base)]
     padded = [lax.pad(x, i, config) for x, i in zip(inputs, inits)]
-    rank = len(p["window"])
+    rank = len(p.window)
     flag = lax.full(padded[0].shape, True)
     _, *partial = lax.reduce_window((flag, *padded), (np.bool_(False), *inits), _flagged(body),
-                                    p["window"], p["strides"], ((0, 0),) * rank, (1,) * rank,
-                                    p["wdil"])
+                                    p.window, p.strides, ((0, 0),) * rank, (1,) * rank,
+                                    p.wdil)
     shape = partial[0].shape
     if 0 in shape:
         return partial
@@ -319,12 +329,12 @@ def _ad_reduce_window(x, init, name, p):
     for a concrete identity init; so the spec's padding with init is made explicit and
     the init is applied once at the end, which is exactly the spec's result.
     """
-    config = [(lo, hi, b - 1) for (lo, hi), b in zip(p["padding"], p["base"])]
+    config = [(lo, hi, b - 1) for (lo, hi), b in zip(p.padding, p.base)]
     if any(c != (0, 0, 0) for c in config):
         x = lax.pad(x, init, config)
     rank = x.ndim
-    out = lax.reduce_window(x, _identity(name, x.dtype), _MONOIDS[name], p["window"],
-                            p["strides"], ((0, 0),) * rank, (1,) * rank, p["wdil"])
+    out = lax.reduce_window(x, _identity(name, x.dtype), _MONOIDS[name], p.window,
+                            p.strides, ((0, 0),) * rank, (1,) * rank, p.wdil)
     return _MONOIDS[name](out, lax.broadcast_in_dim(init, out.shape, ()))
 
 
@@ -332,7 +342,7 @@ def _ad_reduce_window(x, init, name, p):
 
 def _map_prepare(op):
     rank = len(op.result_types[0].shape)
-    if _ints(op.attrs.get("dimensions", ())) != tuple(range(rank)):
+    if ints(op.attrs.get("dimensions", ())) != tuple(range(rank)):
         raise Unsupported(f"map dimensions {op.attrs.get('dimensions')} (the spec requires all, in order)")
     return None
 
@@ -342,22 +352,29 @@ def map_(ctx, op, *inputs):
     shape = inputs[0].shape
     body = ctx.region(op.regions[0])
     if 0 in shape:
-        return _result(op, [jnp.zeros(shape, t.dtype) for t in op.result_types])
-    return _result(op, _elementwise(body, inputs, shape))
+        return single_or_tuple(op, [jnp.zeros(shape, t.dtype) for t in op.result_types])
+    return single_or_tuple(op, _elementwise(body, inputs, shape))
 
 
 # ------------------------------------------------------------------ select_and_scatter
 
+class SelectAndScatter(NamedTuple):
+    window: tuple
+    strides: tuple
+    padding: tuple   # (low, high) per dimension
+    offsets: list    # every position within a window, in row-major order
+
+
 def _select_and_scatter_prepare(op):
     attrs = op.attrs
-    window = _ints(attrs["window_dimensions"])
+    window = ints(attrs["window_dimensions"])
     rank = len(window)
     padding = attrs.get("padding")
     padding = (((0, 0),) * rank if padding is None
                else tuple((int(lo), int(hi)) for lo, hi in np.asarray(padding).reshape(rank, 2)))
-    strides = _ints(attrs["window_strides"]) if "window_strides" in attrs else (1,) * rank
+    strides = ints(attrs["window_strides"]) if "window_strides" in attrs else (1,) * rank
     offsets = list(itertools.product(*[range(w) for w in window]))
-    return {"window": window, "strides": strides, "padding": padding, "offsets": offsets}
+    return SelectAndScatter(window, strides, padding, offsets)
 
 
 def _window_view(x, fill, offset, source_shape, strides, padding):
@@ -386,12 +403,12 @@ def select_and_scatter(ctx, op, operand, source, init):
     result = lax.broadcast_in_dim(init, shape, ())
     if 0 in src_shape or 0 in shape:
         return result
-    view = lambda x, fill, k: _window_view(x, fill, k, src_shape, p["strides"], p["padding"])
+    view = lambda x, fill, k: _window_view(x, fill, k, src_shape, p.strides, p.padding)
     valid_all = lax.full(shape, True)
     zero = lax.full((), 0, operand.dtype)
     # Select: fold each window in row-major order; padding is never selected.
     chosen = chosen_val = have = None
-    for index, k in enumerate(p["offsets"]):
+    for index, k in enumerate(p.offsets):
         val, valid = view(operand, zero, k), view(valid_all, np.bool_(False), k)
         if chosen is None:
             chosen_val, chosen, have = val, lax.full(src_shape, 0, np.int32), valid
@@ -403,10 +420,10 @@ def select_and_scatter(ctx, op, operand, source, init):
         have = have | valid
     # Scatter: an operand element receives from windows in ascending source order,
     # i.e. descending window offsets.
-    for index in reversed(range(len(p["offsets"]))):
-        k = p["offsets"][index]
+    for index in reversed(range(len(p.offsets))):
+        k = p.offsets[index]
         hit = have & (chosen == index)
-        place = lambda y, fill: _scatter_view(y, fill, k, shape, p["strides"], p["padding"])
+        place = lambda y, fill: _scatter_view(y, fill, k, shape, p.strides, p.padding)
         hit_here = place(hit, np.bool_(False))
         src_here = place(source, zero)
         combined, = _elementwise(scatter, [result, src_here], shape)
@@ -625,6 +642,12 @@ _SORTED_AS = {T.ELEMENT_DTYPES["i2"]: np.dtype(np.int8),
               T.ELEMENT_DTYPES["ui2"]: np.dtype(np.uint8)}
 
 
+class Sort(NamedTuple):
+    dim: int
+    keys: Optional[list]              # the comparator as sort keys (_analyze_comparator);
+    key_region: Optional[Region]      # None: sorted by the comparator region itself
+
+
 def _sort_prepare(op):
     rank = len(op.result_types[0].shape)
     dim = int(op.attrs.get("dimension", -1))
@@ -632,21 +655,21 @@ def _sort_prepare(op):
         dim += rank
     try:
         keys = _analyze_comparator(op.regions[0])
-        plan = ("keys", keys, _key_subregion(op.regions[0], [k[0] for k in keys]))
+        return Sort(dim, keys, _key_subregion(op.regions[0], [k[0] for k in keys]))
     except (_NotLexicographic, KeyError):   # KeyError: an attribute this analysis cannot read
-        plan = ("general",)
-    return {"dim": dim, "plan": plan}
+        return Sort(dim, None, None)
 
 
 @register_op("stablehlo.sort", "mhlo.sort", prepare=_sort_prepare)
 def sort(ctx, op, *operands):
-    dim, plan = op.params["dim"], op.params["plan"]
+    p = op.params
+    dim = p.dim
     shape = operands[0].shape
-    if shape[dim] <= 1 or 0 in shape or (plan[0] == "keys" and not plan[1]):
-        return _result(op, operands)   # (a comparator that is always false keeps the order)
-    if plan[0] == "keys":
+    if shape[dim] <= 1 or 0 in shape or (p.keys is not None and not p.keys):
+        return single_or_tuple(op, operands)   # (a comparator that is always false keeps the order)
+    if p.keys is not None:
         try:
-            keys = _sort_keys(ctx, plan, operands, shape)
+            keys = _sort_keys(ctx, p, operands, shape)
         except _NotLexicographic:
             keys = None
         if keys is not None:
@@ -656,13 +679,13 @@ def sort(ctx, op, *operands):
                        else x for x in operands]
             outs = lax.sort((*keys, *carried), dimension=dim, is_stable=True,
                             num_keys=len(keys))
-            return _result(op, [lax.convert_element_type(y, x.dtype)
+            return single_or_tuple(op, [lax.convert_element_type(y, x.dtype)
                                 for y, x in zip(outs[len(keys):], operands)])
-    return _result(op, _merge_sort(ctx.region(op.regions[0]), operands, dim))
+    return single_or_tuple(op, _merge_sort(ctx.region(op.regions[0]), operands, dim))
 
 
-def _sort_keys(ctx, plan, operands, shape):
-    _, keys, subregion = plan
+def _sort_keys(ctx, p: Sort, operands, shape):
+    keys, subregion = p.keys, p.key_region
     arg_index = {a: i // 2 for i, a in enumerate(subregion.args)}
     if all(k[0] in arg_index for k in keys):
         values = [operands[arg_index[k[0]]] for k in keys]

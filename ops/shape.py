@@ -3,29 +3,17 @@ get_dimension_size."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
+from shlo2jax.ops._common import ints, result_shape
 from shlo2jax.registry import register_op
 
 _CONCATENATED_AS = {T.ELEMENT_DTYPES["i2"]: np.dtype(np.int8),
                     T.ELEMENT_DTYPES["ui2"]: np.dtype(np.uint8)}
-
-
-def _ints(value) -> tuple:
-    """An i64 array attribute: a tuple (stablehlo) or a dense array (mhlo)."""
-    return tuple(int(v) for v in np.asarray(value).reshape(-1))
-
-
-def result_shape(op) -> tuple:
-    """The static result shape. `?` is accepted at load time (a dynamic module is
-    refined to static shapes before it is translated), so it is checked here."""
-    shape = op.result_types[0].shape
-    if None in shape:
-        raise ValueError(f"result type {op.result_types[0]} is still dynamic: the function must "
-                         "be called through shape refinement")
-    return shape
 
 
 @register_op("stablehlo.reshape", "mhlo.reshape")
@@ -34,27 +22,33 @@ def reshape(ctx, op, x):
 
 
 @register_op("stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim",
-             prepare=lambda op: _ints(op.attrs["broadcast_dimensions"]))
+             prepare=lambda op: ints(op.attrs["broadcast_dimensions"]))
 def broadcast_in_dim(ctx, op, x):
     return lax.broadcast_in_dim(x, result_shape(op), op.params)
 
 
 @register_op("stablehlo.broadcast", "mhlo.broadcast",
-             prepare=lambda op: _ints(op.attrs["broadcast_sizes"]))
+             prepare=lambda op: ints(op.attrs["broadcast_sizes"]))
 def broadcast(ctx, op, x):
     return lax.broadcast(x, op.params)
 
 
 @register_op("stablehlo.transpose", "mhlo.transpose",
-             prepare=lambda op: _ints(op.attrs["permutation"]))
+             prepare=lambda op: ints(op.attrs["permutation"]))
 def transpose(ctx, op, x):
     return lax.transpose(x, op.params)
 
 
+class Slice(NamedTuple):
+    start_indices: tuple
+    limit_indices: tuple
+    strides: tuple
+
+
 def _slice_prepare(op):
-    starts = _ints(op.attrs["start_indices"])
-    strides = _ints(op.attrs["strides"]) if "strides" in op.attrs else (1,) * len(starts)
-    return starts, _ints(op.attrs["limit_indices"]), strides
+    starts = ints(op.attrs["start_indices"])
+    strides = ints(op.attrs["strides"]) if "strides" in op.attrs else (1,) * len(starts)
+    return Slice(starts, ints(op.attrs["limit_indices"]), strides)
 
 
 @register_op("stablehlo.slice", "mhlo.slice", prepare=_slice_prepare)
@@ -77,8 +71,8 @@ def concatenate(ctx, op, *xs):
 
 
 def _pad_prepare(op):
-    return tuple(zip(_ints(op.attrs["edge_padding_low"]), _ints(op.attrs["edge_padding_high"]),
-                     _ints(op.attrs["interior_padding"])))
+    return tuple(zip(ints(op.attrs["edge_padding_low"]), ints(op.attrs["edge_padding_high"]),
+                     ints(op.attrs["interior_padding"])))
 
 
 @register_op("stablehlo.pad", "mhlo.pad", prepare=_pad_prepare)
@@ -88,7 +82,7 @@ def pad(ctx, op, x, padding_value):
 
 
 @register_op("stablehlo.reverse", "mhlo.reverse",
-             prepare=lambda op: _ints(op.attrs["dimensions"]))
+             prepare=lambda op: ints(op.attrs["dimensions"]))
 def reverse(ctx, op, x):
     return lax.rev(x, op.params)
 
@@ -105,8 +99,8 @@ def get_dimension_size(ctx, op, x):
 
 def _check_shape_operand(op, value, shape):
     # Constants reach handlers as numpy arrays: a known operand must agree with the type.
-    if isinstance(value, np.ndarray) and _ints(value) != tuple(shape):
-        raise ValueError(f"shape operand {list(_ints(value))} contradicts the result type "
+    if isinstance(value, np.ndarray) and ints(value) != tuple(shape):
+        raise ValueError(f"shape operand {list(ints(value))} contradicts the result type "
                          f"{op.result_types[0]}")
 
 
@@ -118,7 +112,7 @@ def dynamic_reshape(ctx, op, x, output_shape):
 
 
 @register_op("stablehlo.dynamic_broadcast_in_dim", "mhlo.dynamic_broadcast_in_dim",
-             prepare=lambda op: _ints(op.attrs["broadcast_dimensions"]))
+             prepare=lambda op: ints(op.attrs["broadcast_dimensions"]))
 def dynamic_broadcast_in_dim(ctx, op, x, output_dimensions):
     shape = result_shape(op)
     _check_shape_operand(op, output_dimensions, shape)
@@ -129,7 +123,7 @@ def dynamic_broadcast_in_dim(ctx, op, x, output_dimensions):
 def dynamic_pad(ctx, op, x, padding_value, low, high, interior):
     if not all(isinstance(a, np.ndarray) for a in (low, high, interior)):
         raise ValueError("dynamic_pad needs its padding amounts known while tracing")
-    out = lax.pad(x, padding_value, tuple(zip(_ints(low), _ints(high), _ints(interior))))
+    out = lax.pad(x, padding_value, tuple(zip(ints(low), ints(high), ints(interior))))
     if out.shape != result_shape(op):
         raise ValueError(f"padding gives shape {out.shape}, the result type is "
                          f"{op.result_types[0]}")

@@ -2,37 +2,39 @@
 
 Markers: `@Sharding`, `sdy.sharding_constraint`, `sdy.reshard`,
 `@xla.sdy.ShardingConstraint` / `@xla.sdy.FuncResultSharding`. When a program runs
-on its mesh (`shlo2jax.sharding.ShardingContext`, set as `translator.sharding` by
-`Function`), they are `jax.lax.with_sharding_constraint`s with the marker's
+on its mesh (the translator's `mode.sharding`, a `shlo2jax.sharding.ShardingContext`
+given by `Function`), they are `jax.lax.with_sharding_constraint`s with the marker's
 `NamedSharding`; on one device (or inside a manual region) they are the identity.
 
 Manual regions: `sdy.manual_computation` and the `shlo2jax.manual_region` ops that
 `shlo2jax.sharding.rewrite_manual_regions` folds from `@SPMDFullToShardShape` ...
 `@SPMDShardToFullShape` stretches run as a `jax.shard_map` over the grid of
 processes (see shlo2jax/sharding.py): the collectives inside communicate between
-devices exactly as in `shlo2jax.spmd`. On one device a manual region whose
+devices exactly as in a grid of processes (shlo2jax.grid). On one device a manual region whose
 per-device shapes equal the global ones is just its body.
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple, Optional
 
 import jax
 from jax.sharding import PartitionSpec
 
-from shlo2jax import sharding as S
-from shlo2jax import spmd
+from shlo2jax import sharding_attributes as S
+from shlo2jax.errors import ShardingError
+from shlo2jax.grid import AXES, ProcessGrid, make_mesh
 from shlo2jax.module import Region
+from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_custom_call, register_op
-from shlo2jax.translate import Translator, evaluate
+from shlo2jax.translate import evaluate
 
 
 def _context(ctx):
     """The program's ShardingContext when it runs on its mesh, outside manual regions."""
-    if getattr(ctx.translator, "spmd", None) is not None:
-        return None
-    return getattr(ctx.translator, "sharding", None)
+    mode = ctx.translator.mode
+    return None if mode.grid is not None else mode.sharding
 
 
 def _constrain(ctx, shardings, values, open_dims=False):
@@ -43,14 +45,10 @@ def _constrain(ctx, shardings, values, open_dims=False):
     for x, sharding in zip(values, shardings):
         try:
             named = sc.named(sharding, x.ndim, open_dims)
-        except S.ShardingError:
+        except ShardingError:
             named = None  # a hint only: the values are the same without it
         out.append(x if named is None else jax.lax.with_sharding_constraint(x, named))
     return out
-
-
-def _one_or_tuple(values):
-    return values[0] if len(values) == 1 else tuple(values)
 
 
 # ---------------------------------------------------------------- markers
@@ -67,23 +65,21 @@ def _prepare_marker(op):
         else:
             sharding = S.value_sharding(op.attrs)
             shardings = [sharding] * len(op.operands)
-    except S.ShardingError:
+    except ShardingError:
         shardings = [None] * len(op.operands)
     return tuple(shardings)
 
 
-def _marker(ctx, op, shardings, *args):
-    return _one_or_tuple(_constrain(ctx, shardings, args))
-
-
-for _target in ("Sharding", "xla.sdy.ShardingConstraint", "xla.sdy.FuncResultSharding"):
-    register_custom_call(_target, _marker, prepare=_prepare_marker)
+@register_custom_call("Sharding", "xla.sdy.ShardingConstraint", "xla.sdy.FuncResultSharding",
+                      prepare=_prepare_marker)
+def sharding_marker(ctx, op, *args):
+    return single_or_tuple(op, _constrain(ctx, op.params, args))
 
 
 def _prepare_sdy_constraint(op):
     try:
-        return S.parse_sdy_sharding(S._text(op.attrs["sharding"]))
-    except S.ShardingError as e:
+        return S.parse_sdy_sharding(S.attribute_text(op.attrs["sharding"]))
+    except ShardingError as e:
         raise Unsupported(str(e)) from None
 
 
@@ -104,66 +100,52 @@ def sharding_group(ctx, op, x):
 
 # ---------------------------------------------------------------- unpaired shard conversions
 
-def _prepare_shard_shape(op):
-    return op.attrs.get("call_target_name"), op.result_types[0].shape
-
-
-def _shard_shape(ctx, op, params, x):
+@register_custom_call("SPMDFullToShardShape", "SPMDShardToFullShape",
+                      "xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape",
+                      prepare=lambda op: op.result_types[0].shape)
+def shard_shape(ctx, op, x):
     # Reached only outside a manual region (see rewrite_manual_regions): one device.
-    target, shape = params
+    shape = op.params
     if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{target} changes the shape {tuple(x.shape)} -> {tuple(shape)}: "
-                         "a program partitioned over several devices, and this conversion "
-                         "is not part of a FullToShard ... ShardToFull region")
+        raise ValueError(f"{op.attrs.get('call_target_name')} changes the shape "
+                         f"{tuple(x.shape)} -> {tuple(shape)}: a program partitioned over "
+                         "several devices, and this conversion is not part of a FullToShard "
+                         "... ShardToFull region")
     return x
-
-
-for _target in ("SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
-                "xla.sdy.LocalToGlobalShape"):
-    register_custom_call(_target, _shard_shape, prepare=_prepare_shard_shape)
 
 
 # ---------------------------------------------------------------- manual regions
 
+class ManualRegion(NamedTuple):
+    """A region of per-device code: the shardings its operands enter with and its results
+    leave with, the mesh axes it is manual over (None: all), its body (taking the entered
+    values, then the captured ones), the body's captures, and how many operands enter."""
+    in_shardings: tuple
+    out_shardings: tuple
+    axes: Optional[frozenset]
+    body: Region
+    captures: tuple
+    entries: int
+
+
 def _prepare_manual_computation(op):
     try:
-        ins = S.parse_sdy_shardings(S._text(op.attrs["in_shardings"]))
-        outs = S.parse_sdy_shardings(S._text(op.attrs["out_shardings"]))
-    except (KeyError, S.ShardingError) as e:
+        ins = S.parse_sdy_shardings(S.attribute_text(op.attrs["in_shardings"]))
+        outs = S.parse_sdy_shardings(S.attribute_text(op.attrs["out_shardings"]))
+    except (KeyError, ShardingError) as e:
         raise Unsupported(f"cannot read the shardings: {e}") from None
-    axes = frozenset(re.findall(r'"([^"]+)"', S._text(op.attrs.get("manual_axes", ""))))
+    axes = frozenset(re.findall(r'"([^"]+)"', S.attribute_text(op.attrs.get("manual_axes", ""))))
     region = op.regions[0]
     body = Region(region.args + region.captures,
                   region.arg_types + (None,) * len(region.captures), region.ops,
                   region.outputs, ())
-    return {"in": tuple(ins), "out": tuple(outs), "axes": axes, "body": body,
-            "captures": region.captures, "entries": len(op.operands)}
+    return ManualRegion(tuple(ins), tuple(outs), axes, body, region.captures, len(op.operands))
 
 
 def _prepare_manual_region(op):
     a = op.attrs
-    return {"in": a["in_shardings"], "out": a["out_shardings"], "axes": a.get("axes"),
-            "body": op.regions[0], "captures": (), "entries": a["num_entries"]}
-
-
-class _ManualTranslator(Translator):
-    def function_body(self, fdef):
-        body = super().function_body(fdef)
-        # XLA's Shardy import treats functions named `xla.sdy.*` as round-trip markers
-        body.__name__ = body.__qualname__ = fdef.name.replace(".", "_")
-        return body
-
-
-def _manual_translator(outer: Translator, sc) -> Translator:
-    """The translator of per-device code: collectives see the grid of processes."""
-    inner = getattr(outer, "_manual_translator", None)
-    if inner is None:
-        inner = _ManualTranslator(outer.module)
-        inner.spmd = spmd.SpmdContext(sc.num_replicas, sc.num_partitions)
-        inner.sharding = sc
-        inner.recorder, inner.observer = outer.recorder, outer.observer
-        outer._manual_translator = inner
-    return inner
+    return ManualRegion(a["in_shardings"], a["out_shardings"], a.get("axes"), op.regions[0], (),
+                        a["num_entries"])
 
 
 def _tilings(sc, shardings, types, axes, what):
@@ -181,20 +163,20 @@ def manual_computation(ctx, op, *operands):
     return _manual(ctx, op, operands)
 
 
-@register_op(S.MANUAL_REGION, prepare=_prepare_manual_region)
+@register_op("shlo2jax.manual_region", prepare=_prepare_manual_region)
 def manual_region(ctx, op, *operands):
     return _manual(ctx, op, operands)
 
 
 def _manual(ctx, op, operands):
     p = op.params
-    body = p["body"]
-    k = p["entries"]
-    captured = list(operands[k:]) + [ctx.env[v] for v in p["captures"]]
+    body = p.body
+    k = p.entries
+    captured = list(operands[k:]) + [ctx.env[v] for v in p.captures]
     entries = operands[:k]
     local_types = body.arg_types[:k]
-    sc = getattr(ctx.translator, "sharding", None)
-    if getattr(ctx.translator, "spmd", None) is not None:
+    sc = ctx.translator.mode.sharding
+    if ctx.translator.mode.grid is not None:
         raise ValueError("a manual region inside a manual region is not supported")
     if sc is None or sc.num_devices == 1:
         # one device: the per-device values are the whole values
@@ -205,24 +187,25 @@ def _manual(ctx, op, operands):
                     f"the program is partitioned over {n} devices (a manual region takes "
                     f"{t} blocks of {x.dtype}{list(x.shape)}): call it where "
                     "len(jax.devices()) covers its mesh")
-        return _one_or_tuple(evaluate(ctx.translator, body, list(entries) + captured, {}))
+        return single_or_tuple(op, evaluate(ctx.translator, body, list(entries) + captured, {}))
     n = sc.num_devices
-    t_in = _tilings(sc, p["in"], [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in entries],
-                    p["axes"], "operand")
-    t_out = _tilings(sc, p["out"], op.result_types, p["axes"], "result")
+    t_in = _tilings(sc, p.in_shardings, [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in entries],
+                    p.axes, "operand")
+    t_out = _tilings(sc, p.out_shardings, op.result_types, p.axes, "result")
     stacked = [t.to_local(x, n) for t, x in zip(t_in, entries)]
     for s, t in zip(stacked, local_types):
         if t is not None and tuple(s.shape[1:]) != tuple(t.shape):
             raise ValueError(f"per-device blocks {list(s.shape[1:])} where the region "
                              f"takes {t}")
-    inner = _manual_translator(ctx.translator, sc)
+    # The per-device code's translator: collectives see the grid of processes.
+    inner = ctx.translator.derived(grid=ProcessGrid(sc.num_replicas, sc.num_partitions))
 
     def per_device(*xs):
         args = [x[0] for x in xs[:k]] + list(xs[k:])
         return tuple(y[None] for y in evaluate(inner, body, args, {}))
 
-    grid = PartitionSpec(spmd.AXES)
-    mesh = spmd.make_mesh(sc.num_replicas, sc.num_partitions)
+    grid = PartitionSpec(AXES)
+    mesh = make_mesh(sc.num_replicas, sc.num_partitions)
     outs = jax.shard_map(per_device, mesh=mesh,
                          in_specs=(grid,) * k + (PartitionSpec(),) * len(captured),
                          out_specs=(grid,) * len(op.result_types),
@@ -230,6 +213,6 @@ def _manual(ctx, op, operands):
     results = [t.to_global(y, rt.shape) for t, y, rt in zip(t_out, outs, op.result_types)]
     # the region's out shardings (over its manual axes) are where the values live
     # (a partly manual region leaves the other axes to the compiler)
-    partial = p["axes"] is not None and sc.sdy_mesh is not None and \
-        set(p["axes"]) != {name for name, _ in sc.sdy_mesh.axes}
-    return _one_or_tuple(_constrain(ctx, p["out"], results, open_dims=partial))
+    partial = p.axes is not None and sc.sdy_mesh is not None and \
+        set(p.axes) != {name for name, _ in sc.sdy_mesh.axes}
+    return single_or_tuple(op, _constrain(ctx, p.out_shardings, results, open_dims=partial))

@@ -4,7 +4,7 @@ add_dependency, interpreter.probe.
 A token carries no data (`shlo2jax.TOKEN`, a pytree without leaves). Effects run as ordered
 `io_callback`s, which JAX keeps in trace order = program order; since a token is always defined
 before it is used, program order respects every token dependency, so joining tokens
-(after_all) needs no runtime work. The host side lives in `shlo2jax.feeds`.
+(after_all) needs no runtime work. The host side lives in `shlo2jax.host_transfers`.
 
 Value-preserving ops with no effect here: `optimization_barrier` (ops/control_flow.py),
 `mhlo.add_dependency`, and `interpreter.probe` (its value is recorded only when a run is
@@ -14,19 +14,17 @@ probed, see `shlo2jax.probe`).
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple, Optional
 
 import jax
 import numpy as np
 from jax.experimental import io_callback
 
-from shlo2jax import feeds
+from shlo2jax import host_transfers
 from shlo2jax import types as T
+from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
 from shlo2jax.translate import TOKEN
-
-
-def _single_or_tuple(op, outs):
-    return outs[0] if len(op.results) == 1 else tuple(outs)
 
 
 def _data_types(op):
@@ -42,18 +40,24 @@ def _data_types(op):
     return tuple(types)
 
 
+class HostTransfer(NamedTuple):
+    site: str                     # the op and its location, for the host side's messages
+    types: tuple = ()             # the data types received (infeed, recv)
+    handle: Optional[int] = None  # the channel (send, recv)
+
+
 def _site(op):
     return f"{op.name} at {op.location}"
 
 
 def _from_host(op, take):
     """Results of an op fed by the host: `take(types)` runs on the host, tokens are TOKEN."""
-    types = op.params["types"]
+    types = op.params.types
     values = iter(())
     if types:
         shapes = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in types]
         values = iter(io_callback(functools.partial(take, types=types), shapes, ordered=True))
-    return _single_or_tuple(op, [TOKEN if isinstance(t, T.TokenType) else next(values)
+    return single_or_tuple(op, [TOKEN if isinstance(t, T.TokenType) else next(values)
                                  for t in op.result_types])
 
 
@@ -71,15 +75,15 @@ def add_dependency(ctx, op, operand, token):
 # `layout` only says how the transferred buffers are laid out in memory; the values are logical
 # arrays, so it has no effect here.
 @register_op("stablehlo.infeed", "mhlo.infeed",
-             prepare=lambda op: {"types": _data_types(op), "site": _site(op)})
+             prepare=lambda op: HostTransfer(_site(op), _data_types(op)))
 def infeed(ctx, op, token):
-    return _from_host(op, functools.partial(feeds.take_infeed, op.params["site"]))
+    return _from_host(op, functools.partial(host_transfers.take_infeed, op.params.site))
 
 
-@register_op("stablehlo.outfeed", "mhlo.outfeed", prepare=lambda op: {"site": _site(op)})
+@register_op("stablehlo.outfeed", "mhlo.outfeed", prepare=lambda op: HostTransfer(_site(op)))
 def outfeed(ctx, op, *operands):
     *inputs, token = operands
-    io_callback(functools.partial(feeds.put_outfeed, op.params["site"]), None, *inputs,
+    io_callback(functools.partial(host_transfers.put_outfeed, op.params.site), None, *inputs,
                 ordered=True)
     return TOKEN
 
@@ -91,17 +95,15 @@ def _prepare_channel(op):
     handle = op.attrs.get("channel_handle")
     if handle is None:
         raise Unsupported(f"{op.name} without a channel_handle")
-    params = {"handle": int(handle.handle), "site": _site(op)}
-    if op.name.endswith("recv"):
-        params["types"] = _data_types(op)
-    return params
+    types = _data_types(op) if op.name.endswith("recv") else ()
+    return HostTransfer(_site(op), types, int(handle.handle))
 
 
 @register_op("stablehlo.send", "mhlo.send", prepare=_prepare_channel)
 def send(ctx, op, *operands):
     *inputs, token = operands
     p = op.params
-    io_callback(functools.partial(feeds.send_to_host, p["site"], p["handle"]), None, *inputs,
+    io_callback(functools.partial(host_transfers.send_to_host, p.site, p.handle), None, *inputs,
                 ordered=True)
     return TOKEN
 
@@ -109,7 +111,7 @@ def send(ctx, op, *operands):
 @register_op("stablehlo.recv", "mhlo.recv", prepare=_prepare_channel)
 def recv(ctx, op, token):
     p = op.params
-    return _from_host(op, functools.partial(feeds.recv_from_host, p["site"], p["handle"]))
+    return _from_host(op, functools.partial(host_transfers.recv_from_host, p.site, p.handle))
 
 
 @register_op("interpreter.probe")

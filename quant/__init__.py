@@ -21,159 +21,26 @@ Gradients: storage integers carry no gradient, so `uniform_dequantize(uniform_qu
 has a zero derivative. `straight_through(function)` gives a version of a loaded function
 in which every quantize passes its input's gradient through unchanged (the
 straight-through estimator) — an explicit opt-in, never the default.
+
+The quantized element type itself (`QuantizedType`, its parsing and the spec's constraints)
+is one of the types of `shlo2jax.types`; this module re-exports it.
 """
 
 from __future__ import annotations
-
-import dataclasses
-import re
-from typing import Optional
 
 import jax
 import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
-from shlo2jax.types import UnsupportedTypeError
+from shlo2jax._jax_internals import load_quant_dialect
+from shlo2jax.types import (QuantizedType, UnsupportedTypeError, check_tensor_type,
+                            parse_quantized_element)
 
 __all__ = ["QuantizedType", "QArray", "F6Array", "parse_quantized_element", "quantize",
            "dequantize", "wrap_storage",
            "check_tensor_type", "straight_through", "straight_through_active",
            "load_quant_dialect", "check_operand", "coerce_argument"]
-
-# Storage types the spec's IntegerType allows (C1 then limits them per expressed type).
-_STORAGE = {f"i{n}": f"i{n}" for n in (2, 4, 8, 16, 32)}
-_STORAGE.update({f"u{n}": f"ui{n}" for n in (2, 4, 8, 16, 32)})
-
-_ELEMENT_RE = re.compile(
-    r"^!quant\.uniform<\s*([iu]\d+)\s*(?:<\s*(-?\d+)\s*:\s*(-?\d+)\s*>)?\s*:\s*([\w]+)"
-    r"\s*(?::\s*(-?\d+)\s*)?,\s*(.*)>$", re.S)
-_PARAM_RE = re.compile(r"^\s*([-+0-9.eEinfaINFA]+)\s*(?::\s*(-?\d+))?\s*$")
-
-
-@dataclasses.dataclass(frozen=True)
-class QuantizedType:
-    """A `!quant.uniform` element type; hashable, so usable as static pytree data."""
-    storage_dtype: np.dtype
-    storage_min: int
-    storage_max: int
-    expressed_dtype: np.dtype
-    scales: tuple  # Python floats, already rounded to the expressed type (spec C5)
-    zero_points: tuple
-    quantization_dimension: Optional[int] = None
-    spelling: str = dataclasses.field(default="", compare=False)
-
-    @property
-    def per_axis(self) -> bool:
-        return self.quantization_dimension is not None
-
-    def __str__(self):
-        return self.spelling or _spell(self)
-
-    def params(self, ndim: int):
-        """(scales, zero points) as numpy arrays broadcastable against a rank-`ndim` tensor."""
-        shape = [1] * ndim
-        if self.per_axis:
-            shape[self.quantization_dimension] = len(self.scales)
-        scales = np.asarray(self.scales, self.expressed_dtype).reshape(shape)
-        zps = np.asarray(self.zero_points, np.int64).reshape(shape)
-        return scales, zps
-
-
-def _spell(q: QuantizedType) -> str:
-    name = T.dtype_name(q.storage_dtype).replace("ui", "u")
-    rng = "" if (q.storage_min, q.storage_max) == _full_range(q.storage_dtype) else \
-        f"<{q.storage_min}:{q.storage_max}>"
-    dim = "" if q.quantization_dimension is None else f":{q.quantization_dimension}"
-    pairs = [f"{s!r}:{z}" for s, z in zip(q.scales, q.zero_points)]
-    params = pairs[0] if not q.per_axis else "{" + ",".join(pairs) + "}"
-    return f"!quant.uniform<{name}{rng}:{T.dtype_name(q.expressed_dtype)}{dim}, {params}>"
-
-
-def _full_range(dtype) -> tuple:
-    bits = T.bit_width(dtype)
-    if T.is_unsigned(dtype):
-        return 0, (1 << bits) - 1
-    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-
-
-def parse_quantized_element(spelling: str) -> QuantizedType:
-    """`!quant.uniform<...>` -> QuantizedType, checking the spec's constraints C1-C12."""
-    text = spelling.strip()
-    m = _ELEMENT_RE.match(text)
-    if not m:
-        raise UnsupportedTypeError(f"quantized element type {spelling} (only per-tensor and "
-                                   "per-axis !quant.uniform types are supported)")
-    storage, smin, smax, expressed, qdim, params_text = m.groups()
-    if storage not in _STORAGE:
-        raise UnsupportedTypeError(f"{spelling}: storage type {storage} (the spec allows "
-                                   "i2/i4/i8/i16/i32 and u2/u4/u8/u16/u32)")
-    storage_dtype = T.ELEMENT_DTYPES[_STORAGE[storage]]
-    expressed_dtype = T.ELEMENT_DTYPES.get(expressed)
-    if expressed_dtype is None or not T.is_float(expressed_dtype):
-        raise UnsupportedTypeError(f"{spelling}: expressed type {expressed} is not a float type")
-    if expressed_dtype in T.XLA_UNSUPPORTED_DTYPES:
-        raise UnsupportedTypeError(f"{spelling}: expressed type {expressed} has no XLA support")
-
-    def bad(constraint, why):
-        return UnsupportedTypeError(f"{spelling}: violates {constraint}: {why}")
-
-    # C1 says num_bits(storage) < num_bits(expressed); MLIR's verifier, the reference
-    # interpreter and real exporters accept equal widths (i32:f32 biases/accumulators).
-    if T.bit_width(storage_dtype) > T.bit_width(expressed_dtype):
-        raise bad("C1", f"num_bits({storage}) must not exceed num_bits({expressed})")
-    lo, hi = _full_range(storage_dtype)
-    storage_min = lo if smin is None else int(smin)
-    storage_max = hi if smax is None else int(smax)
-    if not lo <= storage_min < storage_max <= hi:  # C2-C4
-        raise bad("C2-C4", f"need {lo} <= storage_min {storage_min} < "
-                           f"storage_max {storage_max} <= {hi}")
-    body = params_text.strip()
-    braced = body.startswith("{")
-    if braced:
-        if not body.endswith("}"):
-            raise UnsupportedTypeError(f"quantized element type {spelling}")
-        body = body[1:-1]
-        if body.lstrip().startswith("{"):
-            raise UnsupportedTypeError(f"{spelling}: sub-channel (blockwise) quantization")
-    scales, zero_points = [], []
-    for part in body.split(","):
-        pm = _PARAM_RE.match(part)
-        if not pm:
-            raise UnsupportedTypeError(f"{spelling}: cannot read quantization parameter {part!r}")
-        scales.append(pm.group(1))
-        zero_points.append(int(pm.group(2) or 0))
-    with np.errstate(over="ignore", under="ignore"):
-        converted = [float(np.asarray(float(s)).astype(expressed_dtype)) for s in scales]  # C5
-    for s, c in zip(scales, converted):
-        if not np.isfinite(c):
-            raise bad("C7", f"scale {s} is not finite in {expressed}")
-        if not c > 0:
-            raise bad("C6", f"scale {s} is not > 0 in {expressed}")
-    for z in zero_points:  # C8 (C9 follows from C4)
-        if not storage_min <= z <= storage_max:
-            raise bad("C8", f"zero point {z} outside [{storage_min}, {storage_max}]")
-    dim = None if qdim is None else int(qdim)
-    if dim is None and (len(scales) != 1 or braced):
-        raise bad("C11", "per-tensor quantization takes exactly one scale")
-    if dim is not None and dim < 0:
-        raise bad("C12", f"quantization dimension {dim} < 0")
-    return QuantizedType(storage_dtype, storage_min, storage_max, expressed_dtype,
-                         tuple(converted), tuple(zero_points), dim, text)
-
-
-def check_tensor_type(shape, qtype: QuantizedType, where: str = "") -> None:
-    """The tensor-level constraints (spec C12/C13 of quantized tensor types)."""
-    if not qtype.per_axis:
-        return
-    d = qtype.quantization_dimension
-    if d >= len(shape):
-        raise UnsupportedTypeError(
-            f"{where}{qtype}: quantization dimension {d} >= rank {len(shape)}")
-    if shape[d] is not None and shape[d] != len(qtype.scales):
-        raise UnsupportedTypeError(f"{where}{qtype}: dimension {d} has size {shape[d]} but "
-                                   f"{len(qtype.scales)} scales")
-
 
 # --------------------------------------------------------------------------- values
 
@@ -317,33 +184,11 @@ def _pass_gradient_jvp(primals, tangents):
     return value, tangents[1]
 
 
-# --------------------------------------------------------------------------- hooks
-
-def _describe(value) -> str:
-    if isinstance(value, F6Array):
-        return f"{value.qtype}{list(value.shape)} (F6Array)"
-    if isinstance(value, QArray):
-        return f"quantized {value.shape} of {value.qtype}"
-    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
-    if shape is None or dtype is None:
-        return type(value).__name__
-    return f"{np.dtype(dtype)}{list(shape)}"
-
+# --------------------------------------------------------------------------- arguments
 
 def _same_shape(shape, expected) -> bool:
     return len(shape) == len(expected) and all(
         d is None or d == s for d, s in zip(expected, shape))
-
-
-def check_quantized_value(op, index, value, rtype) -> None:
-    """translate.check_value's hook: a quantized result must be a QArray of exactly its type."""
-    from shlo2jax.errors import TranslationError
-    ok = (isinstance(value, QArray) and value.qtype == rtype.quant
-          and value.dtype == rtype.dtype and _same_shape(value.shape, rtype.shape)
-          and np.dtype(value.storage.dtype) == rtype.quant.storage_dtype)
-    if not ok:
-        raise TranslationError(op.name, op.location,
-                               f"result #{index} is {_describe(value)}, declared {rtype}")
 
 
 def check_quantized_argument(function, i, arg, expected) -> None:
@@ -456,27 +301,3 @@ def straight_through(function):
         return outs[0] if len(outs) == 1 else tuple(outs)
     call.__name__ = f"{function.name}_straight_through"
     return call
-
-
-# --------------------------------------------------------------------------- MLIR context
-
-_ARTIFACT: Optional[bytes] = None
-_WARMUP = """func.func @q(%a: tensor<1x!quant.uniform<i8:f32, 1.0>>) -> tensor<1xf32> {
-  %d = stablehlo.uniform_dequantize %a : (tensor<1x!quant.uniform<i8:f32, 1.0>>) -> tensor<1xf32>
-  return %d : tensor<1xf32>
-}"""
-
-
-def load_quant_dialect(context) -> None:
-    """Loads MLIR's `quant` dialect into `context` so `!quant.uniform` types parse.
-
-    jaxlib registers no `quant` dialect with its Python contexts; the StableHLO
-    portable-artifact reader loads it as a dependency, so reading a tiny artifact
-    with a quantized type (made once by jaxlib's own serializer) brings it in."""
-    global _ARTIFACT
-    from jaxlib.mlir.dialects import stablehlo
-    if _ARTIFACT is None:
-        _ARTIFACT = bytes(stablehlo.serialize_portable_artifact_str(
-            _WARMUP, stablehlo.get_minimum_version()))
-    with context:
-        stablehlo.deserialize_portable_artifact(context, _ARTIFACT)

@@ -1,10 +1,9 @@
 """shlo2jax: StableHLO programs as ordinary JAX functions."""
 
-from shlo2jax.compare import compare  # the function; the module stays importable by name
-from shlo2jax.dynamic import ShapeError
-from shlo2jax.feeds import HostIO, HostIOError, ProbeKey, call_with_io, host_io, probe
-from shlo2jax.errors import (ElidedDataError, LoadError, Shlo2JaxError, TranslationError,
-                             UnsupportedError)
+from shlo2jax.errors import (ElidedDataError, HostIOError, LoadError, ShapeError,
+                             Shlo2JaxError, TranslationError, UnsupportedError)
+from shlo2jax.host_transfers import HostIO, call_with_io, host_io
+from shlo2jax.probes import ProbeKey, probe
 from shlo2jax.loader import load
 from shlo2jax.program import Function, Program
 from shlo2jax.registry import register_composite, register_custom_call, register_op
@@ -18,3 +17,25 @@ __all__ = [
     "host_io", "HostIO", "HostIOError", "call_with_io", "probe", "ProbeKey",
     "Shlo2JaxError", "LoadError", "ElidedDataError", "UnsupportedError", "TranslationError", "ShapeError",
 ]
+
+
+def __getattr__(name: str):
+    # The tools load on first use, so `import shlo2jax` stays light: `shlo2jax.compare(...)`
+    # (a callable module), `shlo2jax.testing`, `shlo2jax.export`, `shlo2jax.tools`, and the
+    # grid runner `shlo2jax.spmd`.
+    if name == "compare":
+        import shlo2jax.compare
+        return shlo2jax.compare
+    if name == "testing":
+        import shlo2jax.testing
+        return shlo2jax.testing
+    if name == "export":
+        import shlo2jax.export
+        return shlo2jax.export
+    if name == "tools":
+        import shlo2jax.tools
+        return shlo2jax.tools
+    if name == "spmd":
+        import shlo2jax.spmd
+        return shlo2jax.spmd
+    raise AttributeError(f"module 'shlo2jax' has no attribute {name!r}")

@@ -1,3 +1,3 @@
-from shlo2jax.cli import main
+from shlo2jax.tools.cli import main
 
 raise SystemExit(main())

@@ -1,8 +1,10 @@
-"""Every use of a jax internal lives here, so a JAX upgrade touches one file."""
+"""Every use of a jax internal lives here, so a JAX upgrade touches one file; with them the
+MLIR context those internals make, completed with the `quant` dialect jaxlib leaves out."""
 
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import jax
 import numpy as np
@@ -15,9 +17,30 @@ def make_ir_context():
     context = jax_mlir.make_ir_context()
     # The conformance `check` and `interpreter` dialects are not registered in jaxlib.
     context.allow_unregistered_dialects = True
-    from shlo2jax.quant import load_quant_dialect  # `!quant.uniform` types must parse
-    load_quant_dialect(context)
+    load_quant_dialect(context)  # `!quant.uniform` types must parse
     return context
+
+
+_QUANT_ARTIFACT: Optional[bytes] = None
+_QUANT_WARMUP = """func.func @q(%a: tensor<1x!quant.uniform<i8:f32, 1.0>>) -> tensor<1xf32> {
+  %d = stablehlo.uniform_dequantize %a : (tensor<1x!quant.uniform<i8:f32, 1.0>>) -> tensor<1xf32>
+  return %d : tensor<1xf32>
+}"""
+
+
+def load_quant_dialect(context) -> None:
+    """Loads MLIR's `quant` dialect into `context` so `!quant.uniform` types parse.
+
+    jaxlib registers no `quant` dialect with its Python contexts; the StableHLO
+    portable-artifact reader loads it as a dependency, so reading a tiny artifact
+    with a quantized type (made once by jaxlib's own serializer) brings it in."""
+    global _QUANT_ARTIFACT
+    from jaxlib.mlir.dialects import stablehlo
+    if _QUANT_ARTIFACT is None:
+        _QUANT_ARTIFACT = bytes(stablehlo.serialize_portable_artifact_str(
+            _QUANT_WARMUP, stablehlo.get_minimum_version()))
+    with context:
+        stablehlo.deserialize_portable_artifact(context, _QUANT_ARTIFACT)
 
 
 def refine_polymorphic_shapes(module):
@@ -170,6 +193,19 @@ def set_batching_rule(prim, rule):
     """Registers `rule(args, dims, **params) -> (outs, out_dims)` as prim's vmap rule."""
     from jax.interpreters import batching
     batching.primitive_batchers[prim] = rule
+
+
+def lax_geqrf(a):
+    """jax's QR factorisation step (Householder reflectors and their taus, LAPACK's geqrf
+    format), which `jax.lax.linalg` does not export."""
+    from jax._src.lax.linalg import geqrf
+    return geqrf(a)
+
+
+def lax_geqp3(a, jpvt):
+    """jax's column-pivoted QR (LAPACK's geqp3), which `jax.lax.linalg` does not export."""
+    from jax._src.lax.linalg import geqp3
+    return geqp3(a, jpvt)
 
 
 # ------------------------------------------------------------------ strong-zero derivatives

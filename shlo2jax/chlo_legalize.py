@@ -20,7 +20,8 @@ _PIPELINE = "builtin.module(func.func(chlo-legalize-to-stablehlo))"
 _passes_registered = False
 
 
-def _op_names(mlir_module) -> set:
+def op_names(mlir_module) -> set:
+    """The names of every op in the module, nested ones included."""
     names = set()
 
     def visit(operation):
@@ -39,7 +40,7 @@ def legalize_chlo(mlir_module, unsupported_names: Optional[Iterable[str]] = None
     the module holds no such op, or when the pass fails: the module is then left untouched
     and the decoder reports the ops as usual.
     """
-    chlo_ops = {name for name in _op_names(mlir_module) if name.startswith("chlo.")}
+    chlo_ops = {name for name in op_names(mlir_module) if name.startswith("chlo.")}
     if unsupported_names is None:
         missing = {name for name in chlo_ops if registry.lookup(name) is None}
     else:
@@ -60,14 +61,3 @@ def legalize_chlo(mlir_module, unsupported_names: Optional[Iterable[str]] = None
         trial.erase()
     PassManager.parse(_PIPELINE).run(mlir_module.operation)
     return True
-
-
-def legalize_all_chlo(text: str) -> str:
-    """Module text with every chlo op rewritten to stablehlo (for the reference interpreter,
-    which implements no chlo op); the text unchanged when the pass cannot rewrite it."""
-    from shlo2jax._jax_internals import make_ir_context
-    with make_ir_context(), ir.Location.unknown():
-        module = ir.Module.parse(text)
-        if not legalize_chlo(module, unsupported_names=_op_names(module)):
-            return text
-        return module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)

@@ -29,11 +29,7 @@ import threading
 import numpy as np
 
 from shlo2jax import types as T
-from shlo2jax.errors import Shlo2JaxError, UnsupportedError
-
-
-class ShapeError(Shlo2JaxError, ValueError):
-    """Argument shapes (or dimension-size values) contradict the program's shape constraints."""
+from shlo2jax.errors import ShapeError, UnsupportedError
 
 
 _REFINE_PIPELINE = ("builtin.module(stablehlo-refine-arguments{{types='{types}'}},"
@@ -58,7 +54,7 @@ class _Entry:
 
 def call_dynamic(function, args):
     """Calls `function` (dynamic input types) on `args` (already checked against its signature)."""
-    return _call(function, specialise(function, args), args)
+    return specialise(function, args)(*args)
 
 
 def specialise(function, args):
@@ -84,15 +80,6 @@ def specialise(function, args):
                 specialised = _refined_function(function, key, dict(zip(entry.dim_args, values)))
                 entry.by_values[values] = specialised
     return specialised
-
-
-def _call(function, specialised, args):
-    # Observers set on the loaded program (check recorder, probes) see the refined one's ops.
-    source, target = function.program.translator, specialised.program.translator
-    for name in ("recorder", "observer"):
-        if getattr(target, name, None) is not getattr(source, name, None):
-            setattr(target, name, getattr(source, name))
-    return specialised(*args)
 
 
 def _arg_key(arg):
@@ -554,16 +541,7 @@ def _substitute_constants(module, values: dict) -> None:
 
 
 def _translate(function, module):
-    from shlo2jax.module import decode_module
-    from shlo2jax.program import Program
-
-    program = function.program
-    options = program.load_options
-    decoded = decode_module(module, source_name=program.source_name,
-                            placeholder_data=options.get("placeholder_data", False),
-                            seed=options.get("seed", 0), strict=True)
-    decoded.translation_options = program.module.translation_options
-    return Program(decoded, module, program.source_name, options)["main"]
+    return function.program.refined(module)["main"]
 
 
 def _still_dynamic(function, operations, values) -> UnsupportedError:

@@ -1,4 +1,10 @@
-"""The library's exceptions. Each names the op and its source location where one is known."""
+"""Every exception shlo2jax raises, all under `Shlo2JaxError`.
+
+Errors that reach the user name the op and its source location where one is known. The
+`UnlocatedError`s say what is wrong but not where: helpers raise them without knowing which
+op they serve, and the translation loop reports one raised while an op is translated as a
+`TranslationError` of that op.
+"""
 
 from __future__ import annotations
 
@@ -32,3 +38,51 @@ class TranslationError(Shlo2JaxError):
     def __init__(self, op_name: str, location: str, message: str):
         self.op_name, self.location, self.message = op_name, location, message
         super().__init__(f"{op_name} at {location}: {message}")
+
+
+class ShapeError(Shlo2JaxError, ValueError):
+    """Argument shapes (or dimension-size values) contradict the program's shape constraints."""
+
+
+class ShapeAssertionError(ShapeError):
+    """A `shape_assertion` (argument shapes vs. a polymorphic shape specification) failed."""
+
+
+class HostIOError(Shlo2JaxError):
+    """A host transfer could not happen (no feed left, no context, a wrongly typed value)."""
+
+
+class InterpreterError(Shlo2JaxError):
+    """The reference interpreter failed to run a module (timeout, error, bad module)."""
+
+
+class InterpreterUnsupported(InterpreterError):
+    """The reference interpreter aborted: it lacks an op or type the module uses."""
+
+
+class BackendUnavailable(Shlo2JaxError):
+    """A comparison backend cannot run here or cannot run this module (the reason says which)."""
+
+
+# ---------------------------------------------------------------- what, not where
+
+class UnlocatedError(Shlo2JaxError):
+    """Says what is wrong but not which op: reported against the op being translated."""
+
+
+class Unsupported(UnlocatedError):
+    """Raised by a rule's `prepare`: this op instance cannot be translated (the message says
+    why). The decoder collects these and reports them all at load time."""
+
+
+class UnsupportedTypeError(UnlocatedError):
+    """A type this library cannot represent; the message is the MLIR spelling."""
+
+
+class ShardingError(UnlocatedError, ValueError):
+    """A sharding that cannot be parsed or expressed."""
+
+
+class SpmdUnsupported(UnlocatedError, NotImplementedError):
+    """A grid of processes cannot run here (too few devices, differing signatures,
+    device-to-device send/recv); the message says why."""

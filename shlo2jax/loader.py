@@ -52,7 +52,7 @@ def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str 
 def _from_exported(exported, options) -> Program:
     program = load(bytes(exported.mlir_module_serialized),
                    source_name=f"jax.export:{exported.fun_name}", **options)
-    program.set_exported(exported)
+    program.set_exported(exported, lambda: load(exported.vjp(), **options))
     return program
 
 
@@ -102,6 +102,7 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
         exported = _try_deserialize_exported(source)
         if exported is not None:
             return _from_exported(exported, options)
+    _load_builtin_rules()
     # Decoding allocates a few long-lived records per op and no cyclic garbage: the collector's
     # repeated full passes over the growing heap cost ~20% of a large load and free nothing
     # (paused, the records are scanned once, on its next pass).
@@ -122,6 +123,12 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
                                                         max_loop_trips=max_loop_trips)
         return Program(module, mlir_module, source_name,
                        {k: v for k, v in options.items() if k != "strict"})
+
+
+def _load_builtin_rules() -> None:
+    """The built-in op families register their rules when imported: at the first load, so that
+    `import shlo2jax` stays light (rules the user registered before keep precedence)."""
+    import shlo2jax.ops  # noqa: F401
 
 
 def _try_deserialize_exported(data: bytes):

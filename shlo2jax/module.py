@@ -56,6 +56,14 @@ class Op:
         self.params: Any = attrs  # what `prepare` made of attrs (attrs itself when no prepare)
         self.index: int = -1  # position in the module's op order (for probes/locating)
 
+    def replaced(self, **fields) -> "Op":
+        """A shallow copy with some fields replaced: a view of the op for another rule (its
+        own `params`, other result types, ...)."""
+        view = Op.__new__(Op)
+        for slot in Op.__slots__:
+            setattr(view, slot, fields[slot] if slot in fields else getattr(self, slot))
+        return view
+
     @property
     def location(self) -> str:
         location = self._location
@@ -86,12 +94,16 @@ class FunctionDef:
 
 
 class ModuleDef:
-    def __init__(self, name, functions, attrs, ops):
+    def __init__(self, name, functions, attrs, ops, problems=(), dormant_problems=()):
         self.name: Optional[str] = name
         self.functions: dict[str, FunctionDef] = functions
         self.attrs: dict = attrs
         self.ops: list = ops  # every op, in program order (nested regions included)
         self.translation_options = TranslationOptions()  # load sets the user's
+        # (op name, location, what) of each unsupported construct: in functions that can
+        # run, and in those that never do (see _live_functions)
+        self.problems: list = list(problems)
+        self.dormant_problems: list = list(dormant_problems)
 
     def op_histogram(self) -> dict:
         hist: dict = {}
@@ -128,7 +140,7 @@ def format_location(loc, source_name: str) -> str:
 
 
 class _Decoder:
-    def __init__(self, source_name: str, placeholder_rng, strict_custom_calls: bool = True):
+    def __init__(self, source_name: str, placeholder_rng):
         self.source_name = source_name
         self.placeholder_rng = placeholder_rng
         self.value_ids: dict = {}
@@ -136,7 +148,7 @@ class _Decoder:
         self.problems: list = []
         self.ops: list = []
         # ids of the values that are not plain XLA arrays (quantized and f6 tensors): ops
-        # touching them get the carried-value rule (ops/quantized.py).
+        # touching them get the carried-value rule (registry.carried, ops/quantized.py).
         self.carried: set = set()
         self.types: dict = {}  # ir.Type -> parsed type
         self.carried_types = False  # whether any type parsed so far is carried
@@ -239,6 +251,9 @@ class _Decoder:
         return op, used
 
     def resolve(self, op: Op, carried: bool = False):
+        if op.name in _CUSTOM_CALLS:
+            self.resolve_custom_call(op)
+            return
         rule = registry.lookup(op.name)
         if rule is None:
             self.problems.append((op.name, op.location, "no translation for this op"))
@@ -246,14 +261,67 @@ class _Decoder:
         if carried:
             # Decided here, once: only ops touching quantized or f6 values pay for the
             # wrapper that runs the rule on storage integers or expressed values.
-            from shlo2jax.ops.quantized import carried_rule
-            rule = carried_rule(rule)
+            rule = registry.carried(rule)
         op.handler = rule.handler
         if rule.prepare is not None and not (self.untyped and None in op.result_types):
             try:
                 op.params = rule.prepare(op)
             except registry.Unsupported as e:
                 self.problems.append((op.name, op.location, str(e)))
+
+    def resolve_custom_call(self, op: Op):
+        """A custom call runs its target's rule: handler and prepared params are the
+        target's, so tracing it costs what tracing any op does. Values that are not plain
+        arrays (quantized, f6) reach the handler as they are.
+
+        MHLO ops with no StableHLO counterpart travel as `custom_call @mhlo.<op>` with the
+        op's attributes in `mhlo.attributes` (XLA's hlo-legalize-to-stablehlo, e.g.
+        `@mhlo.topk`, `@mhlo.erf`). Such a call with no rule of its own runs the op's rule,
+        looked up as `mhlo.<op>`, then `chlo.<op>`, then `stablehlo.<op>`, on a copy of the
+        op with the encoded name and attributes."""
+        if self.untyped and None in op.result_types:
+            return
+        target = op.attrs.get("call_target_name", "")
+        try:
+            rule = registry.custom_call_rule(target)
+            if rule is not None:
+                op.handler = rule.handler
+                if rule.prepare is not None:
+                    op.params = rule.prepare(op)
+                return
+            encoded = _encoded_op(op, target) if target.startswith("mhlo.") else None
+            if encoded is None:
+                raise registry.Unsupported(f"custom_call target {target!r} has no translation")
+            op.handler, op.params = encoded
+        except registry.Unsupported as e:
+            self.problems.append((op.name, op.location, str(e)))
+
+
+_CUSTOM_CALLS = frozenset({"stablehlo.custom_call", "mhlo.custom_call"})
+
+
+def _encoded_op(op: Op, target: str):
+    """(handler, params) running the rule of the MHLO op a custom call encodes, or None."""
+    name = target[len("mhlo."):]
+    for encoded_name in ("mhlo." + name, "chlo." + name, "stablehlo." + name):
+        rule = registry.lookup(encoded_name)
+        if rule is not None:
+            break
+    else:
+        return None
+    attrs = op.attrs.get("mhlo.attributes") or {}
+    if not isinstance(attrs, dict):
+        raise registry.Unsupported(f"custom_call @{target} with mhlo.attributes that are not "
+                                   "a dictionary")
+    inner = Op(rule.name, op.operands, op.results, op.result_types, dict(attrs), op.regions,
+               op.location)
+    if rule.prepare is not None:
+        inner.params = rule.prepare(inner)
+    handler = rule.handler
+
+    def run_encoded(ctx, op, *operands):  # the rule sees the op it was written for
+        return handler(ctx, inner, *operands)
+    return run_encoded, None
 
 
 def _is_carried(t) -> bool:
@@ -333,12 +401,13 @@ def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool 
             fdef = _function(decoder, view)
             functions[fdef.name] = fdef
             problems_in[fdef.name] = decoder.problems[before:]
-    module = ModuleDef(name, functions, module_attrs, decoder.ops)
     live = _live_functions(functions)
-    module.problems = [p for f in functions if f in live for p in problems_in[f]]
     # Ops that can never run: in functions no public function reaches, or reached only as
     # the decomposition of a composite whose registered JAX implementation runs instead.
-    module.dormant_problems = [p for f in functions if f not in live for p in problems_in[f]]
+    module = ModuleDef(name, functions, module_attrs, decoder.ops,
+                       problems=[p for f in functions if f in live for p in problems_in[f]],
+                       dormant_problems=[p for f in functions if f not in live
+                                         for p in problems_in[f]])
     if strict and module.problems:
         raise UnsupportedError(module.problems)
     if not functions:

@@ -10,8 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from shlo2jax import types as T
-from shlo2jax.module import FunctionDef, ModuleDef
-from shlo2jax.translate import TOKEN, Token, Translator
+from shlo2jax._jax_internals import custom_linear
+from shlo2jax.module import FunctionDef, ModuleDef, decode_module
+from shlo2jax.translate import TOKEN, Token, Translator, TranslatorMode
 
 
 def _aval(ttype):
@@ -128,12 +129,12 @@ class Function:
         return self.program.sharding.mesh if self.is_sharded else None
 
     def _named(self, attrs, types) -> tuple:
-        from shlo2jax import sharding as S
+        from shlo2jax.sharding_attributes import value_sharding_or_none
         sc = self.program.sharding
         out = []
         for a, t in zip(attrs, types):
             rank = len(t.shape) if isinstance(t, T.TensorType) else None
-            out.append(None if rank is None else sc.named(S.value_sharding_or_none(a), rank))
+            out.append(None if rank is None else sc.named(value_sharding_or_none(a), rank))
         return tuple(out)
 
     @property
@@ -152,8 +153,8 @@ class Function:
 
     def _sharded_traceable(self):
         if self._sharded is None:
-            translator = Translator(self.program.module)
-            translator.sharding = self.program.sharding
+            translator = Translator(self.program.module,
+                                    TranslatorMode(sharding=self.program.sharding))
             body = translator.function_body(self.definition)
             self._sharded = jax.jit(body, in_shardings=self.in_shardings,
                                     out_shardings=self.out_shardings)
@@ -212,13 +213,14 @@ class Program:
             name: Function(self, fdef) for name, fdef in module.functions.items() if fdef.public}
         self.exported = None  # the jax.export.Exported it was loaded from, if any
 
-    def set_exported(self, exported) -> None:
+    def set_exported(self, exported, load_vjp) -> None:
         """The program came from a `jax.export.Exported`: its entry function takes the
-        exported function's arguments (see ExportedFunction)."""
+        exported function's arguments (see ExportedFunction). `load_vjp()` loads the
+        producer's VJP (an `Exported` of its own) the way this program was loaded."""
         self.exported = exported
         main = self.module.functions.get("main")
         if main is not None and main.public:
-            self.functions["main"] = ExportedFunction(self, main, exported)
+            self.functions["main"] = ExportedFunction(self, main, exported, load_vjp)
 
     @property
     def entry(self) -> Function:
@@ -238,6 +240,16 @@ class Program:
 
     def __call__(self, *args):
         return self.entry(*args)
+
+    def refined(self, mlir_module) -> "Program":
+        """The program of a refined copy of this program's module (shlo2jax.dynamic: `?`
+        dimensions specialised), decoded with the options this one was loaded with."""
+        options = self.load_options
+        decoded = decode_module(mlir_module, source_name=self.source_name,
+                                placeholder_data=options.get("placeholder_data", False),
+                                seed=options.get("seed", 0), strict=True)
+        decoded.translation_options = self.module.translation_options
+        return Program(decoded, mlir_module, self.source_name, options)
 
     @property
     def num_replicas(self) -> int:
@@ -270,9 +282,10 @@ class ExportedFunction(Function):
     reverse mode uses that VJP; forward mode and vmap use the translation.
     """
 
-    def __init__(self, program: "Program", fdef: FunctionDef, exported):
+    def __init__(self, program: "Program", fdef: FunctionDef, exported, load_vjp):
         super().__init__(program, fdef)
         self.exported = exported
+        self._load_vjp = load_vjp
         self._kept = tuple(exported.module_kept_var_idx)
         module_inputs = list(fdef.input_types)
         self._platform_index = None
@@ -344,13 +357,10 @@ class ExportedFunction(Function):
         """The producer's VJP, translated: takes (*primals, *output cotangents), returns the
         cotangents of the primals (float0 placeholders for integer ones)."""
         if self._vjp_function is None:
-            from shlo2jax.loader import load
-            options = {k: v for k, v in self.program.load_options.items()}
-            self._vjp_function = load(self.exported.vjp(), **options).entry
+            self._vjp_function = self._load_vjp().entry
         return self._vjp_function
 
     def _producer_vjp_call(self):
-        from shlo2jax._jax_internals import custom_linear
 
         call = jax.custom_jvp(self._call_module)
         n_in = len(self.exported.in_avals)

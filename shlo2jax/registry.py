@@ -1,18 +1,26 @@
-"""The op registry: one handler per op name, plus an optional load-time `prepare`.
+"""The rule registry: one rule per op name and per custom-call target.
 
-A handler is `handler(ctx, op, *operands) -> result` (or a sequence of results
-for multi-result ops). `prepare(op) -> dict` runs once at load time and turns the
-op's generic decoded attributes into exactly what the handler needs; raising
-`Unsupported` there reports the op at load time instead of at trace time.
+A rule is a handler and an optional load-time `prepare`. `prepare(op)` runs once, when the
+program is loaded, and turns the op's decoded attributes (`op.attrs`) into exactly what the
+handler needs; raising `Unsupported` there reports the op at load time instead of at trace
+time. The handler runs while the program is traced:
+
+    handler(ctx, op, *operands) -> result (a sequence of results for a multi-result op)
+
+with whatever `prepare` returned in `op.params` (`op.attrs` itself when there is no
+`prepare`). Ops and custom-call targets follow the same contract: a `stablehlo.custom_call`
+is resolved at load time to its target's rule (shlo2jax.module), so its handler receives the
+call's operands like any op's.
+
+Every name is written out literally where it is registered, so searching for
+`"stablehlo.cosine"` finds its rule.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-
-class Unsupported(Exception):
-    """Raised by a `prepare` function: this op instance cannot be translated (the message says why)."""
+from shlo2jax.errors import Unsupported  # noqa: F401  (what a `prepare` raises)
 
 
 class OpRule:
@@ -24,6 +32,7 @@ class OpRule:
 
 OP_RULES: dict[str, OpRule] = {}
 CUSTOM_CALL_RULES: dict[str, OpRule] = {}
+COMPOSITE_RULES: dict[str, Callable] = {}
 
 
 def _is_builtin(handler) -> bool:
@@ -39,31 +48,30 @@ def _register(table: dict, name: str, rule: OpRule) -> None:
     table[name] = rule
 
 
-def register_op(*names: str, prepare: Optional[Callable] = None):
-    """Decorator: `@register_op("stablehlo.add")` registers a handler for those op names.
+def _registration(table: dict, what: str, names: tuple, prepare: Optional[Callable]):
+    if not names or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{what} takes the names to register, then `prepare=`, and decorates "
+                        f"the handler: @{what}(\"name\", ..., prepare=fn); got {names!r}")
 
-    A user's registration replaces the built-in rule for that op name.
-    """
     def wrap(handler):
         for name in names:
-            _register(OP_RULES, name, OpRule(name, handler, prepare))
+            _register(table, name, OpRule(name, handler, prepare))
         return handler
     return wrap
 
 
-def register_custom_call(target: str, handler: Optional[Callable] = None, *,
-                         prepare: Optional[Callable] = None):
-    """Registers a handler for `stablehlo.custom_call @target`; usable as a decorator.
-
-    User registrations replace built-in ones of the same target.
-    """
-    def wrap(fn):
-        _register(CUSTOM_CALL_RULES, target, OpRule(target, fn, prepare))
-        return fn
-    return wrap(handler) if handler is not None else wrap
+def register_op(*names: str, prepare: Optional[Callable] = None):
+    """Decorator: `@register_op("stablehlo.add", "mhlo.add")` registers a handler for those
+    op names. A user's registration replaces the built-in rule for that op name."""
+    return _registration(OP_RULES, "register_op", names, prepare)
 
 
-COMPOSITE_RULES: dict[str, Callable] = {}
+def register_custom_call(*targets: str, prepare: Optional[Callable] = None):
+    """Decorator: `@register_custom_call("my_kernel")` registers a handler for
+    `stablehlo.custom_call @my_kernel` (and the other targets named). The handler has the op
+    contract, `handler(ctx, op, *operands)`, with `prepare(op)`'s result (else the call's
+    attributes) in `op.params`. A user's registration replaces the built-in one."""
+    return _registration(CUSTOM_CALL_RULES, "register_custom_call", targets, prepare)
 
 
 def register_composite(name: str, fn: Optional[Callable] = None):
@@ -78,17 +86,30 @@ def register_composite(name: str, fn: Optional[Callable] = None):
     return wrap(fn) if fn is not None else wrap
 
 
+# How a rule runs for an op that touches quantized or f6 values (values that are not plain
+# XLA arrays): a wrapper of the rule, installed by shlo2jax.ops.quantized when the built-in
+# rules load. The decoder asks for it once per such op, at load time.
+_carried_wrapper: Optional[Callable[[OpRule], OpRule]] = None
+
+
+def set_carried_wrapper(wrapper: Callable[[OpRule], OpRule]) -> None:
+    global _carried_wrapper
+    _carried_wrapper = wrapper
+
+
+def carried(rule: OpRule) -> OpRule:
+    """The rule an op touching quantized or f6 values runs instead of `rule`."""
+    if _carried_wrapper is None:
+        raise RuntimeError("quantized and f6 values need the built-in rules (shlo2jax.ops), "
+                           "which load with the first program")
+    return _carried_wrapper(rule)
+
+
 def lookup(name: str) -> Optional[OpRule]:
-    if not _loaded:  # called once per op at load time: keep the common path one dict lookup
-        _load_builtin_rules()
+    """The rule of an op name (None when there is none)."""
     return OP_RULES.get(name)
 
 
-_loaded = False
-
-
-def _load_builtin_rules():
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        import shlo2jax.ops  # noqa: F401  (registers every family)
+def custom_call_rule(target: str) -> Optional[OpRule]:
+    """The rule of a custom-call target (None when there is none)."""
+    return CUSTOM_CALL_RULES.get(target)

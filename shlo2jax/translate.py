@@ -10,15 +10,18 @@ by one shape/dtype comparison, and the cyclic garbage collector is paused while 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import types
 from typing import Callable, Optional
 
 import jax
 from jax import lax
+import numpy as np
 
 from shlo2jax import types as T
-from shlo2jax.errors import Shlo2JaxError, TranslationError
+from shlo2jax._jax_internals import strong_zero_ops
+from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError
 from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
 from shlo2jax.options import TranslationOptions
 
@@ -46,31 +49,55 @@ LAX_MATH = types.SimpleNamespace(
 
 
 def math_for(options: TranslationOptions):
-    if options.gradients == "lax":
-        return LAX_MATH
-    from shlo2jax._jax_internals import strong_zero_ops
-    return strong_zero_ops()
+    return LAX_MATH if options.gradients == "lax" else strong_zero_ops()
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class TranslatorMode:
+    """How a translator traces, fixed when it is made.
+
+    recorder: a list each check op appends `(op, check, operands)` to (the conformance runner).
+    observer: called as `observer(op, None)` before and `observer(op, results)` after every
+        op, in program order (shlo2jax.probe).
+    While either is set, callees are inlined rather than jitted, so that their checks and
+    values stay in the caller's trace.
+    grid: the grid of processes being traced (a shlo2jax.grid.ProcessGrid): an SPMD run, or
+        the per-device code of a manual region. Collectives and replica/partition ids read it.
+    sharding: the program's sharding context (shlo2jax.sharding.ShardingContext) while it
+        runs on its device mesh; sharding markers become constraints on that mesh.
+    """
+    recorder: Optional[list] = None
+    observer: Optional[Callable] = None
+    grid: Optional[object] = None
+    sharding: Optional[object] = None
+
+
+_DEFAULT_MODE = TranslatorMode()
 
 
 class Translator:
-    """Per-program translation state: cached callees and optional observers."""
+    """Per-program translation state: its mode, the traced callees and the region plans."""
 
-    def __init__(self, module: ModuleDef):
+    def __init__(self, module: ModuleDef, mode: TranslatorMode = _DEFAULT_MODE):
         self.module = module
+        self.mode = mode
         self.options: TranslationOptions = module.translation_options
         # mul, div, exp, ...: lax's, or with strong-zero derivatives (`options.gradients`)
         self.math = math_for(self.options)
         self._callees: dict[str, Callable] = {}
         # id(region) -> (region, plan): the per-op work of `evaluate` decided once per region.
         self._plans: dict[int, tuple] = {}
-        # Check ops append to `recorder` (the conformance runner sets it).
-        self.recorder: Optional[list] = None
-        # At trace time, `observer(op, None)` before and `observer(op, results_tuple)` after
-        # every op, in program order (shlo2jax.probe uses it). Callees are not jitted
-        # while either is set, so their values stay in the caller's trace.
-        self.observer: Optional[Callable] = None
-        # The program's shlo2jax.sharding.ShardingContext while it runs on its mesh.
-        self.sharding = None
+        self._derived: dict[tuple, "Translator"] = {}
+
+    def derived(self, **changes) -> "Translator":
+        """The translator of the same module in this mode with `changes`, made once per
+        distinct change (its traced callees are kept). The values must be hashable."""
+        key = tuple(sorted(changes.items(), key=lambda item: item[0]))
+        translator = self._derived.get(key)
+        if translator is None:
+            translator = Translator(self.module, dataclasses.replace(self.mode, **changes))
+            self._derived[key] = translator
+        return translator
 
     def callee(self, name: str) -> Callable:
         """A func.call target: traced once per signature, reused at every call site."""
@@ -80,7 +107,7 @@ class Translator:
             if fdef is None:
                 raise KeyError(f"func.call to undefined function @{name}")
             fn = self.function_body(fdef)
-            if self.recorder is None and self.observer is None:
+            if self.mode.recorder is None and self.mode.observer is None:
                 fn = jax.jit(fn)
             self._callees[name] = fn
         return fn
@@ -144,9 +171,7 @@ def _plan(translator: Translator, region: Region) -> tuple:
 
     A result id of None means a multi-result op; expected None means the full check_value.
     """
-    plans = getattr(translator, "_plans", None)
-    if plans is None:  # a Translator subclass that did not run our __init__
-        plans = translator._plans = {}
+    plans = translator._plans
     entry = plans.get(id(region))
     if entry is not None and entry[0] is region:
         return entry[1]
@@ -166,7 +191,7 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
         raise TypeError(f"region takes {len(region.args)} arguments, got {len(args)}")
     env.update(zip(region.args, args))
     scope = Scope(translator, env)
-    if translator.observer is not None:
+    if translator.mode.observer is not None:
         _evaluate_observed(translator, region, scope, env)
         return [env[i] for i in region.outputs]
     get = env.__getitem__
@@ -175,9 +200,9 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
     for op, operands, result, expected in _plan(translator, region):
         try:
             out = op.handler(scope, op, *map(get, operands))
-        except Shlo2JaxError:
-            raise
         except Exception as e:  # any failure inside a handler is reported against its op
+            if _says_where(e):
+                raise
             raise TranslationError(op.name, op.location, f"{type(e).__name__}: {e}") from e
         if result is None:
             _store_results(op, out, env)
@@ -196,14 +221,14 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
 
 
 def _evaluate_observed(translator: Translator, region: Region, scope: Scope, env: dict) -> None:
-    observer = translator.observer
+    observer = translator.mode.observer
     for op in region.ops:
         observer(op, None)
         try:
             out = op.handler(scope, op, *[env[i] for i in op.operands])
-        except Shlo2JaxError:
-            raise
         except Exception as e:
+            if _says_where(e):
+                raise
             raise TranslationError(op.name, op.location, f"{type(e).__name__}: {e}") from e
         if len(op.results) == 1:
             check_value(op, 0, out, op.result_types[0])
@@ -211,6 +236,12 @@ def _evaluate_observed(translator: Translator, region: Region, scope: Scope, env
             observer(op, (out,))
         else:
             observer(op, _store_results(op, out, env))
+
+
+def _says_where(error: Exception) -> bool:
+    """Whether a handler's error already says where it happened (the library's own errors,
+    except UnlocatedErrors); any other becomes a TranslationError of the op."""
+    return isinstance(error, Shlo2JaxError) and not isinstance(error, UnlocatedError)
 
 
 def _store_results(op: Op, out, env: dict) -> tuple:
@@ -231,8 +262,7 @@ def check_value(op: Op, index: int, value, rtype) -> None:
         shape = getattr(value, "shape", None)
         dtype = getattr(value, "dtype", None)
         if rtype.quant is not None:
-            from shlo2jax.quant import check_quantized_value
-            check_quantized_value(op, index, value, rtype)
+            _check_carried(op, index, value, rtype)
             return
         if shape is None or dtype is None:
             raise TranslationError(op.name, op.location,
@@ -259,3 +289,28 @@ def _describe(value) -> str:
         return str(T.tensor_type(value.shape, value.dtype))
     except KeyError:
         return f"{value.dtype}{list(value.shape)}"
+
+
+def _check_carried(op: Op, index: int, value, rtype) -> None:
+    """A quantized or f6 result is a carried value (a shlo2jax.quant.QArray or F6Array:
+    storage integers and the type they carry) of exactly its declared type."""
+    qtype, storage = getattr(value, "qtype", None), getattr(value, "storage", None)
+    ok = (qtype is not None and storage is not None and qtype == rtype.quant
+          and value.dtype == rtype.dtype and len(value.shape) == len(rtype.shape)
+          and all(d is None or d == s for d, s in zip(rtype.shape, value.shape))
+          and np.dtype(storage.dtype) == rtype.quant.storage_dtype)
+    if not ok:
+        raise TranslationError(op.name, op.location,
+                               f"result #{index} is {_describe_carried(value)}, declared {rtype}")
+
+
+def _describe_carried(value) -> str:
+    qtype = getattr(value, "qtype", None)
+    if type(qtype) is T.Float6Type:
+        return f"{qtype}{list(value.shape)} (F6Array)"
+    if qtype is not None:
+        return f"quantized {value.shape} of {qtype}"
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        return type(value).__name__
+    return f"{np.dtype(dtype)}{list(shape)}"

@@ -14,6 +14,8 @@ from typing import Optional, Union
 import ml_dtypes
 import numpy as np
 
+from shlo2jax.errors import UnsupportedTypeError
+
 # MLIR spelling -> dtype. Signless integers (`i32`) are signed, as in the spec.
 ELEMENT_DTYPES: dict[str, np.dtype] = {
     "i1": np.dtype(np.bool_),
@@ -143,7 +145,7 @@ class TensorType:
     shape: tuple
     dtype: np.dtype
     element: str
-    # How a value not held as a plain XLA array travels: a quant.QuantizedType for
+    # How a value not held as a plain XLA array travels: a QuantizedType for
     # `!quant.uniform` elements, a Float6Type for f6 elements, else None.
     quant: Optional[object] = None
     bounds: Optional[tuple] = None  # `#stablehlo.bounds<...>` per dimension, or None
@@ -174,8 +176,140 @@ class TupleType:
 Type = Union[TensorType, TokenType, TupleType]
 
 
-class UnsupportedTypeError(Exception):
-    """A type this library cannot represent; the message is the MLIR spelling."""
+# ---------------------------------------------------------------- quantized element types
+
+# Storage types the spec's IntegerType allows (C1 then limits them per expressed type).
+_STORAGE = {f"i{n}": f"i{n}" for n in (2, 4, 8, 16, 32)}
+_STORAGE.update({f"u{n}": f"ui{n}" for n in (2, 4, 8, 16, 32)})
+
+_ELEMENT_RE = re.compile(
+    r"^!quant\.uniform<\s*([iu]\d+)\s*(?:<\s*(-?\d+)\s*:\s*(-?\d+)\s*>)?\s*:\s*([\w]+)"
+    r"\s*(?::\s*(-?\d+)\s*)?,\s*(.*)>$", re.S)
+_PARAM_RE = re.compile(r"^\s*([-+0-9.eEinfaINFA]+)\s*(?::\s*(-?\d+))?\s*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizedType:
+    """A `!quant.uniform` element type; hashable, so usable as static pytree data."""
+    storage_dtype: np.dtype
+    storage_min: int
+    storage_max: int
+    expressed_dtype: np.dtype
+    scales: tuple  # Python floats, already rounded to the expressed type (spec C5)
+    zero_points: tuple
+    quantization_dimension: Optional[int] = None
+    spelling: str = dataclasses.field(default="", compare=False)
+
+    @property
+    def per_axis(self) -> bool:
+        return self.quantization_dimension is not None
+
+    def __str__(self):
+        return self.spelling or _spell(self)
+
+    def params(self, ndim: int):
+        """(scales, zero points) as numpy arrays broadcastable against a rank-`ndim` tensor."""
+        shape = [1] * ndim
+        if self.per_axis:
+            shape[self.quantization_dimension] = len(self.scales)
+        scales = np.asarray(self.scales, self.expressed_dtype).reshape(shape)
+        zps = np.asarray(self.zero_points, np.int64).reshape(shape)
+        return scales, zps
+
+
+def _spell(q: QuantizedType) -> str:
+    name = dtype_name(q.storage_dtype).replace("ui", "u")
+    rng = "" if (q.storage_min, q.storage_max) == _full_range(q.storage_dtype) else \
+        f"<{q.storage_min}:{q.storage_max}>"
+    dim = "" if q.quantization_dimension is None else f":{q.quantization_dimension}"
+    pairs = [f"{s!r}:{z}" for s, z in zip(q.scales, q.zero_points)]
+    params = pairs[0] if not q.per_axis else "{" + ",".join(pairs) + "}"
+    return f"!quant.uniform<{name}{rng}:{dtype_name(q.expressed_dtype)}{dim}, {params}>"
+
+
+def _full_range(dtype) -> tuple:
+    bits = bit_width(dtype)
+    if is_unsigned(dtype):
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def parse_quantized_element(spelling: str) -> QuantizedType:
+    """`!quant.uniform<...>` -> QuantizedType, checking the spec's constraints C1-C12."""
+    text = spelling.strip()
+    m = _ELEMENT_RE.match(text)
+    if not m:
+        raise UnsupportedTypeError(f"quantized element type {spelling} (only per-tensor and "
+                                   "per-axis !quant.uniform types are supported)")
+    storage, smin, smax, expressed, qdim, params_text = m.groups()
+    if storage not in _STORAGE:
+        raise UnsupportedTypeError(f"{spelling}: storage type {storage} (the spec allows "
+                                   "i2/i4/i8/i16/i32 and u2/u4/u8/u16/u32)")
+    storage_dtype = ELEMENT_DTYPES[_STORAGE[storage]]
+    expressed_dtype = ELEMENT_DTYPES.get(expressed)
+    if expressed_dtype is None or not is_float(expressed_dtype):
+        raise UnsupportedTypeError(f"{spelling}: expressed type {expressed} is not a float type")
+    if expressed_dtype in XLA_UNSUPPORTED_DTYPES:
+        raise UnsupportedTypeError(f"{spelling}: expressed type {expressed} has no XLA support")
+
+    def bad(constraint, why):
+        return UnsupportedTypeError(f"{spelling}: violates {constraint}: {why}")
+
+    # C1 says num_bits(storage) < num_bits(expressed); MLIR's verifier, the reference
+    # interpreter and real exporters accept equal widths (i32:f32 biases/accumulators).
+    if bit_width(storage_dtype) > bit_width(expressed_dtype):
+        raise bad("C1", f"num_bits({storage}) must not exceed num_bits({expressed})")
+    lo, hi = _full_range(storage_dtype)
+    storage_min = lo if smin is None else int(smin)
+    storage_max = hi if smax is None else int(smax)
+    if not lo <= storage_min < storage_max <= hi:  # C2-C4
+        raise bad("C2-C4", f"need {lo} <= storage_min {storage_min} < "
+                           f"storage_max {storage_max} <= {hi}")
+    body = params_text.strip()
+    braced = body.startswith("{")
+    if braced:
+        if not body.endswith("}"):
+            raise UnsupportedTypeError(f"quantized element type {spelling}")
+        body = body[1:-1]
+        if body.lstrip().startswith("{"):
+            raise UnsupportedTypeError(f"{spelling}: sub-channel (blockwise) quantization")
+    scales, zero_points = [], []
+    for part in body.split(","):
+        pm = _PARAM_RE.match(part)
+        if not pm:
+            raise UnsupportedTypeError(f"{spelling}: cannot read quantization parameter {part!r}")
+        scales.append(pm.group(1))
+        zero_points.append(int(pm.group(2) or 0))
+    with np.errstate(over="ignore", under="ignore"):
+        converted = [float(np.asarray(float(s)).astype(expressed_dtype)) for s in scales]  # C5
+    for s, c in zip(scales, converted):
+        if not np.isfinite(c):
+            raise bad("C7", f"scale {s} is not finite in {expressed}")
+        if not c > 0:
+            raise bad("C6", f"scale {s} is not > 0 in {expressed}")
+    for z in zero_points:  # C8 (C9 follows from C4)
+        if not storage_min <= z <= storage_max:
+            raise bad("C8", f"zero point {z} outside [{storage_min}, {storage_max}]")
+    dim = None if qdim is None else int(qdim)
+    if dim is None and (len(scales) != 1 or braced):
+        raise bad("C11", "per-tensor quantization takes exactly one scale")
+    if dim is not None and dim < 0:
+        raise bad("C12", f"quantization dimension {dim} < 0")
+    return QuantizedType(storage_dtype, storage_min, storage_max, expressed_dtype,
+                         tuple(converted), tuple(zero_points), dim, text)
+
+
+def check_tensor_type(shape, qtype: QuantizedType, where: str = "") -> None:
+    """The tensor-level constraints (spec C12/C13 of quantized tensor types)."""
+    if not qtype.per_axis:
+        return
+    d = qtype.quantization_dimension
+    if d >= len(shape):
+        raise UnsupportedTypeError(
+            f"{where}{qtype}: quantization dimension {d} >= rank {len(shape)}")
+    if shape[d] is not None and shape[d] != len(qtype.scales):
+        raise UnsupportedTypeError(f"{where}{qtype}: dimension {d} has size {shape[d]} but "
+                                   f"{len(qtype.scales)} scales")
 
 
 _TENSOR_RE = re.compile(r"^tensor<((?:[0-9?]+x)*)(.+?)(?:,\s*(#.*))?>$")
@@ -227,8 +361,7 @@ def parse_type(spelling: str) -> Type:
         element = m.group(2)
         bounds = _parse_bounds(m.group(3))
         if element.startswith("!quant."):
-            from shlo2jax.quant import check_tensor_type, parse_quantized_element
-            qtype = parse_quantized_element(element)  # only quantized modules pay for the import
+            qtype = parse_quantized_element(element)
             check_tensor_type(dims, qtype, f"{text}: ")
             result = TensorType(dims, qtype.storage_dtype, element, qtype, bounds)
         else:

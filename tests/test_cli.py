@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from shlo2jax import cli
+from shlo2jax.tools import cli
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "mlp.mlir"
 
@@ -28,6 +28,30 @@ def test_info_lists_unsupported(tmp_path, capsys):
     assert cli.main(["info", str(path)]) == 0
     out = capsys.readouterr().out
     assert "not yet supported (1)" in out and "foo.frobnicate" in out
+
+
+def test_info_ops_names_the_function_of_every_rule(capsys):
+    import importlib
+
+    from shlo2jax import registry
+    assert cli.main(["info", "--ops"]) == 0
+    out = capsys.readouterr().out
+    listed = {}
+    for line in out.splitlines():
+        if line.startswith("  "):
+            name, where = line.split()
+            listed[name] = where
+    assert listed["stablehlo.add"] == "shlo2jax.ops.elementwise:add"
+    assert listed["lapack_sgetrf_ffi"] == "shlo2jax.ops.custom_calls_linalg:getrf"
+    assert set(registry.OP_RULES) | set(registry.CUSTOM_CALL_RULES) <= set(listed)
+    module, function = listed["stablehlo.while"].split(":")
+    assert getattr(importlib.import_module(module), function) is \
+        registry.OP_RULES["stablehlo.while"].handler
+
+
+def test_info_needs_a_file_or_ops(capsys):
+    assert cli.main(["info"]) == 2
+    assert "--ops" in capsys.readouterr().err
 
 
 def test_run_seeded_and_npz(tmp_path, capsys):

@@ -18,15 +18,9 @@ import pytest
 import multidevice
 import shlo2jax
 
+from _helpers import element, tensor
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
-MLIR_TYPE = {np.dtype(np.bool_): "i1", np.dtype(np.int8): "i8", np.dtype(np.int32): "i32",
-             np.dtype(np.int64): "i64", np.dtype(np.uint32): "ui32", BF16: "bf16",
-             np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
-             np.dtype(np.complex64): "complex<f32>"}
-
-
-def ttype(shape, dtype):
-    return f"tensor<{''.join(f'{d}x' for d in shape)}{MLIR_TYPE[np.dtype(dtype)]}>"
 
 
 def dense(groups):
@@ -81,10 +75,10 @@ def reduce_body(kind, t):
 
 
 def all_reduce_module(shape, dtype, kind, groups, handle=0, use_global=False):
-    t = ttype(shape, dtype)
+    t = tensor(shape, dtype)
     return f"""
 func.func @main(%x: {t}) -> {t} {{
-  %r = "stablehlo.all_reduce"(%x) {reduce_body(kind, MLIR_TYPE[np.dtype(dtype)])} {{
+  %r = "stablehlo.all_reduce"(%x) {reduce_body(kind, element(dtype))} {{
     replica_groups = {dense(groups)}{channel(handle, use_global)}
   }} : ({t}) -> {t}
   return %r : {t}
@@ -315,8 +309,8 @@ def _run(text, inputs, R, P, name="main"):
     program = shlo2jax.load(textwrap.dedent(text))
     outs = spmd.run_spmd(program[name], [[x] if not isinstance(x, list) else x for x in inputs],
                          R, P)
-    paths = [plan.path for op in program.module.ops if isinstance(op.params, dict)
-             for plan in op.params.get("_plans", {}).values()]
+    paths = [plan.path for op in program.module.ops
+             for plan in getattr(op.params, "plans", {}).values()]
     return [[np.asarray(v) for v in o] for o in outs], paths
 
 
@@ -448,10 +442,10 @@ def _grid_cross_replica_sum():
 
 
 def _reduce_scatter_module(shape, out_shape, dtype, kind, groups, dim, handle=0, use_global=False):
-    t, o = ttype(shape, dtype), ttype(out_shape, dtype)
+    t, o = tensor(shape, dtype), tensor(out_shape, dtype)
     return f"""
 func.func @main(%x: {t}) -> {o} {{
-  %r = "stablehlo.reduce_scatter"(%x) {reduce_body(kind, MLIR_TYPE[np.dtype(dtype)])} {{
+  %r = "stablehlo.reduce_scatter"(%x) {reduce_body(kind, element(dtype))} {{
     scatter_dimension = {dim} : i64, replica_groups = {dense(groups)}{channel(handle, use_global)}
   }} : ({t}) -> {o}
   return %r : {o}
@@ -484,7 +478,7 @@ def _grid_reduce_scatter():
 
 
 def _all_gather_module(shape, out_shape, dtype, groups, dim, handle=0, use_global=False):
-    t, o = ttype(shape, dtype), ttype(out_shape, dtype)
+    t, o = tensor(shape, dtype), tensor(out_shape, dtype)
     return f"""
 func.func @main(%x: {t}) -> {o} {{
   %r = "stablehlo.all_gather"(%x) {{
@@ -511,7 +505,7 @@ def _grid_all_gather():
 
 
 def _all_to_all_module(shape, out_shape, dtype, groups, split, concat, count, handle=0):
-    t, o = ttype(shape, dtype), ttype(out_shape, dtype)
+    t, o = tensor(shape, dtype), tensor(out_shape, dtype)
     return f"""
 func.func @main(%x: {t}) -> {o} {{
   %r = "stablehlo.all_to_all"(%x) {{

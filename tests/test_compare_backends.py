@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax import cli
+from shlo2jax.tools import cli
 from shlo2jax.compare import (Backend, BackendUnavailable, TranslatedBackend, array_errors,
                               compare, upcast_module_text)
 from shlo2jax.export import export_translated, translated_stablehlo
@@ -392,7 +392,7 @@ func.func public @main(%x: tensor<?xf32>) -> tensor<?xf32> {
 
 
 def _mlp_inputs(program):
-    from shlo2jax.inputs import seeded_inputs
+    from shlo2jax.tools.inputs import seeded_inputs
     return seeded_inputs(program.entry, 3)
 
 

@@ -10,7 +10,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from shlo2jax import conformance as C
+from shlo2jax.tools import conformance as C
+from shlo2jax.tools import numerics
 
 
 def format_a(ty, actual, expected, check="expect_eq", expected_ty=None):
@@ -173,9 +174,9 @@ def test_close_with_the_dialect_attributes():
 def test_compare_directly_for_ml_dtypes_and_64_bit():
     import ml_dtypes
     a = np.array([1.0, -2.0], ml_dtypes.float8_e4m3fn)
-    assert C.compare("eq", {}, a, a.copy()) is None
+    assert numerics.check_values("eq", a, a.copy()) is None
     b = np.array([np.finfo(np.float64).max, -np.finfo(np.float64).max])
-    message = C.compare("close", {}, b, b[::-1].copy())
+    message = numerics.check_values("close", b, b[::-1].copy())
     assert message and "ULP" in message  # no overflow at the ends of the range
 
 
@@ -317,14 +318,13 @@ PLUGIN = '''
 import os, time
 from shlo2jax import register_custom_call
 
-def _abort(ctx, op, params, *args):
+@register_custom_call("test.abort")
+def _abort(ctx, op, *args):
     os.abort()
 
-def _hang(ctx, op, params, *args):
+@register_custom_call("test.hang")
+def _hang(ctx, op, *args):
     time.sleep(1000)
-
-register_custom_call("test.abort", _abort)
-register_custom_call("test.hang", _hang)
 '''
 
 

@@ -227,8 +227,8 @@ def test_user_registration_overrides_builtin():
             return "user-params"
 
         @shlo2jax.register_custom_call(target, prepare=prepare)
-        def fake_getrf(ctx, op, params, a):
-            assert params == "user-params"
+        def fake_getrf(ctx, op, a):
+            assert op.params == "user-params"
             n = a.shape[-1]
             return a * 2, np.arange(1, n + 1, dtype=np.int32), np.int32(0)
 
@@ -242,9 +242,19 @@ def test_user_registration_overrides_builtin():
         registry.CUSTOM_CALL_RULES[target] = saved
 
 
+def test_register_custom_call_is_a_decorator():
+    # The handler is decorated, never passed along with the target (the old contract).
+    with pytest.raises(TypeError, match="decorates the handler"):
+        shlo2jax.register_custom_call("my.double", lambda ctx, op, x: x * 2)
+    assert "my.double" not in registry.CUSTOM_CALL_RULES
+
+
 def test_user_registration_of_new_target():
     try:
-        shlo2jax.register_custom_call("my.double", lambda ctx, op, params, x: x * 2)
+        @shlo2jax.register_custom_call("my.double")
+        def double(ctx, op, x):
+            return x * 2
+
         prog = _call("my.double", ["tensor<3xi32>"], ["tensor<3xi32>"])
         np.testing.assert_array_equal(np.asarray(prog(np.arange(3, dtype=np.int32))), [0, 2, 4])
     finally:
@@ -715,19 +725,20 @@ def test_user_registration_before_the_builtins_load_is_kept():
     import sys
     import textwrap
     script = textwrap.dedent("""
+        import sys
         import numpy as np
         import shlo2jax
-        from shlo2jax import registry
-        assert not registry._loaded
-        shlo2jax.register_custom_call(
-            "lapack_spotrf_ffi", lambda ctx, op, params, a: (a + 1, np.int32(7)))
+        assert "shlo2jax.ops" not in sys.modules
+        @shlo2jax.register_custom_call("lapack_spotrf_ffi")
+        def potrf(ctx, op, a):
+            return a + 1, np.int32(7)
         text = '''func.func @main(%a: tensor<2x2xf32>) -> (tensor<2x2xf32>, tensor<i32>) {
           %0:2 = stablehlo.custom_call @lapack_spotrf_ffi(%a) {mhlo.backend_config = {uplo = 76 : ui8}}
               : (tensor<2x2xf32>) -> (tensor<2x2xf32>, tensor<i32>)
           func.return %0#0, %0#1 : tensor<2x2xf32>, tensor<i32>
         }'''
         out, info = shlo2jax.load(text)(np.eye(2, dtype=np.float32))
-        assert registry._loaded
+        assert "shlo2jax.ops" in sys.modules
         print(np.asarray(out).tolist(), int(info))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

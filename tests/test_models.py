@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax.inputs import seeded_inputs
-from shlo2jax.reference import xla_direct
+from shlo2jax.tools.inputs import seeded_inputs
+from shlo2jax.tools.reference import xla_direct
 
 
 def test_searchless_chess_matches_xla_direct(shared_dir):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax.feeds import ProbeKey, host_io, probe
+from shlo2jax.host_transfers import host_io
+from shlo2jax.probes import ProbeKey, probe
 
 STRAIGHT = """
 func.func private @scale(%v: tensor<3xf32>) -> tensor<3xf32> {

@@ -285,8 +285,10 @@ def test_tf_call_tf_function_is_reported_and_can_be_supplied():
     saved = registry.CUSTOM_CALL_RULES["tf.call_tf_function"]
     try:
         # The user supplies the TF function's JAX equivalent for the called index.
-        shlo2jax.register_custom_call("tf.call_tf_function",
-                                      lambda ctx, op, params, x: x * 3)
+        @shlo2jax.register_custom_call("tf.call_tf_function")
+        def tf_function(ctx, op, x):
+            return x * 3
+
         x = _f32(3)
         (got,) = _outputs(shlo2jax.load(TF_CALL_TF_FUNCTION)(x))
         np.testing.assert_allclose(got, 3 * x)
@@ -347,8 +349,10 @@ def test_torch_xla_host_offload_and_user_kernel():
         return json.loads(op.attrs["backend_config"])["factor"]
 
     try:
-        shlo2jax.register_custom_call("my_lib.scale_rows", lambda ctx, op, factor, x: x * factor,
-                                      prepare=prepare)
+        @shlo2jax.register_custom_call("my_lib.scale_rows", prepare=prepare)
+        def scale_rows(ctx, op, x):
+            return x * op.params  # the factor prepare read from the backend config
+
         x = _f32(4, 4)
         moved, scaled = _outputs(shlo2jax.load(TORCH_XLA_OFFLOAD_AND_USER_KERNEL)(x))
         np.testing.assert_array_equal(moved, x)

@@ -18,6 +18,7 @@ import pytest
 import multidevice
 import shlo2jax
 from shlo2jax import sharding as S
+from shlo2jax import sharding_attributes as A
 
 
 # ---------------------------------------------------------------- parsing (one device)
@@ -34,7 +35,7 @@ from shlo2jax import sharding as S
      np.arange(4).reshape(1, 2, 2)),
 ])
 def test_tiled_hlo_shardings(text, tiles, devices):
-    s = S.parse_hlo_sharding(text)
+    s = A.parse_hlo_sharding(text)
     assert s.kind == "tiled" and s.tiles == tiles
     np.testing.assert_array_equal(s.devices, devices)
 
@@ -42,41 +43,41 @@ def test_tiled_hlo_shardings(text, tiles, devices):
 @pytest.mark.parametrize("text,kind", [("{replicated}", "replicated"), ("{manual}", "manual"),
                                        ("{maximal device=3}", "maximal"), ("{unknown}", "unknown")])
 def test_other_hlo_shardings(text, kind):
-    s = S.parse_hlo_sharding(text)
+    s = A.parse_hlo_sharding(text)
     assert s.kind == kind
     if kind == "maximal":
         assert s.device == 3
 
 
 def test_tuple_hlo_sharding():
-    s = S.parse_hlo_sharding("{{replicated}, {devices=[2]<=[2]}}")
+    s = A.parse_hlo_sharding("{{replicated}, {devices=[2]<=[2]}}")
     assert s.kind == "tuple" and [e.kind for e in s.elements] == ["replicated", "tiled"]
 
 
 def test_sdy_mesh_and_sharding():
-    mesh = S.parse_sdy_mesh('<["x"=2, "y"=4]>')
-    assert mesh == S.SdyMesh((("x", 2), ("y", 4)), None)
-    assert S.parse_sdy_mesh('#sdy.mesh<["a"=2], device_ids=[1, 0]>').device_ids == (1, 0)
-    s = S.parse_sdy_sharding('#sdy.sharding<@mesh, [{"y"}, {}, {"x", "y"}], replicated={"z"}>')
-    assert s == S.SdySharding("mesh", (("y",), (), ("x", "y")))
-    both = S.parse_sdy_shardings('#sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>, <@mesh, []>]>')
+    mesh = A.parse_sdy_mesh('<["x"=2, "y"=4]>')
+    assert mesh == A.SdyMesh((("x", 2), ("y", 4)), None)
+    assert A.parse_sdy_mesh('#sdy.mesh<["a"=2], device_ids=[1, 0]>').device_ids == (1, 0)
+    s = A.parse_sdy_sharding('#sdy.sharding<@mesh, [{"y"}, {}, {"x", "y"}], replicated={"z"}>')
+    assert s == A.SdySharding("mesh", (("y",), (), ("x", "y")))
+    both = A.parse_sdy_shardings('#sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>, <@mesh, []>]>')
     assert [b.dims for b in both] == [(("x",), ()), ()]
 
 
 def test_sdy_tiling_follows_the_mesh_axes():
-    mesh = S.parse_sdy_mesh('<["x"=2, "y"=4]>')
+    mesh = A.parse_sdy_mesh('<["x"=2, "y"=4]>')
     # dim 0 over y, dim 1 over x: tile (j, i) is the device at mesh position (i, j)
-    t = S.sdy_tiling(S.parse_sdy_sharding('<@mesh, [{"y"}, {"x"}]>'), mesh)
+    t = A.sdy_tiling(A.parse_sdy_sharding('<@mesh, [{"y"}, {"x"}]>'), mesh)
     assert t.tiles == (4, 2)
     np.testing.assert_array_equal(t.devices[..., 0], np.arange(8).reshape(2, 4).T)
     # only the manual axes split a manual region's values
-    t = S.sdy_tiling(S.parse_sdy_sharding('<@mesh, [{"x"}, {"y"}]>'), mesh, axes={"x"})
+    t = A.sdy_tiling(A.parse_sdy_sharding('<@mesh, [{"x"}, {"y"}]>'), mesh, axes={"x"})
     assert t.tiles == (2, 1) and sorted(t.devices[1, 0]) == [4, 5, 6, 7]
 
 
 def test_tiling_blocks_round_trip():
     import jax.numpy as jnp
-    t = S.parse_hlo_sharding("{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}")
+    t = A.parse_hlo_sharding("{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}")
     tiling = t.tiling(2, 8)
     x = np.arange(32).reshape(8, 4)
     local = np.asarray(tiling.to_local(jnp.asarray(x), 8))

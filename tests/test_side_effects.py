@@ -7,7 +7,8 @@ import pytest
 
 import shlo2jax
 from shlo2jax import TOKEN
-from shlo2jax.feeds import HostIOError, call_with_io, host_io
+from shlo2jax.errors import HostIOError
+from shlo2jax.host_transfers import call_with_io, host_io
 
 TOK = "!stablehlo.token"
 

@@ -28,7 +28,7 @@ func.func @main(%x: {operand_type}) -> {result_type} {{
 def test_result_mismatch_is_a_translation_error(make, message):
     target = "test.translate_mismatch"
     try:
-        shlo2jax.register_custom_call(target, lambda ctx, op, params, x: make(x))
+        shlo2jax.register_custom_call(target)(lambda ctx, op, x: make(x))
         prog = _custom(target, "tensor<3xf32>")
         with pytest.raises(shlo2jax.TranslationError, match=message):
             prog(np.arange(3, dtype=np.float32))
@@ -40,8 +40,7 @@ def test_matching_numpy_result_passes():
     target = "test.translate_numpy"
     try:
         # A handler may return a numpy constant of exactly the declared type.
-        shlo2jax.register_custom_call(
-            target, lambda ctx, op, params, x: np.full((2, 2), 7, np.int32))
+        shlo2jax.register_custom_call(target)(lambda ctx, op, x: np.full((2, 2), 7, np.int32))
         prog = _custom(target, "tensor<2x2xi32>")
         np.testing.assert_array_equal(np.asarray(prog(np.zeros(3, np.float32))),
                                       np.full((2, 2), 7))
@@ -72,7 +71,7 @@ func.func @main(%x: tensor<4xi32>) -> tensor<4xi32> {
 def test_multi_result_count_mismatch():
     target = "test.translate_two"
     try:
-        shlo2jax.register_custom_call(target, lambda ctx, op, params, x: (x,))
+        shlo2jax.register_custom_call(target)(lambda ctx, op, x: (x,))
         prog = shlo2jax.load("""
 func.func @main(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
   %0:2 = stablehlo.custom_call @test.translate_two(%x) : (tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>)
@@ -89,10 +88,10 @@ def test_collector_paused_only_while_tracing():
     seen = []
     target = "test.translate_gc"
     try:
-        def handler(ctx, op, params, x):
+        @shlo2jax.register_custom_call(target)
+        def handler(ctx, op, x):
             seen.append(gc.isenabled())
             raise ValueError("boom")
-        shlo2jax.register_custom_call(target, handler)
         prog = _custom(target, "tensor<3xf32>")
         with pytest.raises(shlo2jax.TranslationError, match="boom"):
             prog(np.zeros(3, np.float32))

@@ -15,23 +15,14 @@ from shlo2jax._jax_internals import make_ir_context
 from shlo2jax.chlo_legalize import legalize_chlo
 from shlo2jax.loader import parse_mlir
 
+from _helpers import tensor
+
 BF16 = ml_dtypes.bfloat16
-MLIR = {np.dtype(np.float16): "f16", np.dtype(BF16): "bf16", np.dtype(np.float32): "f32",
-        np.dtype(np.float64): "f64", np.dtype(np.complex64): "complex<f32>",
-        np.dtype(np.complex128): "complex<f64>", np.dtype(ml_dtypes.float8_e4m3fn): "f8E4M3FN",
-        np.dtype(ml_dtypes.float8_e5m2): "f8E5M2", np.dtype(np.int32): "i32",
-        np.dtype(np.int8): "i8",
-        np.dtype(np.bool_): "i1"}
 # (rtol, atol) per element type: a few ulp of the type.
 TOL = {np.dtype(np.float16): (2e-3, 1e-3), np.dtype(BF16): (1.6e-2, 1e-2),
        np.dtype(np.float32): (2e-5, 1e-6), np.dtype(np.float64): (1e-12, 1e-14),
        np.dtype(np.complex64): (2e-5, 1e-6), np.dtype(np.complex128): (1e-12, 1e-14)}
 FLOATS = [np.float16, BF16, np.float32, np.float64]
-
-
-def tensor(shape, dtype):
-    element = dtype if isinstance(dtype, str) else MLIR[np.dtype(dtype)]
-    return f"tensor<{'x'.join(map(str, shape))}{'x' if shape else ''}{element}>"
 
 
 def unary(op, x, result_dtype=None):

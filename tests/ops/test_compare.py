@@ -11,24 +11,11 @@ import pytest
 
 import shlo2jax
 
+from _helpers import element, tensor
+
 BF16 = ml_dtypes.bfloat16
-MLIR = {np.dtype(np.bool_): "i1", np.dtype(ml_dtypes.int4): "i4", np.dtype(np.int8): "i8",
-        np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(ml_dtypes.uint4): "ui4",
-        np.dtype(np.uint8): "ui8", np.dtype(np.uint16): "ui16", np.dtype(np.uint32): "ui32",
-        np.dtype(np.uint64): "ui64",
-        np.dtype(np.float16): "f16", np.dtype(BF16): "bf16", np.dtype(np.float32): "f32",
-        np.dtype(np.float64): "f64", np.dtype(np.complex64): "complex<f32>",
-        np.dtype(np.complex128): "complex<f64>",
-        np.dtype(ml_dtypes.float8_e4m3fn): "f8E4M3FN",
-        np.dtype(ml_dtypes.float8_e4m3fnuz): "f8E4M3FNUZ",
-        np.dtype(ml_dtypes.float8_e5m2): "f8E5M2",
-        np.dtype(ml_dtypes.float4_e2m1fn): "f4E2M1FN"}
 DIRECTIONS = {"EQ": operator.eq, "NE": operator.ne, "LT": operator.lt, "LE": operator.le,
               "GT": operator.gt, "GE": operator.ge}
-
-
-def tensor(shape, dtype):
-    return f"tensor<{''.join(f'{d}x' for d in shape)}{MLIR[np.dtype(dtype)]}>"
 
 
 def compare(direction, x, y, compare_type=None):
@@ -65,7 +52,7 @@ INTEGER_CASES = [
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype, compare_type, values", INTEGER_CASES,
-                         ids=[MLIR[np.dtype(c[0])] for c in INTEGER_CASES])
+                         ids=[element(c[0]) for c in INTEGER_CASES])
 def test_integer_compare(direction, dtype, compare_type, values):
     a, b = all_pairs(np.array(values, dtype=object))
     expected = np.array([DIRECTIONS[direction](p, q) for p, q in zip(a, b)])
@@ -88,7 +75,7 @@ FLOAT_VALUES = [-np.inf, -2.5, -0.0, 0.0, 1.0, 3.0, np.inf, np.nan]
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64,
-                                   ml_dtypes.float8_e5m2], ids=lambda d: MLIR[np.dtype(d)])
+                                   ml_dtypes.float8_e5m2], ids=lambda d: element(d))
 def test_float_compare_is_ieee(direction, dtype):
     # FLOAT: -0 == +0, NaN is unordered (only NE is true).
     a, b = all_pairs(np.array(FLOAT_VALUES))
@@ -112,7 +99,7 @@ TOTAL_ORDERS = {
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
-@pytest.mark.parametrize("dtype", TOTAL_ORDERS, ids=lambda d: MLIR[np.dtype(d)])
+@pytest.mark.parametrize("dtype", TOTAL_ORDERS, ids=lambda d: element(d))
 def test_totalorder_compare(direction, dtype):
     values = TOTAL_ORDERS[dtype]
     with np.errstate(invalid="ignore", over="ignore"):
@@ -143,7 +130,7 @@ def call(text, *args):
 
 @pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint32, np.float32, BF16,
                                    np.complex128, ml_dtypes.int4, ml_dtypes.float8_e4m3fn],
-                         ids=lambda d: MLIR[np.dtype(d)])
+                         ids=lambda d: element(d))
 def test_select(dtype):
     pred = np.array([[True, False, True], [False, False, True]])
     x = np.array([[1, 0, 1], [1, 1, 0]]).astype(dtype)
@@ -172,7 +159,7 @@ def test_select_scalar_predicate(pred):
 # -------------------------------------------------------------------- clamp
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64, np.float32, np.float64, BF16],
-                         ids=lambda d: MLIR[np.dtype(d)])
+                         ids=lambda d: element(d))
 def test_clamp_with_tensor_bounds(dtype):
     lo = np.array([0, 0, 2, 5, 1]).astype(dtype)
     x = np.array([3, 10, 1, 6, 7]).astype(dtype)

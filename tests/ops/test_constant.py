@@ -11,6 +11,8 @@ import pytest
 import shlo2jax
 from shlo2jax import types as T
 
+from _helpers import assert_same_bits
+
 INTEGERS = ["i1", "i2", "i4", "i8", "i16", "i32", "i64", "ui2", "ui4", "ui8", "ui16", "ui32",
             "ui64"]
 FLOATS = ["f4E2M1FN", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3B11FNUZ",
@@ -41,13 +43,6 @@ def literal_values(element):
     return "[" + ", ".join(f"{v:.17e}" for v in values) + "]", np.array(values).astype(dtype)
 
 
-def same(actual, expected):
-    actual = np.asarray(actual)
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual, expected)
-    np.testing.assert_array_equal(actual.reshape(-1).view(np.uint8),
-                                  np.ascontiguousarray(expected).reshape(-1).view(np.uint8))
-
-
 @pytest.mark.parametrize("element", INTEGERS + FLOATS + COMPLEX)
 def test_constant_every_element_type(element):
     text, values = literal_values(element)
@@ -62,8 +57,8 @@ def test_constant_every_element_type(element):
       return %0, %1 : {t}, {s}
     }}""")
     dense, full = program()
-    same(dense, values)
-    same(full, np.full((2, 2), values[0], values.dtype))
+    assert_same_bits(dense, values)
+    assert_same_bits(full, np.full((2, 2), values[0], values.dtype))
 
 
 @pytest.mark.parametrize("element,hex_text,expected", [
@@ -78,7 +73,7 @@ def test_constant_hex_literal(element, hex_text, expected):
       return %0 : {t}
     }}""")()
     # Hex literals hold the little-endian bytes of the values.
-    same(out, expected)
+    assert_same_bits(out, expected)
 
 
 def test_constant_empty_and_scalar():
@@ -87,8 +82,8 @@ def test_constant_empty_and_scalar():
       %1 = stablehlo.constant dense<18446744073709551615> : tensor<ui64>
       return %0, %1 : tensor<0x3xf32>, tensor<ui64>
     }""")()
-    same(out[0], np.zeros((0, 3), np.float32))
-    same(out[1], np.array(2**64 - 1, np.uint64))
+    assert_same_bits(out[0], np.zeros((0, 3), np.float32))
+    assert_same_bits(out[1], np.array(2**64 - 1, np.uint64))
 
 
 IOTA_TYPES = ["i2", "i4", "i8", "i16", "i32", "i64", "ui2", "ui4", "ui8", "ui16", "ui32", "ui64",
@@ -106,6 +101,6 @@ def test_iota_every_element_type(element):
       %1 = stablehlo.iota dim = 1 : {t1}
       return %0, %1 : {t0}, {t1}
     }}""")()
-    same(out0, np.broadcast_to(np.arange(4)[:, None], (4, 3)).astype(dtype))
-    same(out1, np.broadcast_to(np.arange(4)[None, :], (2, 4)).astype(dtype))
+    assert_same_bits(out0, np.broadcast_to(np.arange(4)[:, None], (4, 3)).astype(dtype))
+    assert_same_bits(out1, np.broadcast_to(np.arange(4)[None, :], (2, 4)).astype(dtype))
 

@@ -10,6 +10,8 @@ import pytest
 import shlo2jax
 from shlo2jax import types as T
 
+from _helpers import assert_same_bits
+
 # One element type of each kind the ops carry through unchanged.
 CARRIED = ["i1", "i2", "ui4", "i8", "ui16", "i32", "ui64", "f8E5M2", "f4E2M1FN", "bf16", "f16",
            "f32", "f64", "complex<f32>", "complex<f64>"]
@@ -23,13 +25,6 @@ def sample(element, n, salt=0):
     if T.is_complex(dtype):
         return (base + 0.5j * (base + 1)).astype(dtype)
     return (base % 3).astype(dtype)
-
-
-def same(actual, expected):
-    actual = np.asarray(actual)
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    np.testing.assert_array_equal(actual.reshape(-1).view(np.uint8),
-                                  np.ascontiguousarray(expected).reshape(-1).view(np.uint8))
 
 
 @pytest.mark.parametrize("element", CARRIED)
@@ -46,8 +41,8 @@ def test_if_selects_a_branch_and_branches_capture(element):
     a, b = sample(element, 3), sample(element, 3, salt=1)
     for pred, expected in [(True, (a, b)), (False, (b, a))]:
         outs = program(np.array(pred), a, b)
-        same(outs[0], expected[0])
-        same(outs[1], expected[1])
+        assert_same_bits(outs[0], expected[0])
+        assert_same_bits(outs[1], expected[1])
 
 
 CASE = """func.func @main(%i: tensor<i32>, %x: tensor<2xf32>) -> (tensor<2xf32>, tensor<i32>) {
@@ -74,8 +69,8 @@ def test_case_runs_the_indexed_branch_and_the_last_one_when_out_of_range():
     for index in [0, 1, 2, 3, 7, -1, -2, 2**31 - 1, -2**31]:
         branch = index if 0 <= index < 3 else 2   # out of range: the last branch
         out, taken = program(np.array(index, np.int32), x)
-        same(out, results[branch])
-        same(taken, np.array(branch, np.int32))
+        assert_same_bits(out, results[branch])
+        assert_same_bits(taken, np.array(branch, np.int32))
 
 
 def test_case_with_a_single_branch():
@@ -86,7 +81,7 @@ def test_case_with_a_single_branch():
       return %0 : tensor<i64>
     }""")
     for index in [0, 5, -3]:
-        same(program(np.array(index, np.int32), np.array(9, np.int64)), np.array(9, np.int64))
+        assert_same_bits(program(np.array(index, np.int32), np.array(9, np.int64)), np.array(9, np.int64))
 
 
 WHILE_GENERAL = """func.func @main(%x: tensor<i64>) -> (tensor<i64>, tensor<i64>) {
@@ -125,8 +120,8 @@ def test_while_with_a_data_dependent_trip_count():
     program = shlo2jax.load(WHILE_GENERAL)
     for n in [1, 2, 7, 27, 97]:
         out, steps = program(np.array(n, np.int64))
-        same(out, np.array(1, np.int64))
-        same(steps, np.array(collatz_steps(n), np.int64))
+        assert_same_bits(out, np.array(1, np.int64))
+        assert_same_bits(steps, np.array(collatz_steps(n), np.int64))
 
 
 def counted_loop(counter, start, bound):
@@ -166,8 +161,8 @@ def test_counted_while(counter, start, bound, static):
     expected_acc = 1
     for k in range(start, bound):
         expected_acc = expected_acc * 2 + k
-    same(i, np.array(max(start, bound), dtype))
-    same(acc, np.array(expected_acc, np.int64))
+    assert_same_bits(i, np.array(max(start, bound), dtype))
+    assert_same_bits(acc, np.array(expected_acc, np.int64))
 
 
 def test_while_carries_every_element_type():
@@ -197,10 +192,10 @@ def test_while_carries_every_element_type():
       return {", ".join(f"%0#{k}" for k in range(n + 1))} : tensor<i32>, {ttypes}
     }}""")
     outs = program(*values)
-    same(outs[0], np.array(4, np.int32))
+    assert_same_bits(outs[0], np.array(4, np.int32))
     # Four negations / nots are the identity.
     for out, value in zip(outs[1:], values):
-        same(out, value)
+        assert_same_bits(out, value)
 
 
 def test_tuple_and_get_tuple_element():
@@ -217,9 +212,9 @@ def test_tuple_and_get_tuple_element():
     a = np.array([-8, 7], ml_dtypes.int4)
     b, c = np.array(2.5), np.array([True])
     outs = program(a, b, c)
-    same(outs[0], a)
-    same(outs[1], b)
-    same(outs[2], c)
+    assert_same_bits(outs[0], a)
+    assert_same_bits(outs[1], b)
+    assert_same_bits(outs[2], c)
 
 
 @pytest.mark.parametrize("element", CARRIED)
@@ -231,8 +226,8 @@ def test_optimization_barrier_is_the_identity(element):
     }}""")
     a, b = sample(element, 4), sample(element, 1, salt=2).reshape(())
     outs = program(a, b)
-    same(outs[0], a)
-    same(outs[1], b)
+    assert_same_bits(outs[0], a)
+    assert_same_bits(outs[1], b)
 
 
 def test_func_call():
@@ -247,4 +242,4 @@ def test_func_call():
       return %1 : tensor<3xui2>
     }""")
     x = np.array([1, 2, 3], ml_dtypes.uint2)
-    same(program(x), np.array([3, 2, 1], ml_dtypes.uint2))   # 3x wraps modulo 4
+    assert_same_bits(program(x), np.array([3, 2, 1], ml_dtypes.uint2))   # 3x wraps modulo 4

@@ -9,14 +9,12 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax.types import ELEMENT_DTYPES, dtype_name
+from shlo2jax.types import ELEMENT_DTYPES
+
+from _helpers import assert_same_bits, tensor
 
 FLOAT8_AND_4 = ["f4E2M1FN", "f8E3M4", "f8E4M3", "f8E4M3FN", "f8E4M3FNUZ", "f8E4M3B11FNUZ",
                 "f8E5M2", "f8E5M2FNUZ", "f8E8M0FNU"]
-
-
-def tensor(shape, dtype):
-    return f"tensor<{''.join(f'{d}x' for d in shape)}{dtype_name(dtype)}>"
 
 
 def run(op, x, result_shape, result_dtype, attrs=""):
@@ -32,12 +30,6 @@ def run(op, x, result_shape, result_dtype, attrs=""):
 
 def convert(x, dtype):
     return run("stablehlo.convert", x, x.shape, dtype)
-
-
-def same_bits(actual, expected):
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    width = actual.dtype.itemsize
-    np.testing.assert_array_equal(actual.view(f"u{width}"), expected.view(f"u{width}"))
 
 
 # ------------------------------------------------------------------ convert
@@ -136,25 +128,25 @@ def bitcast(x, result_shape, dtype):
 
 def test_bitcast_same_width():
     x = np.array([1.0, -0.0, np.nan, 3e38], np.float32)
-    same_bits(bitcast(x, (4,), np.int32), x.view(np.int32))
-    same_bits(bitcast(x.view(np.uint32), (4,), np.float32), x)
+    assert_same_bits(bitcast(x, (4,), np.int32), x.view(np.int32))
+    assert_same_bits(bitcast(x.view(np.uint32), (4,), np.float32), x)
     h = np.array([[1.5, -2.0]], ml_dtypes.bfloat16)
-    same_bits(bitcast(h, (1, 2), np.float16), h.view(np.float16))
+    assert_same_bits(bitcast(h, (1, 2), np.float16), h.view(np.float16))
     f8 = np.array([0.5, -448.0], ml_dtypes.float8_e4m3fn)
-    same_bits(bitcast(f8, (2,), np.uint8), f8.view(np.uint8))
+    assert_same_bits(bitcast(f8, (2,), np.uint8), f8.view(np.uint8))
 
 
 def test_bitcast_narrowing_adds_a_trailing_dimension():
     x = np.array([1.0, -2.5, 7e300], np.float64)
-    same_bits(bitcast(x, (3, 8), np.uint8), x.view(np.uint8).reshape(3, 8))
-    same_bits(bitcast(x, (3, 2), np.float32), x.view(np.float32).reshape(3, 2))
+    assert_same_bits(bitcast(x, (3, 8), np.uint8), x.view(np.uint8).reshape(3, 8))
+    assert_same_bits(bitcast(x, (3, 2), np.float32), x.view(np.float32).reshape(3, 2))
 
 
 def test_bitcast_widening_drops_the_trailing_dimension():
     x = np.arange(24, dtype=np.uint8).reshape(3, 8)
-    same_bits(bitcast(x, (3,), np.int64), x.view(np.int64).reshape(3))
+    assert_same_bits(bitcast(x, (3,), np.int64), x.view(np.int64).reshape(3))
     y = np.array([[1, -1], [7, 0]], np.int32)
-    same_bits(bitcast(y, (2,), np.float64), y.view(np.float64).reshape(2))
+    assert_same_bits(bitcast(y, (2,), np.float64), y.view(np.float64).reshape(2))
 
 
 def test_bitcast_int4_packs_low_nibble_first():
@@ -188,10 +180,10 @@ def test_bitcast_to_and_from_i1(dtype):
 
 def test_bitcast_complex_widths():
     z = np.array([1.5 - 2j, np.pi + 1e-20j], np.complex128)
-    same_bits(bitcast(z, (2, 2), np.complex64).view(np.uint64),
+    assert_same_bits(bitcast(z, (2, 2), np.complex64).view(np.uint64),
               z.view(np.complex64).reshape(2, 2).view(np.uint64))
     w = np.array([[1 + 2j, 3 - 4j]], np.complex64)
-    same_bits(bitcast(w, (1,), np.complex128).view(np.uint64),
+    assert_same_bits(bitcast(w, (1,), np.complex128).view(np.uint64),
               w.view(np.complex128).reshape(1).view(np.uint64))
 
 

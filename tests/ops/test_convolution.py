@@ -9,9 +9,7 @@ import pytest
 import shlo2jax
 from shlo2jax import types as T
 
-
-def _tt(shape, element):
-    return f"tensor<{''.join(f'{d}x' for d in shape)}{element}>"
+from _helpers import tensor
 
 
 def _perm(spec, first, second):
@@ -87,7 +85,7 @@ def _convolution(lhs_c, rhs_c, dims, window, attrs, in_el, out_el, out_dtype, **
         np.float64 if T.is_float(lhs.dtype) else np.int64
     expected = np.transpose(reference_conv(lhs_c.astype(wide), rhs_c.astype(wide), **ref),
                             out_perm)
-    lt, rt, ot = _tt(lhs.shape, in_el), _tt(rhs.shape, in_el), _tt(expected.shape, out_el)
+    lt, rt, ot = tensor(lhs.shape, in_el), tensor(rhs.shape, in_el), tensor(expected.shape, out_el)
     text = (f"func.func @main(%a: {lt}, %b: {rt}) -> {ot} {{\n"
             f"  %0 = stablehlo.convolution(%a, %b) dim_numbers = {dims}, window = {{{window}}} "
             f"{{{attrs}}} : ({lt}, {rt}) -> {ot}\n  return %0 : {ot}\n}}")
@@ -267,8 +265,8 @@ def test_convolution_and_dot_general_narrow_types(element):
     if element in ("i2", "ui2"):   # make the sums overflow
         a[:] = np.array(1).astype(dtype)
         b[:] = np.array(1).astype(dtype)
-    lt, rt, ot = _tt((1, 2, 4), element), _tt((2, 2, 2), element), _tt((1, 2, 3), element)
-    at, bt, dt = _tt((2, 3), element), _tt((3, 2), element), _tt((2, 2), element)
+    lt, rt, ot = tensor((1, 2, 4), element), tensor((2, 2, 2), element), tensor((1, 2, 3), element)
+    at, bt, dt = tensor((2, 3), element), tensor((3, 2), element), tensor((2, 2), element)
     text = f"""func.func @main(%l: {lt}, %r: {rt}, %a: {at}, %b: {bt}) -> ({ot}, {dt}) {{
       %0 = stablehlo.convolution(%l, %r) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0], window = {{}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : ({lt}, {rt}) -> {ot}
       %1 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : ({at}, {bt}) -> {dt}

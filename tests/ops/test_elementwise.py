@@ -14,15 +14,9 @@ import pytest
 import shlo2jax
 from shlo2jax.types import bit_width
 
+from _helpers import element, tensor
+
 BF16 = ml_dtypes.bfloat16
-MLIR = {np.dtype(np.bool_): "i1", np.dtype(ml_dtypes.int2): "i2", np.dtype(ml_dtypes.int4): "i4",
-        np.dtype(np.int8): "i8", np.dtype(np.int16): "i16", np.dtype(np.int32): "i32",
-        np.dtype(np.int64): "i64", np.dtype(ml_dtypes.uint2): "ui2",
-        np.dtype(ml_dtypes.uint4): "ui4", np.dtype(np.uint8): "ui8", np.dtype(np.uint16): "ui16",
-        np.dtype(np.uint32): "ui32", np.dtype(np.uint64): "ui64", np.dtype(np.float16): "f16",
-        np.dtype(BF16): "bf16", np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
-        np.dtype(np.complex64): "complex<f32>", np.dtype(np.complex128): "complex<f64>",
-        np.dtype(ml_dtypes.float8_e4m3fn): "f8E4M3FN", np.dtype(ml_dtypes.float8_e5m2): "f8E5M2"}
 # (rtol, atol) per element type: a few ulp of the type.
 TOL = {np.dtype(np.float16): (4e-3, 1e-3), np.dtype(BF16): (3e-2, 1e-2),
        np.dtype(np.float32): (4e-6, 1e-6), np.dtype(np.float64): (1e-13, 1e-14),
@@ -30,10 +24,6 @@ TOL = {np.dtype(np.float16): (4e-3, 1e-3), np.dtype(BF16): (3e-2, 1e-2),
 FLOATS = [np.float16, BF16, np.float32, np.float64]
 SIGNED = [np.int8, np.int16, np.int32, np.int64]
 UNSIGNED = [np.uint8, np.uint16, np.uint32, np.uint64]
-
-
-def tensor(shape, dtype):
-    return f"tensor<{''.join(f'{d}x' for d in shape)}{MLIR[np.dtype(dtype)]}>"
 
 
 def run(op, *args, result_dtype=None, attrs=""):
@@ -104,7 +94,7 @@ FLOAT_UNARY = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: MLIR[np.dtype(d)])
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: element(d))
 @pytest.mark.parametrize("name", FLOAT_UNARY)
 def test_float_unary(name, dtype):
     fn, values = FLOAT_UNARY[name]
@@ -142,7 +132,7 @@ def test_complex_cbrt_principal_root():
 SPECIAL = np.array([-np.inf, -2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, np.inf, np.nan])
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: MLIR[np.dtype(d)])
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: element(d))
 @pytest.mark.parametrize("name, expected", [
     ("ceil", [-np.inf, -2, -1, -0.0, -0.0, 0, 1, 2, 3, np.inf, np.nan]),
     ("floor", [-np.inf, -3, -2, -1, -0.0, 0, 0, 1, 2, np.inf, np.nan]),
@@ -160,7 +150,7 @@ def test_exact_float_unary(name, expected, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [ml_dtypes.float8_e4m3fn],
-                         ids=lambda d: MLIR[np.dtype(d)])
+                         ids=lambda d: element(d))
 def test_is_finite(dtype):
     x = np.array([1.0, -0.0, np.inf, -np.inf, np.nan, 3.5])
     with np.errstate(invalid="ignore"):
@@ -198,7 +188,7 @@ def int_values(dtype):
 INTS = SIGNED + UNSIGNED + [ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2]
 
 
-@pytest.mark.parametrize("dtype", INTS, ids=lambda d: MLIR[np.dtype(d)])
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: element(d))
 def test_integer_unary(dtype):
     x = int_values(dtype)
     bits = bit_width(dtype)
@@ -225,7 +215,7 @@ def test_not_bool():
 # --------------------------------------------------------------- binary ops
 
 @pytest.mark.parametrize("dtype", FLOATS + [np.complex64, np.complex128],
-                         ids=lambda d: MLIR[np.dtype(d)])
+                         ids=lambda d: element(d))
 @pytest.mark.parametrize("name, fn", [
     ("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply),
     ("divide", np.divide), ("power", np.power)])
@@ -242,7 +232,7 @@ def test_float_arithmetic(name, fn, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64],
-                         ids=lambda d: MLIR[np.dtype(d)])
+                         ids=lambda d: element(d))
 def test_float_remainder_takes_sign_of_dividend(dtype):
     x = np.array([17.5, -17.5, 17.5, -17.5, 5.0, -0.0, np.inf, 3.0]).astype(dtype)
     y = np.array([3.0, 3.0, -3.0, -3.0, 0.0, 2.0, 2.0, np.inf]).astype(dtype)
@@ -257,7 +247,7 @@ def test_complex_remainder_is_unsupported():
         run("stablehlo.remainder", x, x)
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: MLIR[np.dtype(d)])
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: element(d))
 def test_atan2(dtype):
     y = np.array([1.0, -1.0, 0.0, -0.0, 2.0, -3.0, 0.0]).astype(dtype)
     x = np.array([1.0, 1.0, -1.0, -1.0, -0.5, -2.0, 0.0]).astype(dtype)
@@ -281,7 +271,7 @@ def test_complex_op(dtype):
                    (re + 1j * im.astype(ctype)).astype(ctype))
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: MLIR[np.dtype(d)])
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: element(d))
 def test_min_max_propagate_nan(dtype):
     x = np.array([1.0, np.nan, -2.0, 5.0, -np.inf]).astype(dtype)
     y = np.array([np.nan, 3.0, -1.0, 4.0, 0.0]).astype(dtype)
@@ -309,7 +299,7 @@ def test_bool_binary(name, fn):
     assert_bitwise(run(f"stablehlo.{name}", x, y), fn(x, y))
 
 
-@pytest.mark.parametrize("dtype", INTS, ids=lambda d: MLIR[np.dtype(d)])
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: element(d))
 def test_integer_binary_wraps(dtype):
     x = int_values(dtype)
     y = np.roll(x, 3)
@@ -331,7 +321,7 @@ def test_integer_binary_wraps(dtype):
 
 
 @pytest.mark.parametrize("dtype", SIGNED + UNSIGNED + [ml_dtypes.int4, ml_dtypes.uint4],
-                         ids=lambda d: MLIR[np.dtype(d)])
+                         ids=lambda d: element(d))
 def test_integer_divide_and_remainder(dtype):
     info = ml_dtypes.iinfo(dtype)
     lo, hi = int(info.min), int(info.max)
@@ -353,7 +343,7 @@ def test_integer_divide_and_remainder(dtype):
 
 
 @pytest.mark.parametrize("dtype", SIGNED + UNSIGNED + [ml_dtypes.int4, ml_dtypes.uint4],
-                         ids=lambda d: MLIR[np.dtype(d)])
+                         ids=lambda d: element(d))
 def test_shifts(dtype):
     bits = bit_width(dtype)
     signed = ml_dtypes.iinfo(dtype).min < 0
@@ -374,7 +364,7 @@ def test_shifts(dtype):
     assert_bitwise(run("stablehlo.shift_right_arithmetic", x, s), wrap(arithmetic, dtype))
 
 
-@pytest.mark.parametrize("dtype", SIGNED, ids=lambda d: MLIR[np.dtype(d)])
+@pytest.mark.parametrize("dtype", SIGNED, ids=lambda d: element(d))
 def test_signed_integer_power(dtype):
     x = [2, -3, 0, 0, 5, 1, -1, -1, 2, -2, 0, 3]
     y = [10, 3, 0, 4, 1, -5, -3, -2, -1, -1, -1, 2]
@@ -384,7 +374,7 @@ def test_signed_integer_power(dtype):
     assert_bitwise(out, wrap(expected, dtype))
 
 
-@pytest.mark.parametrize("dtype", UNSIGNED, ids=lambda d: MLIR[np.dtype(d)])
+@pytest.mark.parametrize("dtype", UNSIGNED, ids=lambda d: element(d))
 def test_unsigned_integer_power(dtype):
     x = np.array([2, 3, 0, 7, 1]).astype(dtype)
     y = np.array([7, 4, 0, 2, 200]).astype(dtype)

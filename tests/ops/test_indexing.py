@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 
 import shlo2jax
+import shlo2jax.ops  # noqa: F401  (registers the built-in rules _needs looks up)
 from shlo2jax import registry
 from shlo2jax import types as T
 
-
-def _ttype(element, shape):
-    return "tensor<" + "".join(f"{d}x" for d in shape) + element + ">"
+from _helpers import tensor
 
 
 def _element(dtype):
@@ -21,7 +20,7 @@ def _element(dtype):
 
 
 def _run(body, args):
-    types = [_ttype(_element(a.dtype), a.shape) for a in args]
+    types = [tensor(a.shape, _element(a.dtype)) for a in args]
     params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
     result_types = body.strip().splitlines()[-1].split(":", 1)[1].strip()
     text = f"func.func @main({params}) -> ({result_types}) {{\n{body}\n}}"
@@ -178,9 +177,9 @@ def test_real_dynamic_slice_constant_bounds():
 
 def _gather_text(operand, indices, out_shape, offset_dims, collapsed, start_index_map, ivd,
                  slice_sizes, operand_batching=(), indices_batching=(), dialect="stablehlo"):
-    tin = _ttype(_element(operand.dtype), operand.shape)
-    tidx = _ttype(_element(indices.dtype), indices.shape)
-    tout = _ttype(_element(operand.dtype), out_shape)
+    tin = tensor(operand.shape, _element(operand.dtype))
+    tidx = tensor(indices.shape, _element(indices.dtype))
+    tout = tensor(out_shape, _element(operand.dtype))
     if dialect == "stablehlo":
         dims = (f"#stablehlo.gather<offset_dims = {list(offset_dims)}, collapsed_slice_dims = "
                 f"{list(collapsed)}, operand_batching_dims = {list(operand_batching)}, "
@@ -270,10 +269,10 @@ def _scatter_text(inputs, indices, updates, uwd, iwd, sdod, ivd, body_ops, body_
                   ib=(), sib=(), unique=False, dialect="stablehlo"):
     n = len(inputs)
     body_types = body_types or [_element(x.dtype) for x in inputs]
-    tins = [_ttype(_element(x.dtype), x.shape) for x in inputs]
-    touts = [_ttype(e, inputs[0].shape) for e in body_types]
-    tups = [_ttype(_element(u.dtype), u.shape) for u in updates]
-    tidx = _ttype(_element(indices.dtype), indices.shape)
+    tins = [tensor(x.shape, _element(x.dtype)) for x in inputs]
+    touts = [tensor(inputs[0].shape, e) for e in body_types]
+    tups = [tensor(u.shape, _element(u.dtype)) for u in updates]
+    tidx = tensor(indices.shape, _element(indices.dtype))
     args = ", ".join(f"%a{i}" for i in range(2 * n + 1))
     block = ", ".join([f"%x{i}: tensor<{e}>" for i, e in enumerate(body_types)] +
                       [f"%y{i}: tensor<{e}>" for i, e in enumerate(body_types)])
@@ -526,7 +525,7 @@ def test_indexing_ops_every_element_type(element):
     u = _distinct(element, 4, salt=7).reshape(2, 2)
     p = np.array([[True, False, True], [False, True, False], [True, True, False],
                   [False, False, True]])
-    t, t2, r = _ttype(element, (4, 3)), _ttype(element, (2, 2)), _ttype(element, (3, 3))
+    t, t2, r = tensor((4, 3), element), tensor((2, 2), element), tensor((3, 3), element)
     body = f"""
   %i = stablehlo.constant dense<3> : tensor<i32>
   %j = stablehlo.constant dense<-1> : tensor<i32>
@@ -535,11 +534,11 @@ def test_indexing_ops_every_element_type(element):
   %idx = stablehlo.constant dense<[[3], [0], [2]]> : tensor<3x1xi32>
   %2 = "stablehlo.gather"(%a0, %idx) {{dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 3>}} : ({t}, tensor<3x1xi32>) -> {r}
   %sidx = stablehlo.constant dense<[[1], [3]]> : tensor<2x1xi32>
-  %upd = stablehlo.slice %2 [0:2, 0:3] : ({r}) -> {_ttype(element, (2, 3))}
+  %upd = stablehlo.slice %2 [0:2, 0:3] : ({r}) -> {tensor((2, 3), element)}
   %3 = "stablehlo.scatter"(%a0, %sidx, %upd) ({{
-    ^bb0(%old: {_ttype(element, ())}, %new: {_ttype(element, ())}):
-      stablehlo.return %new : {_ttype(element, ())}
-  }}) {{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = true}} : ({t}, tensor<2x1xi32>, {_ttype(element, (2, 3))}) -> {t}
+    ^bb0(%old: {tensor((), element)}, %new: {tensor((), element)}):
+      stablehlo.return %new : {tensor((), element)}
+  }}) {{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = true}} : ({t}, tensor<2x1xi32>, {tensor((2, 3), element)}) -> {t}
   %rev = stablehlo.reverse %a0, dims = [0] : {t}
   %4 = stablehlo.select %a2, %a0, %rev : tensor<4x3xi1>, {t}
   return %0, %1, %2, %3, %4 : {t2}, {t}, {r}, {t}, {t}"""

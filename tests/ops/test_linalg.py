@@ -4,20 +4,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import shlo2jax
 from shlo2jax import types as T
 
-
-def _tt(shape, element):
-    return f"tensor<{''.join(f'{d}x' for d in shape)}{element}>"
+from _helpers import run_main, tensor
 
 
 def _run(body, args, arg_types, result_types):
-    """Loads a one-op @main(args) -> results module and calls it."""
-    params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(arg_types))
-    rets = ", ".join(result_types)
-    text = f"func.func @main({params}) -> ({rets}) {{\n{body}\n}}"
-    out = shlo2jax.load(text)(*args)
+    out = run_main(body, args, arg_types, result_types)
     return [np.asarray(o) for o in out] if isinstance(out, (tuple, list)) else np.asarray(out)
 
 
@@ -44,10 +37,10 @@ DOT_TYPES = [("f32", np.float32), ("f64", np.float64), ("bf16", ml_dtypes.bfloat
 
 def _dot_general(lhs, rhs, lhs_el, rhs_el, out_shape, out_el, dims, extra=""):
     body = (f"  %0 = stablehlo.dot_general %a0, %a1, {dims}{extra} : "
-            f"({_tt(lhs.shape, lhs_el)}, {_tt(rhs.shape, rhs_el)}) -> {_tt(out_shape, out_el)}\n"
-            f"  return %0 : {_tt(out_shape, out_el)}")
-    return _run(body, [lhs, rhs], [_tt(lhs.shape, lhs_el), _tt(rhs.shape, rhs_el)],
-                [_tt(out_shape, out_el)])
+            f"({tensor(lhs.shape, lhs_el)}, {tensor(rhs.shape, rhs_el)}) -> {tensor(out_shape, out_el)}\n"
+            f"  return %0 : {tensor(out_shape, out_el)}")
+    return _run(body, [lhs, rhs], [tensor(lhs.shape, lhs_el), tensor(rhs.shape, rhs_el)],
+                [tensor(out_shape, out_el)])
 
 
 @pytest.mark.parametrize("element,dtype", DOT_TYPES)
@@ -149,7 +142,7 @@ def test_mhlo_dot_general():
 def test_dot_legacy(lhs_shape, rhs_shape, out_shape):
     rng = np.random.default_rng(4)
     lhs, rhs = _values(lhs_shape, np.int32, rng), _values(rhs_shape, np.int32, rng)
-    lt, rt, ot = _tt(lhs_shape, "i32"), _tt(rhs_shape, "i32"), _tt(out_shape, "i32")
+    lt, rt, ot = tensor(lhs_shape, "i32"), tensor(rhs_shape, "i32"), tensor(out_shape, "i32")
     body = f'  %0 = "stablehlo.dot"(%a0, %a1) : ({lt}, {rt}) -> {ot}\n  return %0 : {ot}'
     np.testing.assert_array_equal(_run(body, [lhs, rhs], [lt, rt], [ot]), np.dot(lhs, rhs))
 
@@ -191,7 +184,7 @@ def test_cholesky(element, dtype, tol, lower):
     # Only the selected triangle is read: garbage in the other one must not matter.
     other = np.triu if lower else np.tril
     garbage = other(np.full((4, 4), 7.0), 1 if lower else -1).astype(dtype)
-    t = _tt((2, 4, 4), element)
+    t = tensor((2, 4, 4), element)
     body = (f'  %0 = "stablehlo.cholesky"(%a0) {{lower = {str(lower).lower()}}} : ({t}) -> {t}\n'
             f"  return %0 : {t}")
     out = _run(body, [a + garbage], [t], [t])
@@ -221,7 +214,7 @@ def test_triangular_solve(element, dtype, tol, left_side, lower, transpose_a, un
     else:  # x op(a) = b  <=>  op(a)^T x^T = b^T
         expected = np.swapaxes(np.linalg.solve(np.swapaxes(op_a, -1, -2),
                                                np.swapaxes(b, -1, -2)), -1, -2)
-    ta, tb = _tt(a.shape, element), _tt(b.shape, element)
+    ta, tb = tensor(a.shape, element), tensor(b.shape, element)
     body = (f'  %0 = "stablehlo.triangular_solve"(%a0, %a1) {{'
             f"left_side = {str(left_side).lower()}, lower = {str(lower).lower()}, "
             f"unit_diagonal = {str(unit_diagonal).lower()}, "
@@ -236,7 +229,7 @@ def test_triangular_solve_low_precision(element, dtype):
     a = np.array([[2, 1, 0, 0], [0, 4, 1, 0], [0, 0, 2, 1], [0, 0, 0, 1]]).astype(dtype)
     x = np.array([[1], [2], [-1], [3]]).astype(dtype)
     b = (a.astype(np.float64) @ x.astype(np.float64)).astype(dtype)
-    ta, tb = _tt((4, 4), element), _tt((4, 1), element)
+    ta, tb = tensor((4, 4), element), tensor((4, 1), element)
     body = (f'  %0 = "stablehlo.triangular_solve"(%a0, %a1) {{left_side = true, lower = false, '
             "unit_diagonal = false, transpose_a = #stablehlo<transpose NO_TRANSPOSE>} : "
             f"({ta}, {tb}) -> {tb}\n  return %0 : {tb}")
@@ -263,7 +256,7 @@ def test_fft(fft_type, lengths, precision):
                 "IRFFT": np.fft.irfftn}[fft_type](x, s=lengths, axes=axes)
     in_el = precision if fft_type == "RFFT" else f"complex<{precision}>"
     out_el = precision if fft_type == "IRFFT" else f"complex<{precision}>"
-    ti, to = _tt(x.shape, in_el), _tt(expected.shape, out_el)
+    ti, to = tensor(x.shape, in_el), tensor(expected.shape, out_el)
     body = (f"  %0 = stablehlo.fft %a0, type = {fft_type}, length = {list(lengths)} : "
             f"({ti}) -> {to}\n  return %0 : {to}")
     out = _run(body, [x], [ti], [to])
@@ -311,7 +304,7 @@ def test_batch_norm_inference(element, dtype, tol, fi):
     n = x.shape[fi]
     scale, offset, mean = (rng.standard_normal(n).astype(dtype) for _ in range(3))
     var = (rng.random(n) + 0.5).astype(dtype)
-    tx, tf = _tt(x.shape, element), _tt((n,), element)
+    tx, tf = tensor(x.shape, element), tensor((n,), element)
     body = (f'  %0 = "stablehlo.batch_norm_inference"(%a0, %a1, %a2, %a3, %a4) '
             f"{{epsilon = {EPS} : f32, feature_index = {fi} : i64}} : "
             f"({tx}, {tf}, {tf}, {tf}, {tf}) -> {tx}\n  return %0 : {tx}")
@@ -329,7 +322,7 @@ def test_batch_norm_training(element, dtype, tol, fi):
     x = rng.standard_normal((2, 3, 4)).astype(dtype)
     n = x.shape[fi]
     scale, offset = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
-    tx, tf = _tt(x.shape, element), _tt((n,), element)
+    tx, tf = tensor(x.shape, element), tensor((n,), element)
     body = (f'  %0:3 = "stablehlo.batch_norm_training"(%a0, %a1, %a2) '
             f"{{epsilon = {EPS} : f32, feature_index = {fi} : i64}} : "
             f"({tx}, {tf}, {tf}) -> ({tx}, {tf}, {tf})\n"
@@ -356,7 +349,7 @@ def test_batch_norm_grad(element, dtype, tol, fi):
     scale = rng.standard_normal(n).astype(dtype)
     mean = x.astype(np.float64).mean(axis=axes).astype(dtype)
     var = x.astype(np.float64).var(axis=axes).astype(dtype)
-    tx, tf = _tt(x.shape, element), _tt((n,), element)
+    tx, tf = tensor(x.shape, element), tensor((n,), element)
     body = (f'  %0:3 = "stablehlo.batch_norm_grad"(%a0, %a1, %a2, %a3, %a4) '
             f"{{epsilon = {EPS} : f32, feature_index = {fi} : i64}} : "
             f"({tx}, {tf}, {tf}, {tf}, {tx}) -> ({tx}, {tf}, {tf})\n"

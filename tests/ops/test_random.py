@@ -181,7 +181,7 @@ def test_bit_exact_with_xla_every_shape_and_type(algorithm, words):
     """Every output element type and several shapes (odd sizes included: the 64-bit draws
     are split), in one module, against XLA compiling the same module directly. PHILOX's
     3-word state, which lax does not take, goes through a primitive of our own."""
-    from shlo2jax.reference import xla_direct
+    from shlo2jax.tools.reference import xla_direct
     st = f"tensor<{words}xui64>"
     lines, results = [], []
     for i, (element, shape) in enumerate(itertools.product(RBG_TYPES, RBG_SHAPES)):

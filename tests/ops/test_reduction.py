@@ -10,30 +10,15 @@ import pytest
 import shlo2jax
 from shlo2jax import types as T
 
+from _helpers import assert_same_bits, tensor
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
-MLIR_TYPE = {np.dtype(np.bool_): "i1", np.dtype(np.int8): "i8", np.dtype(np.int16): "i16",
-             np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(np.uint8): "ui8",
-             np.dtype(np.uint16): "ui16",
-             np.dtype(np.uint32): "ui32", np.dtype(np.uint64): "ui64", BF16: "bf16",
-             np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
-             np.dtype(np.float64): "f64", np.dtype(np.complex64): "complex<f32>"}
-
-
-def ttype(shape, dtype):
-    dims = "".join(f"{d}x" for d in shape)
-    return f"tensor<{dims}{MLIR_TYPE[np.dtype(dtype)]}>"
 
 
 def run(text, *args):
     with jax.enable_x64(True):
         outs = shlo2jax.load(text)(*args)
     return [np.asarray(o) for o in outs] if isinstance(outs, (tuple, list)) else [np.asarray(outs)]
-
-
-def same_bits(actual, expected):
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual, expected)
-    assert actual.tobytes() == expected.tobytes(), (actual, expected)
 
 
 def random_values(rng, shape, dtype):
@@ -52,16 +37,16 @@ def random_values(rng, shape, dtype):
 
 def reduce_module(shape, dtype, dims, body_ops, body_result="%r", init_type=None):
     out_shape = [d for i, d in enumerate(shape) if i not in dims]
-    scalar = ttype((), init_type or dtype)
+    scalar = tensor((), init_type or dtype)
     return f"""
-func.func @main(%x: {ttype(shape, dtype)}, %init: {scalar}) -> {ttype(out_shape, init_type or dtype)} {{
+func.func @main(%x: {tensor(shape, dtype)}, %init: {scalar}) -> {tensor(out_shape, init_type or dtype)} {{
   %0 = stablehlo.reduce(%x init: %init) across dimensions = {list(dims)} :
-      ({ttype(shape, dtype)}, {scalar}) -> {ttype(out_shape, init_type or dtype)}
+      ({tensor(shape, dtype)}, {scalar}) -> {tensor(out_shape, init_type or dtype)}
    reducer(%a: {scalar}, %b: {scalar}) {{
     {body_ops}
     stablehlo.return {body_result} : {scalar}
   }}
-  return %0 : {ttype(out_shape, init_type or dtype)}
+  return %0 : {tensor(out_shape, init_type or dtype)}
 }}"""
 
 
@@ -107,13 +92,13 @@ def test_reduce_single_op_bodies(name, dtype, identity):
         fn = {"and": np.bitwise_and, "or": np.bitwise_or}[name]
     else:
         fn = NP_OPS[name]
-    text = reduce_module(x.shape, dtype, (0, 2), f"%r = stablehlo.{name} %a, %b : {ttype((), dtype)}")
+    text = reduce_module(x.shape, dtype, (0, 2), f"%r = stablehlo.{name} %a, %b : {tensor((), dtype)}")
     got, = run(text, x, init)
     expected = np_reduce(fn, x, init, [0, 2])
     if np.dtype(dtype).kind in "fc" or dtype == BF16:
         np.testing.assert_allclose(got.astype(np.complex128), expected.astype(np.complex128), rtol=1e-2)
     else:
-        same_bits(got, expected)
+        assert_same_bits(got, expected)
 
 
 def test_reduce_init_applied_once_on_large_input():
@@ -121,7 +106,7 @@ def test_reduce_init_applied_once_on_large_input():
     x = np.ones((100_000,), np.int32)
     text = reduce_module(x.shape, np.int32, (0,), "%r = stablehlo.add %a, %b : tensor<i32>")
     got, = run(text, x, np.array(7, np.int32))
-    same_bits(got, np.array(100_007, np.int32))
+    assert_same_bits(got, np.array(100_007, np.int32))
 
 
 def test_reduce_general_body_init_applied_once():
@@ -132,7 +117,7 @@ def test_reduce_general_body_init_applied_once():
             "    %s = stablehlo.add %a, %b : tensor<i64>\n"
             "    %r = stablehlo.add %s, %z : tensor<i64>")
     got, = run(reduce_module(x.shape, np.int64, (1,), body), x, np.array(-5, np.int64))
-    same_bits(got, np.full((3,), 49_995, np.int64))
+    assert_same_bits(got, np.full((3,), 49_995, np.int64))
 
 
 @pytest.mark.parametrize("name,fn", [("add", np.logical_or), ("multiply", np.logical_and)])
@@ -142,20 +127,20 @@ def test_reduce_boolean_add_multiply(name, fn, init):
     x = np.array([[0, 0, 0], [1, 0, 1], [1, 1, 1]], bool)
     got, = run(reduce_module(x.shape, np.bool_, (1,), f"%r = stablehlo.{name} %a, %b : tensor<i1>"),
                x, np.array(init))
-    same_bits(got, np_reduce(fn, x, np.array(init), [1]))
+    assert_same_bits(got, np_reduce(fn, x, np.array(init), [1]))
 
 
 def test_reduce_negative_zero_init_and_empty():
     x = np.full((2, 3), -0.0, np.float32)
     text = reduce_module(x.shape, np.float32, (1,), "%r = stablehlo.add %a, %b : tensor<f32>")
     got, = run(text, x, np.array(-0.0, np.float32))
-    same_bits(got, np.full((2,), -0.0, np.float32))
+    assert_same_bits(got, np.full((2,), -0.0, np.float32))
     got, = run(text, x, np.array(0.0, np.float32))
-    same_bits(got, np.zeros((2,), np.float32))
+    assert_same_bits(got, np.zeros((2,), np.float32))
     empty = np.zeros((2, 0), np.float32)
     text = reduce_module(empty.shape, np.float32, (1,), "%r = stablehlo.maximum %a, %b : tensor<f32>")
     got, = run(text, empty, np.array(-2.5, np.float32))
-    same_bits(got, np.full((2,), -2.5, np.float32))
+    assert_same_bits(got, np.full((2,), -2.5, np.float32))
 
 
 @pytest.mark.parametrize("name,fn", [("maximum", np.maximum), ("minimum", np.minimum),
@@ -164,14 +149,14 @@ def test_reduce_over_no_dimensions_applies_init(name, fn):
     x = np.array([[1, 7, 3], [-2, 5, 9]], np.int32)
     text = reduce_module(x.shape, np.int32, (), f"%r = stablehlo.{name} %a, %b : tensor<i32>")
     got, = run(text, x, np.array(5, np.int32))
-    same_bits(got, fn(np.int32(5), x).astype(np.int32))
+    assert_same_bits(got, fn(np.int32(5), x).astype(np.int32))
 
 
 def test_reduce_general_body_empty_input_is_init():
     empty = np.zeros((0, 3), np.int32)
     text = reduce_module(empty.shape, np.int32, (0,), "%r = stablehlo.add %a, %b : tensor<i32>")
     got, = run(text, empty, np.array(4, np.int32))
-    same_bits(got, np.full((3,), 4, np.int32))
+    assert_same_bits(got, np.full((3,), 4, np.int32))
 
 
 def test_reduce_promotes_to_body_type():
@@ -179,7 +164,7 @@ def test_reduce_promotes_to_body_type():
     text = reduce_module(x.shape, np.int8, (1,), "%r = stablehlo.add %a, %b : tensor<i32>",
                          init_type=np.int32)
     got, = run(text, x, np.array(0, np.int32))
-    same_bits(got, np.array([300], np.int32))
+    assert_same_bits(got, np.array([300], np.int32))
 
 
 ARGMAX = """
@@ -208,8 +193,8 @@ func.func @main(%x: tensor<3x6xf32>) -> (tensor<3xf32>, tensor<3xi32>) {
 def test_reduce_variadic_argmax():
     x = np.array([[1, 5, 2, 5, 0, 5], [-1, -3, np.nan, 4, np.nan, 9], [2, 2, 2, 2, 2, 2]], np.float32)
     values, index = run(ARGMAX, x)
-    same_bits(index, np.array([1, 2, 0], np.int32))
-    same_bits(values, np.array([5, np.nan, 2], np.float32))
+    assert_same_bits(index, np.array([1, 2, 0], np.int32))
+    assert_same_bits(values, np.array([5, np.nan, 2], np.float32))
 
 
 # ------------------------------------------------------------------ reduce_window
@@ -233,9 +218,9 @@ def np_reduce_window(fn, x, init, window, strides, base, wdil, padding):
 
 
 def reduce_window_module(shape, out_shape, dtype, body, window, strides, base, wdil, padding):
-    s = ttype((), dtype)
+    s = tensor((), dtype)
     return f"""
-func.func @main(%x: {ttype(shape, dtype)}, %init: {s}) -> {ttype(out_shape, dtype)} {{
+func.func @main(%x: {tensor(shape, dtype)}, %init: {s}) -> {tensor(out_shape, dtype)} {{
   %0 = "stablehlo.reduce_window"(%x, %init) ({{
     ^bb0(%a: {s}, %b: {s}):
       {body}
@@ -246,8 +231,8 @@ func.func @main(%x: {ttype(shape, dtype)}, %init: {s}) -> {ttype(out_shape, dtyp
     base_dilations = array<i64: {", ".join(map(str, base))}>,
     window_dilations = array<i64: {", ".join(map(str, wdil))}>,
     padding = dense<{[list(p) for p in padding]}> : tensor<{len(shape)}x2xi64>
-  }} : ({ttype(shape, dtype)}, {s}) -> {ttype(out_shape, dtype)}
-  return %0 : {ttype(out_shape, dtype)}
+  }} : ({tensor(shape, dtype)}, {s}) -> {tensor(out_shape, dtype)}
+  return %0 : {tensor(out_shape, dtype)}
 }}"""
 
 
@@ -271,9 +256,9 @@ def test_reduce_window(name, dtype, init, case):
     init = np.array(init, dtype)
     expected = np_reduce_window(lambda a, b: NP_OPS[name](a, b).astype(dtype), x, init, *case)
     text = reduce_window_module(x.shape, expected.shape, dtype,
-                                f"%r = stablehlo.{name} %a, %b : {ttype((), dtype)}", *case)
+                                f"%r = stablehlo.{name} %a, %b : {tensor((), dtype)}", *case)
     got, = run(text, x, init)
-    same_bits(got, expected)
+    assert_same_bits(got, expected)
 
 
 @pytest.mark.parametrize("keep", ["%a", "%b"])
@@ -287,7 +272,7 @@ def test_reduce_window_general_body(keep):
     text = reduce_window_module(x.shape, expected.shape, np.int32, "", *case)
     text = text.replace("stablehlo.return %r", f"stablehlo.return {keep}")
     got, = run(text, x, np.array(100, np.int32))
-    same_bits(got, expected)
+    assert_same_bits(got, expected)
 
 
 def test_reduce_window_variadic():
@@ -307,30 +292,30 @@ func.func @main(%x: tensor<6xf32>, %i: tensor<6xi32>) -> (tensor<4xf32>, tensor<
 }"""
     x = np.array([1, 7, 3, 7, 2, 0], np.float32)
     values, index = run(text, x, np.arange(6, dtype=np.int32))
-    same_bits(values, np.array([7, 7, 7, 7], np.float32))
-    same_bits(index, np.array([1, 1, 3, 3], np.int32))
+    assert_same_bits(values, np.array([7, 7, 7, 7], np.float32))
+    assert_same_bits(index, np.array([1, 1, 3, 3], np.int32))
 
 
 # ------------------------------------------------------------------ map
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float32, np.uint8])
 def test_map(dtype):
-    s = ttype((), dtype)
+    s = tensor((), dtype)
     text = f"""
-func.func @main(%x: {ttype((2, 3), dtype)}, %y: {ttype((2, 3), dtype)}) -> {ttype((2, 3), dtype)} {{
+func.func @main(%x: {tensor((2, 3), dtype)}, %y: {tensor((2, 3), dtype)}) -> {tensor((2, 3), dtype)} {{
   %0 = "stablehlo.map"(%x, %y) ({{
     ^bb0(%a: {s}, %b: {s}):
       %two = stablehlo.constant dense<2> : {s}
       %m = stablehlo.multiply %a, %two : {s}
       %r = stablehlo.add %m, %b : {s}
       stablehlo.return %r : {s}
-  }}) {{dimensions = array<i64: 0, 1>}} : ({ttype((2, 3), dtype)}, {ttype((2, 3), dtype)}) -> {ttype((2, 3), dtype)}
-  return %0 : {ttype((2, 3), dtype)}
+  }}) {{dimensions = array<i64: 0, 1>}} : ({tensor((2, 3), dtype)}, {tensor((2, 3), dtype)}) -> {tensor((2, 3), dtype)}
+  return %0 : {tensor((2, 3), dtype)}
 }}""".replace("dense<2>", "dense<2.0>" if np.dtype(dtype).kind == "f" else "dense<2>")
     x = np.arange(6).reshape(2, 3).astype(dtype)
     y = (np.arange(6).reshape(2, 3) + 10).astype(dtype)
     got, = run(text, x, y)
-    same_bits(got, (x * 2 + y).astype(dtype))
+    assert_same_bits(got, (x * 2 + y).astype(dtype))
 
 
 def test_map_rank0():
@@ -344,7 +329,7 @@ func.func @main(%x: tensor<i32>) -> tensor<i32> {
   return %0 : tensor<i32>
 }"""
     got, = run(text, np.array(-7, np.int32))
-    same_bits(got, np.array(49, np.int32))
+    assert_same_bits(got, np.array(49, np.int32))
 
 
 # ------------------------------------------------------------------ select_and_scatter
@@ -366,9 +351,9 @@ def np_select_and_scatter(select, scatter, operand, source, init, window, stride
 
 
 def sas_module(shape, src_shape, dtype, select_dir, scatter_body, window, strides, padding):
-    s = ttype((), dtype)
+    s = tensor((), dtype)
     return f"""
-func.func @main(%x: {ttype(shape, dtype)}, %src: {ttype(src_shape, dtype)}, %init: {s}) -> {ttype(shape, dtype)} {{
+func.func @main(%x: {tensor(shape, dtype)}, %src: {tensor(src_shape, dtype)}, %init: {s}) -> {tensor(shape, dtype)} {{
   %0 = "stablehlo.select_and_scatter"(%x, %src, %init) ({{
     ^bb0(%a: {s}, %b: {s}):
       %c = stablehlo.compare {select_dir}, %a, %b : ({s}, {s}) -> tensor<i1>
@@ -381,8 +366,8 @@ func.func @main(%x: {ttype(shape, dtype)}, %src: {ttype(src_shape, dtype)}, %ini
     window_dimensions = array<i64: {", ".join(map(str, window))}>,
     window_strides = array<i64: {", ".join(map(str, strides))}>,
     padding = dense<{[list(p) for p in padding]}> : tensor<{len(shape)}x2xi64>
-  }} : ({ttype(shape, dtype)}, {ttype(src_shape, dtype)}, {s}) -> {ttype(shape, dtype)}
-  return %0 : {ttype(shape, dtype)}
+  }} : ({tensor(shape, dtype)}, {tensor(src_shape, dtype)}, {s}) -> {tensor(shape, dtype)}
+  return %0 : {tensor(shape, dtype)}
 }}"""
 
 
@@ -392,7 +377,7 @@ def test_select_and_scatter_spec_example():
     text = sas_module(x.shape, src.shape, np.int64, "GE", "%r = stablehlo.add %a, %b : tensor<i64>",
                       (3, 1), (2, 1), ((0, 1), (0, 0)))
     got, = run(text, x, src, np.array(0, np.int64))
-    same_bits(got, np.array([[0, 0], [0, 0], [5, 14], [7, 0]], np.int64))
+    assert_same_bits(got, np.array([[0, 0], [0, 0], [5, 14], [7, 0]], np.int64))
 
 
 SAS_CASES = [
@@ -416,23 +401,23 @@ def test_select_and_scatter(dtype, direction, case):
     src = rng.integers(1, 9, src_shape).astype(dtype)
     init = np.array(1, dtype)
     # a * 2 + b is not commutative: checks that windows scatter in source order.
-    body = (f"%two = stablehlo.constant dense<{'2.0' if dtype == np.float32 else '2'}> : {ttype((), dtype)}\n"
-            f"      %m = stablehlo.multiply %a, %two : {ttype((), dtype)}\n"
-            f"      %r = stablehlo.add %m, %b : {ttype((), dtype)}")
+    body = (f"%two = stablehlo.constant dense<{'2.0' if dtype == np.float32 else '2'}> : {tensor((), dtype)}\n"
+            f"      %m = stablehlo.multiply %a, %two : {tensor((), dtype)}\n"
+            f"      %r = stablehlo.add %m, %b : {tensor((), dtype)}")
     select = {"GE": np.greater_equal, "GT": np.greater, "LE": np.less_equal}[direction]
     expected = np_select_and_scatter(select, lambda a, b: (a * 2 + b).astype(dtype), x, src, init,
                                      window, strides, padding)
     got, = run(sas_module(shape, src_shape, dtype, direction, body, window, strides, padding),
                x, src, init)
-    same_bits(got, expected)
+    assert_same_bits(got, expected)
 
 
 # ------------------------------------------------------------------ sort
 
 def sort_module(shapes_dtypes, dim, comparator, stable=True):
-    ins = ", ".join(f"%x{i}: {ttype(s, d)}" for i, (s, d) in enumerate(shapes_dtypes))
-    types = ", ".join(ttype(s, d) for s, d in shapes_dtypes)
-    block = ", ".join(f"%a{i}: {ttype((), d)}, %b{i}: {ttype((), d)}"
+    ins = ", ".join(f"%x{i}: {tensor(s, d)}" for i, (s, d) in enumerate(shapes_dtypes))
+    types = ", ".join(tensor(s, d) for s, d in shapes_dtypes)
+    block = ", ".join(f"%a{i}: {tensor((), d)}, %b{i}: {tensor((), d)}"
                       for i, (_, d) in enumerate(shapes_dtypes))
     names = ", ".join(f"%x{i}" for i in range(len(shapes_dtypes)))
     n = len(shapes_dtypes)
@@ -469,13 +454,13 @@ def np_stable_sort(keys_fn, arrays, axis):
 def test_sort_integers(dtype, ctype, direction, dim):
     x = random_values(np.random.default_rng(3), (5, 7), dtype)
     idx = np.broadcast_to(np.arange(35, dtype=np.int32).reshape(5, 7), (5, 7)).copy()
-    s = ttype((), dtype)
+    s = tensor((), dtype)
     comparator = f"%r = stablehlo.compare {direction}, %a0, %b0, {ctype} : ({s}, {s}) -> tensor<i1>"
     got = run(sort_module([((5, 7), dtype), ((5, 7), np.int32)], dim, comparator), x, idx)
     sign = 1 if direction == "LT" else -1
     expected = np_stable_sort(lambda v, i: sign * int(v), [x, idx], dim)
     for g, e in zip(got, expected):
-        same_bits(g, e)
+        assert_same_bits(g, e)
 
 
 def test_sort_spec_example_stable_descending():
@@ -483,8 +468,8 @@ def test_sort_spec_example_stable_descending():
                        "%r = stablehlo.compare GT, %a0, %b0 : (tensor<i64>, tensor<i64>) -> tensor<i1>")
     r0, r1 = run(text, np.array([[1, 2, 3], [3, 2, 1]], np.int64),
                  np.array([[3, 2, 1], [1, 2, 3]], np.int64))
-    same_bits(r0, np.array([[3, 2, 3], [1, 2, 1]], np.int64))
-    same_bits(r1, np.array([[1, 2, 1], [3, 2, 3]], np.int64))
+    assert_same_bits(r0, np.array([[3, 2, 3], [1, 2, 1]], np.int64))
+    assert_same_bits(r1, np.array([[1, 2, 1], [3, 2, 3]], np.int64))
 
 
 # jax's float comparator: zeros and NaNs canonicalised, then TOTALORDER.
@@ -516,8 +501,8 @@ def test_sort_float_jax_comparator():
     got = run(text, SPECIALS, idx)
     canon = lambda v, i: (1, 0.0) if np.isnan(v) else (0, float(v) + 0.0)
     expected = np_stable_sort(canon, [SPECIALS, idx], 0)
-    same_bits(got[1], expected[1])
-    same_bits(got[0], expected[0])
+    assert_same_bits(got[1], expected[1])
+    assert_same_bits(got[0], expected[0])
 
 
 def test_sort_float_total_order():
@@ -525,7 +510,7 @@ def test_sort_float_total_order():
     comparator = "%r = stablehlo.compare LT, %a0, %b0, TOTALORDER : (tensor<f32>, tensor<f32>) -> tensor<i1>"
     got = run(sort_module([((12,), np.float32), ((12,), np.int32)], 0, comparator), SPECIALS, idx)
     expected = np_stable_sort(lambda v, i: total_order_key(v), [SPECIALS, idx], 0)
-    same_bits(got[1], expected[1])
+    assert_same_bits(got[1], expected[1])
 
 
 def test_sort_float_descending_equal_zeros_stay_stable():
@@ -533,7 +518,7 @@ def test_sort_float_descending_equal_zeros_stay_stable():
     idx = np.arange(6, dtype=np.int32)
     comparator = "%r = stablehlo.compare GT, %a0, %b0, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>"
     got = run(sort_module([((6,), np.float32), ((6,), np.int32)], 0, comparator), x, idx)
-    same_bits(got[1], np.array([3, 0, 2, 4, 5, 1], np.int32))
+    assert_same_bits(got[1], np.array([3, 0, 2, 4, 5, 1], np.int32))
 
 
 def test_sort_lexicographic_two_keys():
@@ -552,7 +537,7 @@ def test_sort_lexicographic_two_keys():
     got = run(text, k0, k1, v)
     expected = np_stable_sort(lambda a, b, c: (int(a), -int(b)), [k0, k1, v], 1)
     for g, e in zip(got, expected):
-        same_bits(g, e)
+        assert_same_bits(g, e)
 
 
 def test_sort_complex_lexicographic():
@@ -560,7 +545,7 @@ def test_sort_complex_lexicographic():
     comparator = ("%r = stablehlo.compare LT, %a0, %b0, FLOAT : "
                   "(tensor<complex<f32>>, tensor<complex<f32>>) -> tensor<i1>")
     got, = run(sort_module([((5,), np.complex64)], 0, comparator), x)
-    same_bits(got, np.sort_complex(x).astype(np.complex64))
+    assert_same_bits(got, np.sort_complex(x).astype(np.complex64))
 
 
 @pytest.mark.parametrize("n", [2, 7, 13, 32])
@@ -576,7 +561,7 @@ def test_sort_general_comparator(n):
     got = run(sort_module([((3, n), np.int32), ((3, n), np.int32)], 1, comparator), x, idx)
     expected = np_stable_sort(lambda v, i: int(v), [x, idx], 1)
     for g, e in zip(got, expected):
-        same_bits(g, e)
+        assert_same_bits(g, e)
 
 
 def test_sort_general_comparator_on_second_operand_descending():
@@ -591,7 +576,7 @@ def test_sort_general_comparator_on_second_operand_descending():
     got = run(sort_module([((6, 5), np.float32), ((6, 5), np.int64)], 0, comparator), x, key)
     expected = np_stable_sort(lambda a, b: -int(b), [x, key], 0)
     for g, e in zip(got, expected):
-        same_bits(g, e)
+        assert_same_bits(g, e)
 
 
 def test_mhlo_reduce_and_reduce_window():
@@ -613,8 +598,8 @@ func.func @main(%x: tensor<6xf32>, %init: tensor<f32>) -> (tensor<f32>, tensor<3
 }"""
     x = np.array([0.5, -0.0, 3.0, 0.0, -2.0, 3.5], np.float32)
     got_max, got_window = run(text, x, np.array(-np.inf, np.float32))
-    same_bits(got_max, np.array(3.5, np.float32))
-    same_bits(got_window, np.array([0.5, 3.0, 3.5], np.float32))
+    assert_same_bits(got_max, np.array(3.5, np.float32))
+    assert_same_bits(got_window, np.array([0.5, 3.0, 3.5], np.float32))
 
 
 # ------------------------------------------------- every element type, one module each
@@ -675,12 +660,12 @@ def test_reduce_reduce_window_sort_every_element_type(element):
     z = np.array(0 if add else x.min()).astype(dtype)
     outs = run(text, x, s if add else x, np.asarray(lo, dtype), z)
     wx = x.astype(np.float64) if T.is_float(dtype) else x.astype(object)
-    same_bits(outs[0], np.maximum(wx.max(axis=1), lo.astype(wx.dtype)).astype(dtype))
-    same_bits(outs[1], np.minimum(wx.min(axis=1), lo.astype(wx.dtype)).astype(dtype))
+    assert_same_bits(outs[0], np.maximum(wx.max(axis=1), lo.astype(wx.dtype)).astype(dtype))
+    assert_same_bits(outs[1], np.minimum(wx.min(axis=1), lo.astype(wx.dtype)).astype(dtype))
     windows = np.maximum(wx[:, :-1], wx[:, 1:])
-    same_bits(outs[2], np.maximum(windows, lo.astype(wx.dtype)).astype(dtype))
+    assert_same_bits(outs[2], np.maximum(windows, lo.astype(wx.dtype)).astype(dtype))
     order = np.argsort(x.astype(np.float64), axis=1, kind="stable")
-    same_bits(outs[3], np.take_along_axis(x, order, axis=1))
+    assert_same_bits(outs[3], np.take_along_axis(x, order, axis=1))
     if add:
         if T.is_integer(dtype):
             info = ml_dtypes.iinfo(dtype)
@@ -691,4 +676,4 @@ def test_reduce_reduce_window_sort_every_element_type(element):
                         else np.array(sums, np.int64).astype(dtype))
         else:
             expected = s.astype(np.float64).sum(axis=1).astype(dtype)
-        same_bits(outs[4], expected)
+        assert_same_bits(outs[4], expected)

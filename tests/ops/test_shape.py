@@ -5,8 +5,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import shlo2jax
 from shlo2jax import types as T
+
+from _helpers import assert_same_bits, run_main, tensor
 
 ELEMENTS = ["i1", "i4", "i8", "i16", "i32", "i64", "ui8", "ui32", "ui64", "f8E4M3FN", "bf16",
             "f16", "f32", "f64", "complex<f32>", "complex<f64>"]
@@ -30,43 +31,24 @@ def _data(element, shape):
     return np.asarray(values, dtype=dtype).reshape(shape)
 
 
-def _ttype(element, shape):
-    return "tensor<" + "".join(f"{d}x" for d in shape) + element + ">"
-
-
-def _run(body, args, arg_types, result_types):
-    params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(arg_types))
-    results = ", ".join(result_types)
-    text = f"func.func @main({params}) -> ({results}) {{\n{body}\n}}"
-    return shlo2jax.load(text)(*args)
-
-
-def _assert_same(actual, expected):
-    actual = np.asarray(actual)
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    # Bitwise: data movement must not touch the values.
-    np.testing.assert_array_equal(actual.reshape(-1).view(np.uint8),
-                                  np.ascontiguousarray(expected).reshape(-1).view(np.uint8))
-
-
 def _unary(element, in_shape, out_shape, op_text):
     x = _data(element, in_shape)
-    tin, tout = _ttype(element, in_shape), _ttype(element, out_shape)
+    tin, tout = tensor(in_shape, element), tensor(out_shape, element)
     body = f"  %r = {op_text.format(x='%a0', tin=tin, tout=tout)}\n  return %r : {tout}"
-    return x, _run(body, [x], [tin], [tout])
+    return x, run_main(body, [x], [tin], [tout])
 
 
 @pytest.mark.parametrize("element", ELEMENTS)
 def test_reshape(element):
     x, out = _unary(element, (2, 3, 4), (4, 6), "stablehlo.reshape {x} : ({tin}) -> {tout}")
-    _assert_same(out, x.reshape(4, 6))
+    assert_same_bits(out, x.reshape(4, 6))
 
 
 def test_reshape_scalar_and_empty():
     x, out = _unary("f32", (1, 1), (), "stablehlo.reshape {x} : ({tin}) -> {tout}")
-    _assert_same(out, x.reshape(()))
+    assert_same_bits(out, x.reshape(()))
     x, out = _unary("i32", (0, 3), (3, 0), "stablehlo.reshape {x} : ({tin}) -> {tout}")
-    _assert_same(out, x.reshape(3, 0))
+    assert_same_bits(out, x.reshape(3, 0))
 
 
 @pytest.mark.parametrize("element", ELEMENTS)
@@ -75,12 +57,12 @@ def test_broadcast_in_dim_permuted_and_expanding(element):
     x, out = _unary(element, (2, 1), (3, 4, 2),
                     "stablehlo.broadcast_in_dim {x}, dims = [2, 0] : ({tin}) -> {tout}")
     expected = np.broadcast_to(x[:, 0][None, None, :], (3, 4, 2))
-    _assert_same(out, np.ascontiguousarray(expected))
+    assert_same_bits(out, np.ascontiguousarray(expected))
 
 
 def test_broadcast_in_dim_scalar():
     x, out = _unary("bf16", (), (2, 3), "stablehlo.broadcast_in_dim {x}, dims = [] : ({tin}) -> {tout}")
-    _assert_same(out, np.full((2, 3), x, x.dtype))
+    assert_same_bits(out, np.full((2, 3), x, x.dtype))
 
 
 @pytest.mark.parametrize("element", ["i1", "i8", "f32", "complex<f64>"])
@@ -88,37 +70,37 @@ def test_broadcast_legacy_prepends(element):
     x, out = _unary(element, (2, 3), (4, 5, 2, 3),
                     '"stablehlo.broadcast"({x}) {{broadcast_sizes = array<i64: 4, 5>}} '
                     ': ({tin}) -> {tout}')
-    _assert_same(out, np.ascontiguousarray(np.broadcast_to(x, (4, 5, 2, 3))))
+    assert_same_bits(out, np.ascontiguousarray(np.broadcast_to(x, (4, 5, 2, 3))))
 
 
 @pytest.mark.parametrize("element", ELEMENTS)
 def test_transpose(element):
     x, out = _unary(element, (2, 3, 4), (4, 2, 3),
                     "stablehlo.transpose {x}, dims = [2, 0, 1] : ({tin}) -> {tout}")
-    _assert_same(out, np.ascontiguousarray(np.transpose(x, (2, 0, 1))))
+    assert_same_bits(out, np.ascontiguousarray(np.transpose(x, (2, 0, 1))))
 
 
 @pytest.mark.parametrize("element", ELEMENTS)
 def test_slice_strided(element):
     x, out = _unary(element, (5, 7), (2, 3),
                     "stablehlo.slice {x} [1:4:2, 0:7:3] : ({tin}) -> {tout}")
-    _assert_same(out, np.ascontiguousarray(x[1:4:2, 0:7:3]))
+    assert_same_bits(out, np.ascontiguousarray(x[1:4:2, 0:7:3]))
 
 
 def test_slice_empty():
     x, out = _unary("i16", (4,), (0,), "stablehlo.slice {x} [2:2] : ({tin}) -> {tout}")
-    _assert_same(out, x[2:2])
+    assert_same_bits(out, x[2:2])
 
 
 @pytest.mark.parametrize("element", ELEMENTS)
 def test_concatenate(element):
     a, b, c = _data(element, (2, 1)), _data(element, (2, 0)), _data(element, (2, 3))[:, ::-1]
     c = np.ascontiguousarray(c)
-    types = [_ttype(element, s) for s in ((2, 1), (2, 0), (2, 3))]
-    tout = _ttype(element, (2, 4))
+    types = [tensor(s, element) for s in ((2, 1), (2, 0), (2, 3))]
+    tout = tensor((2, 4), element)
     body = (f"  %r = stablehlo.concatenate %a0, %a1, %a2, dim = 1 : "
             f"({', '.join(types)}) -> {tout}\n  return %r : {tout}")
-    _assert_same(_run(body, [a, b, c], types, [tout]), np.concatenate([a, b, c], axis=1))
+    assert_same_bits(run_main(body, [a, b, c], types, [tout]), np.concatenate([a, b, c], axis=1))
 
 
 def _numpy_pad(x, value, low, high, interior):
@@ -153,30 +135,30 @@ def test_pad(element, low, high, interior):
     x = _data(element, (3, 4))
     value = _data(element, (7,))[-1].reshape(())
     expected = _numpy_pad(x, value, low, high, interior)
-    tin, tout, tval = _ttype(element, (3, 4)), _ttype(element, expected.shape), _ttype(element, ())
+    tin, tout, tval = tensor((3, 4), element), tensor(expected.shape, element), tensor((), element)
     body = (f"  %r = stablehlo.pad %a0, %a1, low = {list(low)}, high = {list(high)}, "
             f"interior = {list(interior)} : ({tin}, {tval}) -> {tout}\n  return %r : {tout}")
-    _assert_same(_run(body, [x, value], [tin, tval], [tout]), expected)
+    assert_same_bits(run_main(body, [x, value], [tin, tval], [tout]), expected)
 
 
 @pytest.mark.parametrize("element", ELEMENTS)
 def test_reverse(element):
     x, out = _unary(element, (2, 3, 4), (2, 3, 4),
                     "stablehlo.reverse {x}, dims = [0, 2] : {tin}")
-    _assert_same(out, np.ascontiguousarray(x[::-1, :, ::-1]))
+    assert_same_bits(out, np.ascontiguousarray(x[::-1, :, ::-1]))
 
 
 def test_reverse_no_dims():
     x, out = _unary("f64", (3,), (3,), "stablehlo.reverse {x}, dims = [] : {tin}")
-    _assert_same(out, x)
+    assert_same_bits(out, x)
 
 
 @pytest.mark.parametrize("dim,size", [(0, 2), (1, 0), (2, 5)])
 def test_get_dimension_size(dim, size):
-    tin = _ttype("f32", (2, 0, 5))
+    tin = tensor((2, 0, 5), "f32")
     body = (f"  %r = stablehlo.get_dimension_size %a0, dim = {dim} : ({tin}) -> tensor<i32>\n"
             f"  return %r : tensor<i32>")
-    _assert_same(_run(body, [np.zeros((2, 0, 5), np.float32)], [tin], ["tensor<i32>"]),
+    assert_same_bits(run_main(body, [np.zeros((2, 0, 5), np.float32)], [tin], ["tensor<i32>"]),
                  np.array(size, np.int32))
 
 
@@ -190,14 +172,14 @@ def test_mhlo_forms():
   %3 = "mhlo.transpose"(%a0) {permutation = dense<[1, 0]> : tensor<2xi64>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
   %4 = "mhlo.broadcast_in_dim"(%a1) {broadcast_dimensions = dense<> : tensor<0xi64>} : (tensor<f32>) -> tensor<2xf32>
   return %0, %1, %2, %3, %4 : tensor<6x5xf32>, tensor<2x2xf32>, tensor<3x4xf32>, tensor<4x3xf32>, tensor<2xf32>"""
-    outs = _run(body, [x, z], ["tensor<3x4xf32>", "tensor<f32>"],
+    outs = run_main(body, [x, z], ["tensor<3x4xf32>", "tensor<f32>"],
                 ["tensor<6x5xf32>", "tensor<2x2xf32>", "tensor<3x4xf32>", "tensor<4x3xf32>",
                  "tensor<2xf32>"])
-    _assert_same(outs[0], _numpy_pad(x, z, (0, -1), (1, 2), (1, 0)))
-    _assert_same(outs[1], np.ascontiguousarray(x[0:2, 1:4:2]))
-    _assert_same(outs[2], np.ascontiguousarray(x[::-1, ::-1]))
-    _assert_same(outs[3], np.ascontiguousarray(x.T))
-    _assert_same(outs[4], np.full((2,), z))
+    assert_same_bits(outs[0], _numpy_pad(x, z, (0, -1), (1, 2), (1, 0)))
+    assert_same_bits(outs[1], np.ascontiguousarray(x[0:2, 1:4:2]))
+    assert_same_bits(outs[2], np.ascontiguousarray(x[::-1, ::-1]))
+    assert_same_bits(outs[3], np.ascontiguousarray(x.T))
+    assert_same_bits(outs[4], np.full((2,), z))
 
 
 def test_dynamism_ops_with_static_results():
@@ -213,11 +195,11 @@ def test_dynamism_ops_with_static_results():
   %in = stablehlo.constant dense<[1, 0]> : tensor<2xi64>
   %2 = stablehlo.dynamic_pad %a0, %pv, %lo, %hi, %in : (tensor<3x1xi64>, tensor<i64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> tensor<6x2xi64>
   return %0, %1, %2 : tensor<3x2x2xi64>, tensor<3xi64>, tensor<6x2xi64>"""
-    outs = _run(body, [x], ["tensor<3x1xi64>"],
+    outs = run_main(body, [x], ["tensor<3x1xi64>"],
                 ["tensor<3x2x2xi64>", "tensor<3xi64>", "tensor<6x2xi64>"])
-    _assert_same(outs[0], np.ascontiguousarray(np.broadcast_to(x[:, None, :], (3, 2, 2))))
-    _assert_same(outs[1], x.reshape(3))
-    _assert_same(outs[2], _numpy_pad(x, np.int64(-1), (1, -1), (0, 2), (1, 0)))
+    assert_same_bits(outs[0], np.ascontiguousarray(np.broadcast_to(x[:, None, :], (3, 2, 2))))
+    assert_same_bits(outs[1], x.reshape(3))
+    assert_same_bits(outs[2], _numpy_pad(x, np.int64(-1), (1, -1), (0, 2), (1, 0)))
 
 
 ALL_ELEMENTS = ["i1", "i2", "i4", "i8", "i16", "i32", "i64", "ui2", "ui4", "ui8", "ui16", "ui32",
@@ -249,9 +231,9 @@ def test_data_movement_every_element_type(element):
     module, bit-exact against numpy."""
     x, y = _any_data(element, (2, 3, 4)), _any_data(element, (2, 1, 4), salt=5)
     pv = _any_data(element, (), salt=3)
-    tx, ty, tp = _ttype(element, (2, 3, 4)), _ttype(element, (2, 1, 4)), _ttype(element, ())
+    tx, ty, tp = tensor((2, 3, 4), element), tensor((2, 1, 4), element), tensor((), element)
     shapes = [(4, 6), (4, 2, 3), (2, 3, 3, 4), (1, 2, 2), (2, 4, 4), (3, 7, 4), (2, 3, 4)]
-    outs = [_ttype(element, s) for s in shapes]
+    outs = [tensor(s, element) for s in shapes]
     body = f"""
   %0 = stablehlo.reshape %a0 : ({tx}) -> {outs[0]}
   %1 = stablehlo.transpose %a0, dims = [2, 0, 1] : ({tx}) -> {outs[1]}
@@ -261,10 +243,10 @@ def test_data_movement_every_element_type(element):
   %5 = stablehlo.pad %a0, %a2, low = [1, 0, -1], high = [0, 2, 1], interior = [0, 1, 0] : ({tx}, {tp}) -> {outs[5]}
   %6 = stablehlo.reverse %a0, dims = [0, 2] : {tx}
   return %0, %1, %2, %3, %4, %5, %6 : {", ".join(outs)}"""
-    results = _run(body, [x, y, pv], [tx, ty, tp], outs)
+    results = run_main(body, [x, y, pv], [tx, ty, tp], outs)
     expected = [x.reshape(4, 6), np.transpose(x, (2, 0, 1)),
                 np.broadcast_to(x[:, :, None, :], (2, 3, 3, 4)), x[1:2, 0:3:2, 1:4:2],
                 np.concatenate([x, y], axis=1), _numpy_pad(x, pv, (1, 0, -1), (0, 2, 1), (0, 1, 0)),
                 x[::-1, :, ::-1]]
     for out, want in zip(results, expected):
-        _assert_same(out, np.ascontiguousarray(want))
+        assert_same_bits(out, np.ascontiguousarray(want))

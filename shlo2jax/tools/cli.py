@@ -7,10 +7,16 @@ import sys
 
 import numpy as np
 
+from shlo2jax.loader import load
+
 
 def _info(args) -> int:
-    import shlo2jax
-    program = shlo2jax.load(args.file, strict=False, placeholder_data=True)
+    if args.ops:
+        return _rules()
+    if args.file is None:
+        print("shlo2jax info: give a FILE, or --ops", file=sys.stderr)
+        return 2
+    program = load(args.file, strict=False, placeholder_data=True)
     module = program.module
     print(f"module: {module.name or '(unnamed)'}  replicas={program.num_replicas} "
           f"partitions={program.num_partitions}")
@@ -30,7 +36,7 @@ def _info(args) -> int:
             print(f"  {name} at {loc}: {what}")
     else:
         print("every op is supported")
-    dormant = getattr(module, "dormant_problems", [])
+    dormant = module.dormant_problems
     if dormant:
         print(f"in functions that never run (unreached, or decompositions replaced by a "
               f"registered composite implementation): {len(dormant)} unsupported op(s)")
@@ -62,10 +68,30 @@ def _print_derivatives(program) -> None:
             print(f"    ... and {len(unbounded) - 10} more")
 
 
+def _rules() -> int:
+    """Every registered op and custom-call target, with the function that translates it."""
+    import shlo2jax.ops  # noqa: F401  (the built-in rules register when their families load)
+    from shlo2jax import registry
+
+    def where(handler) -> str:
+        return f"{handler.__module__}:{handler.__qualname__}"
+
+    tables = (("ops", registry.OP_RULES), ("custom_call targets", registry.CUSTOM_CALL_RULES),
+              ("composites", registry.COMPOSITE_RULES))
+    for title, table in tables:
+        if not table:
+            continue
+        print(f"{title} ({len(table)}):")
+        width = max(len(name) for name in table)
+        for name in sorted(table):
+            rule = table[name]
+            print(f"  {name:<{width}}  {where(getattr(rule, 'handler', rule))}")
+    return 0
+
+
 def _run(args) -> int:
-    import shlo2jax
-    from shlo2jax.inputs import seeded_inputs
-    program = shlo2jax.load(args.file, placeholder_data=args.placeholder_data, seed=args.seed)
+    from shlo2jax.tools.inputs import seeded_inputs
+    program = load(args.file, placeholder_data=args.placeholder_data, seed=args.seed)
     fn = program[args.function] if args.function else program.entry
     if args.inputs:
         inputs = _load_inputs(args.inputs)
@@ -94,7 +120,7 @@ def _load_inputs(path: str) -> list:
 def _compare(args) -> int:
     import json
 
-    from shlo2jax.compare import compare
+    from shlo2jax.tools.compare import compare
     result = compare(args.file, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
                      function=args.function,
                      inputs=_load_inputs(args.inputs) if args.inputs else None, seed=args.seed,
@@ -110,9 +136,8 @@ def _compare(args) -> int:
 
 
 def _export(args) -> int:
-    import shlo2jax
-    from shlo2jax.export import export_translated
-    program = shlo2jax.load(args.file, placeholder_data=args.placeholder_data, seed=args.seed)
+    from shlo2jax.tools.export import export_translated
+    program = load(args.file, placeholder_data=args.placeholder_data, seed=args.seed)
     fn = program[args.function] if args.function else program.entry
     exported = export_translated(fn)
     if args.output.endswith(".mlir"):
@@ -140,12 +165,16 @@ def _program_arguments(p, verb: str) -> None:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "conformance":
-        from shlo2jax.conformance import main as conformance_main
+        from shlo2jax.tools.conformance import main as conformance_main
         return conformance_main(argv[1:])
     parser = argparse.ArgumentParser(prog="shlo2jax", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("info", help="functions, signatures, op histogram and unsupported ops")
-    p.add_argument("file")
+    p = sub.add_parser("info", help="functions, signatures, op histogram and unsupported ops; "
+                                    "with --ops, every op and custom-call target translated")
+    p.add_argument("file", nargs="?")
+    p.add_argument("--ops", action="store_true",
+                   help="list every registered op and custom-call target with the function "
+                        "(module:name) that translates it")
     p.set_defaults(func=_info)
     p = sub.add_parser("run", help="run a function on seeded or .npz inputs")
     _program_arguments(p, "run")

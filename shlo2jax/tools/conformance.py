@@ -32,7 +32,7 @@ skipped). Kinds of case:
   aborts on ops it lacks (then the case is unsupported, with the interpreter's reason).
 
 * multi-process cases (`interpreter.run_parallel`): the op is translated like any other
-  (shlo2jax.ops.collectives, shlo2jax.spmd): each process is a shard of a `shard_map` over a
+  (shlo2jax.ops.collectives, shlo2jax.grid): each process is a shard of a `shard_map` over a
   replicas x partitions mesh. Workers start with 8 host CPU devices
   (`XLA_FLAGS=--xla_force_host_platform_device_count=8`); with `-j 0` the calling process's
   devices count, and a grid larger than them is unsupported.
@@ -64,8 +64,10 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
-from shlo2jax import reference
-from shlo2jax.reference import (crash_reason as _tail, join_complex as _join_complex,
+from shlo2jax.errors import InterpreterError, InterpreterUnsupported, LoadError, UnsupportedError
+from shlo2jax.tools import reference
+from shlo2jax.tools.numerics import check_values, compare_with_reference
+from shlo2jax.tools.reference import (crash_reason as _tail, join_complex as _join_complex,
                                 interpreter_module_text as _reference_module_text,
                                 signal_name as _signal_name, split_complex as _split_complex)
 
@@ -299,157 +301,6 @@ def _props_to_attrs(text: str) -> str:
     return "".join(out)
 
 
-# ---------------------------------------------------------------- comparisons
-
-_NO_SIGN_FLOATS = ("float8_e8m0fnu",)
-
-
-def _type_name(a: np.ndarray) -> str:
-    from shlo2jax import types as T
-    try:
-        return str(T.tensor_type(a.shape, a.dtype))
-    except KeyError:
-        return f"{a.dtype}{list(a.shape)}"
-
-
-_bits = reference.bit_patterns
-
-
-def _as_f64(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.float64)
-
-
-def _components(a: np.ndarray) -> list:
-    """Complex values compare componentwise; everything else is one component."""
-    if a.dtype.kind == "c":
-        return [a.real.copy(), a.imag.copy()]
-    return [a]
-
-
-def _fmt_index(bad: np.ndarray) -> str:
-    idx = np.argwhere(bad)
-    return str(tuple(int(i) for i in idx[0])) if idx.size else "()"
-
-
-def _eq_mismatch(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """Bitwise inequality, except that any NaN equals any NaN."""
-    from shlo2jax import types as T
-    if not (T.is_float(actual.dtype) or T.is_complex(actual.dtype)):
-        return actual != expected
-    bad = np.zeros(actual.shape, bool)
-    for a, e in zip(_components(actual), _components(expected)):
-        both_nan = np.isnan(_as_f64(a)) & np.isnan(_as_f64(e))
-        bad |= (_bits(a) != _bits(e)) & ~both_nan
-    return bad
-
-
-def _nonfinite_mismatch(a: np.ndarray, e: np.ndarray):
-    """(mask of elements where either side is non-finite, mask of those that differ):
-    non-finite values must be bitwise equal, any NaN equals any NaN."""
-    af, ef = _as_f64(a), _as_f64(e)
-    nonfinite = ~np.isfinite(af) | ~np.isfinite(ef)
-    both_nan = np.isnan(af) & np.isnan(ef)
-    return nonfinite, nonfinite & ~both_nan & (_bits(a) != _bits(e))
-
-
-def _ordered(a: np.ndarray):
-    """(sign, magnitude) of each float's bit pattern: the ULP distance of two values is
-    |mag_a - mag_b| with equal signs and mag_a + mag_b otherwise (so -0 and +0 are 0 apart)."""
-    from shlo2jax import types as T
-    u = _bits(a).astype(np.uint64)
-    if a.dtype.name in _NO_SIGN_FLOATS:
-        return np.zeros(a.shape, bool), u
-    sign = np.uint64(1) << np.uint64(T.bit_width(a.dtype) - 1)
-    return (u & sign) != 0, u & ~sign
-
-
-def ulp_distance(a: np.ndarray, e: np.ndarray) -> np.ndarray:
-    sa, ma = _ordered(a)
-    se, me = _ordered(e)
-    with np.errstate(over="ignore"):  # both branches are computed; the taken one is exact
-        same = np.where(ma >= me, ma - me, me - ma)
-        return np.where(sa == se, same, ma + me)
-
-
-def _mismatch(bad, actual, expected, what: str, worst: str) -> Optional[str]:
-    """None when no element is `bad`, else how many are, the worst error and the first one."""
-    if not bad.any():
-        return None
-    idx = tuple(int(i) for i in np.argwhere(bad)[0])
-    return (f"{int(bad.sum())} of {actual.size} element(s) {what}; {worst}; first at "
-            f"{_fmt_index(bad)}: {actual[idx]} vs {expected[idx]}")
-
-
-def compare(kind: str, params: dict, actual, expected) -> Optional[str]:
-    """None when `actual` satisfies the check against `expected`, else what went wrong
-    (with the largest error). `kind` is eq / almost_eq / close as ops/check.py records them."""
-    from shlo2jax import types as T
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    if actual.dtype != expected.dtype or actual.shape != expected.shape:
-        return f"type mismatch: actual {_type_name(actual)}, expected {_type_name(expected)}"
-    if actual.size == 0:
-        return None
-    numeric = T.is_float(actual.dtype) or T.is_complex(actual.dtype)
-    if kind == "eq" or (kind in ("almost_eq", "close") and not numeric):
-        bad = _eq_mismatch(actual, expected)
-        if not bad.any():
-            return None
-        first = _fmt_index(bad)
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        detail = f"{actual[idx]} vs {expected[idx]}"
-        if numeric or T.is_integer(actual.dtype):
-            with np.errstate(all="ignore"):
-                diff = np.abs(actual.astype(np.complex128) - expected.astype(np.complex128))
-            finite = diff[bad & np.isfinite(diff)]
-            if finite.size:
-                detail += f"; largest difference {float(finite.max()):.6g}"
-        return (f"{int(bad.sum())} of {actual.size} element(s) differ (bitwise), first at "
-                f"{first}: {detail}")
-    if kind == "almost_eq":
-        tol = float(params.get("tolerance", 1e-4))
-        bad = np.zeros(actual.shape, bool)
-        worst = 0.0
-        for a, e in zip(_components(actual), _components(expected)):
-            nonfinite, nf_bad = _nonfinite_mismatch(a, e)
-            with np.errstate(all="ignore"):
-                diff = np.abs(_as_f64(a) - _as_f64(e))
-            over = ~nonfinite & ~(diff <= tol)
-            bad |= over | nf_bad
-            if (~nonfinite).any():
-                worst = max(worst, float(np.max(np.where(nonfinite, 0.0, diff))))
-        return _mismatch(bad, actual, expected, f"off by more than {tol:g}",
-                         f"largest difference {worst:.6g}")
-    if kind == "close":
-        lo = int(params.get("min_ulp_difference", 0))
-        hi = int(params.get("max_ulp_difference", 3))
-        bad = np.zeros(actual.shape, bool)
-        worst = 0
-        for a, e in zip(_components(actual), _components(expected)):
-            nonfinite, nf_bad = _nonfinite_mismatch(a, e)
-            ulps = ulp_distance(a, e)
-            outside = ~nonfinite & ((ulps < lo) | (ulps > hi))
-            bad |= outside | nf_bad
-            if (~nonfinite).any():
-                worst = max(worst, int(np.max(np.where(nonfinite, 0, ulps))))
-        return _mismatch(bad, actual, expected, f"outside [{lo}, {hi}] ULP",
-                         f"largest distance {worst} ULP")
-    return f"unknown check kind {kind!r}"
-
-
-def compare_with_reference(actual, expected) -> Optional[str]:
-    """Outputs against the reference interpreter: integers exactly; floats within 3 ULP or
-    1e-4 absolute (libm and XLA differ in the last bits of transcendental functions)."""
-    from shlo2jax import types as T
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    if not (T.is_float(actual.dtype) or T.is_complex(actual.dtype)):
-        return compare("eq", {}, actual, expected)
-    ulp = compare("close", {}, actual, expected)
-    if ulp is None:
-        return None
-    absolute = compare("almost_eq", {"tolerance": 1e-4}, actual, expected)
-    return None if absolute is None else f"{ulp}; {absolute}"
-
-
 # ---------------------------------------------------------------- running one case
 
 class CaseResult(Exception):
@@ -486,49 +337,47 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
     """Runs a no-argument function with the check recorder; (checks, failure or None)."""
     import jax
     from shlo2jax import quant
-    translator = program.translator
+    from shlo2jax.translate import Translator, TranslatorMode
     probed = None
     if any(op.name == "interpreter.probe" for op in program.module.ops):
         # `expect_serialized_eq` compares with what a probe recorded: record them first.
-        from shlo2jax.feeds import probe
+        from shlo2jax.probes import probe
         _, probed = probe(fn, values="probes")
-    translator.recorder = recorded = []
-    translator._callees.clear()  # callees traced without the recorder would skip checks
-    body = translator.function_body(fn.definition)
+    recorded = []
+    body = Translator(program.module, TranslatorMode(recorder=recorded)).function_body(
+        fn.definition)
 
     def traced():
         recorded.clear()
         outs = body()
-        return _flat_arrays(outs), [list(r[3]) for r in recorded]
+        return _flat_arrays(outs), [list(r[2]) for r in recorded]
 
-    try:
-        with jax.enable_x64(True):
-            _, operands = jax.jit(traced)()
-            jax.block_until_ready(operands)
-    finally:
-        translator.recorder = None
-        translator._callees.clear()
+    with jax.enable_x64(True):
+        _, operands = jax.jit(traced)()
+        jax.block_until_ready(operands)
     failures = []
-    for (op, kind, params, _), values in zip(recorded, operands):
+    for (op, check, _), values in zip(recorded, operands):
+        kind = check.kind
         # Quantized operands: storage integers for expect_eq, dequantized values otherwise.
         values = [np.asarray(quant.check_operand(v, kind)) for v in values]
         if kind == "serialized_eq":
-            recorded_values = probed.by_probe_id(params["probe_id"]) if probed else []
-            if params["iter"] >= len(recorded_values):
-                failures.append(f"@{fn.name}: {op.location}: probe {params['probe_id']!r} "
+            recorded_values = probed.by_probe_id(check.probe_id) if probed else []
+            if check.iter >= len(recorded_values):
+                failures.append(f"@{fn.name}: {op.location}: probe {check.probe_id!r} "
                                 f"recorded {len(recorded_values)} value(s), none for iteration "
-                                f"{params['iter']}")
+                                f"{check.iter}")
                 continue
-            kind, expected = "eq", np.asarray(recorded_values[params["iter"]])
+            kind, expected = "eq", np.asarray(recorded_values[check.iter])
             actual = values[0]
-        elif "expected" in params:
-            actual, expected = values[0], np.asarray(params["expected"])
+        elif check.expected is not None:
+            actual, expected = values[0], np.asarray(check.expected)
         elif len(values) == 2:
             actual, expected = values
         else:
             raise CaseResult("error", f"@{fn.name}: {op.name} at {op.location} has no expected "
                                       "value (an attribute the runner could not read)")
-        msg = compare(kind, params, actual, expected)
+        msg = check_values(kind, actual, expected, tolerance=check.tolerance,
+                           min_ulp=check.min_ulp_difference, max_ulp=check.max_ulp_difference)
         if msg:
             failures.append(f"@{fn.name}: {kind} check at {op.location}: {msg}")
     if failures:
@@ -539,12 +388,12 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
 
 def _run_checked_parallel(program, fn, text: str) -> tuple[int, Optional[str]]:
     """`_run_checked`; in multi-process cases (`interpreter.run_parallel`, run by
-    shlo2jax.spmd) the host feed is the interpreter's channels: a send meets the recv of
+    shlo2jax.grid) the host feed is the interpreter's channels: a send meets the recv of
     its channel (loopback), and outfeeds go where nobody reads them."""
     if "interpreter.run_parallel" not in text:
         return _run_checked(program, fn)
-    from shlo2jax import feeds
-    with feeds.host_io(loopback=True):
+    from shlo2jax.host_transfers import host_io
+    with host_io(loopback=True):
         return _run_checked(program, fn)
 
 
@@ -593,9 +442,9 @@ def _run_reference(text: str, inputs: list, dynamic: bool, timeout: float) -> li
     """The reference interpreter's outputs, its failures as case outcomes."""
     try:
         return reference.run_interpreter(text, inputs, dynamic, timeout)
-    except reference.InterpreterUnsupported as e:
+    except InterpreterUnsupported as e:
         raise CaseResult("unsupported", str(e)) from None
-    except reference.InterpreterError as e:
+    except InterpreterError as e:
         raise CaseResult("error", str(e)) from None
 
 
@@ -626,7 +475,7 @@ def _run_against_reference(program, fn, deadline: float) -> str:
 
 def run_case(case: dict, timeout: float = 120.0) -> tuple[str, str]:
     """Runs one case in this process: (outcome, message)."""
-    import shlo2jax
+    from shlo2jax.loader import load
     deadline = time.time() + timeout
     text = case["text"]
     try:
@@ -638,10 +487,10 @@ def run_case(case: dict, timeout: float = 120.0) -> tuple[str, str]:
         except (ValueError, IndexError) as e:
             return "error", f"cannot rewrite the check-dialect syntax: {e}"
         try:
-            program = shlo2jax.load(text, source_name=case["id"])
-        except shlo2jax.UnsupportedError as e:
+            program = load(text, source_name=case["id"])
+        except UnsupportedError as e:
             return "unsupported", _unsupported_message(e)
-        except shlo2jax.LoadError as e:
+        except LoadError as e:
             return "error", f"load: {e}"
         functions = list(program.functions.values())
         runnable = [f for f in functions if not f.input_types]
@@ -663,7 +512,7 @@ def run_case(case: dict, timeout: float = 120.0) -> tuple[str, str]:
         return "unsupported", "no public function without arguments and no single entry"
     except CaseResult as r:
         return r.outcome, r.message
-    except shlo2jax.UnsupportedError as e:
+    except UnsupportedError as e:
         return "unsupported", _unsupported_message(e)
     except Exception as e:  # a translation error or a bug: reported, never fatal
         where = traceback.extract_tb(e.__traceback__)[-1]
@@ -694,7 +543,7 @@ def load_plugins(plugins: Iterable[str]) -> None:
             importlib.import_module(plugin)
 
 
-_WORKER_CMD = "from shlo2jax.conformance import _worker_main; _worker_main()"
+_WORKER_CMD = "from shlo2jax.tools.conformance import _worker_main; _worker_main()"
 _CASES_PER_WORKER = 300  # fresh workers now and then: jax caches grow with every jit
 
 
@@ -719,8 +568,7 @@ def _worker_main() -> None:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     _with_host_devices(os.environ)
     import jax  # noqa: F401  (imported once per worker, not per case)
-    from shlo2jax import registry
-    registry.lookup("stablehlo.add")  # imports every op family
+    import shlo2jax.ops  # noqa: F401  (every op family, once per worker)
     plugins = os.environ.get(_PLUGINS_ENV, "")
     load_plugins(p for p in plugins.split(os.pathsep) if p)
     conn_out.send(("ready", os.getpid()))

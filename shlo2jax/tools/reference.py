@@ -15,20 +15,9 @@ import tempfile
 import numpy as np
 
 from shlo2jax import _jax_internals
-from shlo2jax.errors import Shlo2JaxError
-
-
-def bit_patterns(a: np.ndarray) -> np.ndarray:
-    """Bit patterns as unsigned integers (sub-byte floats sit in the low bits of a byte)."""
-    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
-
-
-class InterpreterError(Shlo2JaxError):
-    """The reference interpreter failed to run a module (timeout, error, bad module)."""
-
-
-class InterpreterUnsupported(InterpreterError):
-    """The reference interpreter aborted: it lacks an op or type the module uses."""
+from shlo2jax.chlo_legalize import legalize_chlo, op_names
+from shlo2jax.errors import InterpreterError, InterpreterUnsupported
+from shlo2jax.tools.numerics import bit_patterns
 
 
 def xla_direct(program, platform: str = "cpu"):
@@ -171,9 +160,8 @@ def _refined_reference_text(text: str, dynamic: bool) -> str:
     with make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         if dynamic:
-            from jax._src.interpreters import mlir as jax_mlir
             try:
-                module = jax_mlir.refine_polymorphic_shapes(module)
+                module = _jax_internals.refine_polymorphic_shapes(module)
             except Exception as e:
                 cause = e.__cause__ or e
                 raise InterpreterError("shape refinement of the reference module failed: "
@@ -233,3 +221,14 @@ def run_interpreter(text: str, inputs: list, dynamic: bool = False, timeout: flo
                                       f"{crash_reason(proc.stderr, 1) or 'no message'}")
         with open(dst, "rb") as f:
             return [_decode_reference_output(t) for t in pickle.load(f)]
+
+
+def legalize_all_chlo(text: str) -> str:
+    """Module text with every chlo op rewritten to stablehlo (for the reference interpreter,
+    which implements no chlo op); the text unchanged when the pass cannot rewrite it."""
+    from jaxlib.mlir import ir
+    with _jax_internals.make_ir_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        if not legalize_chlo(module, unsupported_names=op_names(module)):
+            return text
+        return module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)

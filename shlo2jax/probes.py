@@ -1,0 +1,182 @@
+"""Probes: the intermediate values of a run, recorded.
+
+    outputs, records = probe(program, *args, values="all")
+
+records every tensor result of the chosen ops during a run: `records[ProbeKey(op_index,
+result, name, location, probe_id)]` is the list of its values, one per execution, in execution
+order (an op in a loop body, or in a function called twice, has several). Values of ops at a
+function's top level (callees are inlined while probing) come back as extra outputs of the
+jitted run; values inside `while`/`if`/`case` bodies come back through ordered callbacks;
+values inside other regions (reduction bodies, comparators, scatter updates) cannot leave
+their computation and are listed in `records.skipped` instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import NamedTuple, Optional
+
+import jax
+import numpy as np
+from jax.experimental import io_callback
+
+from shlo2jax import types as T
+from shlo2jax.translate import Translator, TranslatorMode
+
+
+class ProbeKey(NamedTuple):
+    op_index: int
+    result: int
+    name: str
+    location: str
+    probe_id: Optional[str] = None
+
+
+class ProbeRecords(dict):
+    """ProbeKey -> list of values (one per execution, in order); `skipped`: keys whose values
+    live inside a region that cannot hand them out (e.g. a reduction body)."""
+
+    def __init__(self):
+        super().__init__()
+        self.skipped: set = set()
+
+    def by_probe_id(self, probe_id: str) -> list:
+        """The values recorded by `interpreter.probe` ops with this probe_id, in order."""
+        return [v for k, vs in self.items() if k.probe_id == probe_id for v in vs]
+
+
+# Regions of these ops become lax control flow, where ordered callbacks may run.
+_CALLBACK_REGIONS = frozenset({"stablehlo.while", "mhlo.while", "stablehlo.if", "mhlo.if",
+                               "stablehlo.case", "mhlo.case", "func.call"})
+
+
+class _Prober:
+    def __init__(self, selected: frozenset):
+        self.selected = selected
+        self.stack: list = []
+        self.top: list = []          # (seq, key, traced value): extra outputs
+        self.nested: dict = {}       # seq -> (key, [values]): filled by callbacks at run time
+        self.skipped: set = set()
+        self.seq = itertools.count()
+
+    def reset(self):
+        self.stack.clear()
+        self.top.clear()
+        self.nested.clear()
+        self.skipped.clear()
+
+    def __call__(self, op, results):
+        if results is None:
+            self.stack.append(op)
+            return
+        self.stack.pop()
+        if op.index not in self.selected:
+            return
+        owners = [o.name for o in self.stack if o.name != "func.call"]
+        for i, (value, rtype) in enumerate(zip(results, op.result_types)):
+            if type(rtype) is T.TokenType:
+                continue
+            key = _key(op, i)
+            seq = next(self.seq)
+            if type(rtype) is not T.TensorType or rtype.quant is not None:
+                self.skipped.add(key)  # tuples and quantized values are not plain arrays
+            elif not owners:
+                self.top.append((seq, key, value))
+            elif all(name in _CALLBACK_REGIONS for name in owners):
+                self.nested[seq] = (key, [])
+                io_callback(functools.partial(self._record, seq), None, value, ordered=True)
+            else:
+                self.skipped.add(key)
+
+    def _record(self, seq, value):
+        self.nested[seq][1].append(np.array(value))
+
+    def records(self, top_values) -> ProbeRecords:
+        entries = [(seq, key, [np.asarray(v)]) for (seq, key, _), v in zip(self.top, top_values)]
+        entries += [(seq, key, values) for seq, (key, values) in self.nested.items() if values]
+        records = ProbeRecords()
+        for _, key, values in sorted(entries, key=lambda e: e[0]):
+            records.setdefault(key, []).extend(values)
+        records.skipped = set(self.skipped)
+        return records
+
+
+def _in_opaque_regions(module) -> dict:
+    """Op index -> key of ops nested in regions whose values cannot leave (reduction bodies,
+    comparators...), whether or not the translation evaluates those regions."""
+    found = {}
+
+    def walk(region, opaque):
+        for op in region.ops:
+            if opaque:
+                for i, rtype in enumerate(op.result_types):
+                    if type(rtype) is T.TensorType:
+                        found.setdefault(op.index, []).append(_key(op, i))
+            for inner in op.regions:
+                walk(inner, opaque or op.name not in _CALLBACK_REGIONS)
+    for fdef in module.functions.values():
+        walk(fdef.body, False)
+    return found
+
+
+def _key(op, result: int) -> ProbeKey:
+    return ProbeKey(op.index, result, op.name, op.location, op.attrs.get("probe_id"))
+
+
+def _select(module, values) -> frozenset:
+    if isinstance(values, str) and values == "all":
+        return frozenset(op.index for op in module.ops)
+    if isinstance(values, str) and values == "probes":
+        return frozenset(op.index for op in module.ops if op.name == "interpreter.probe")
+    if isinstance(values, (str, int)):
+        values = [values]
+    chosen, unmatched = set(), []
+    for selector in values:
+        if isinstance(selector, (int, np.integer)):
+            hits = [op.index for op in module.ops if op.index == selector]
+        else:
+            hits = [op.index for op in module.ops if selector in (
+                op.name, op.location, op.attrs.get("probe_id") if isinstance(op.attrs, dict)
+                else None)]
+        if not hits:
+            unmatched.append(selector)
+        chosen.update(hits)
+    if unmatched:
+        raise ValueError(f"probe: no op matches {unmatched!r} (give op indices, op names, "
+                         "locations or interpreter.probe ids, or 'all' / 'probes')")
+    return frozenset(chosen)
+
+
+def _statically_skipped(module, selected) -> set:
+    return {key for index, keys in _in_opaque_regions(module).items() if index in selected
+            for key in keys}
+
+
+def probe(target, *args, values="all"):
+    """Runs a Program (its entry) or Function under jax.jit, recording intermediate values.
+
+    `values`: "all", "probes" (the `interpreter.probe` ops), or a list of op indices
+    (`Op.index`), op names, locations or probe ids. Returns `(outputs, ProbeRecords)`.
+    """
+    fn = target.entry if hasattr(target, "entry") else target
+    fn.check_arguments(args)
+    if not all(t.is_static for t in fn.input_types if isinstance(t, T.TensorType)):
+        raise NotImplementedError(f"probe: @{fn.name} has dynamic input shapes")
+    prober = _Prober(_select(fn.program.module, values))
+    body = Translator(fn.program.module, TranslatorMode(observer=prober)).function_body(
+        fn.definition)
+
+    def run(*call_args):
+        prober.reset()
+        outs = body(*call_args)
+        return outs, [value for _, _, value in prober.top]
+
+    with jax.enable_x64(True):
+        outs, top_values = jax.jit(run)(*args)
+        jax.block_until_ready((outs, top_values))
+        jax.effects_barrier()
+    outputs = outs[0] if len(outs) == 1 else tuple(outs)
+    records = prober.records(top_values)
+    records.skipped |= _statically_skipped(fn.program.module, prober.selected)
+    return outputs, records

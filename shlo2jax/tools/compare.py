@@ -1,0 +1,673 @@
+"""Cross-backend comparison: one module, several backends, differences located op by op.
+
+    result = shlo2jax.compare("model.mlir", backends=["cpu", "interpreter", "xla-direct", "f64"])
+    print(result.table())
+    result.ok          # every pair of backends agrees within the tolerances
+
+Backends:
+  cpu, gpu, tpu  the translated program under jax.jit on the first device of that kind
+  interpreter    jaxlib's StableHLO reference interpreter (in a child process)
+  xla-direct     the module compiled directly by XLA through jaxlib, no translation (@main)
+  f64            the translated program with every floating-point type widened to f64
+                 (complex to complex128): a high-precision reference for float32 results
+A `Backend` object adds another (e.g. a perturbed module, or a callable).
+
+Every backend gets the same inputs: the user's, or seeded ones. Each pair of backends is
+compared per output: max absolute error, max relative error |a-b|/max(|a|,|b|), max ULP
+distance (in the narrower type of the two), and whether every element is within
+`atol + rtol * max(|a|, |b|)` (or within `max_ulp` ULP when given). Integers and booleans
+must be equal. Non-finite values must match (any NaN equals any NaN).
+
+`locate=True`: for each pair that disagrees and whose both backends run the translation,
+both are rerun recording every op's results (`shlo2jax.probe`) and the first ops, in program
+order, whose results differ beyond the tolerances are reported with their locations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+import sys
+import time
+import types
+from typing import Callable, Optional, Sequence
+
+import jax
+import numpy as np
+
+from shlo2jax import types as T
+from shlo2jax.errors import BackendUnavailable
+from shlo2jax.tools import reference
+from shlo2jax.tools.numerics import Errors, array_errors
+
+BUILTIN_BACKENDS = ("cpu", "gpu", "tpu", "interpreter", "xla-direct", "f64")
+DEFAULT_BACKENDS = ("cpu", "interpreter", "xla-direct", "f64")
+
+
+# ------------------------------------------------------------------------------ backends
+
+class Backend:
+    """One way of running a function of a module.
+
+    Subclasses implement `run_program(program, function, inputs) -> list[np.ndarray]`, which
+    runs exactly the Program given; `effective_program(program)` says which program a
+    backend runs for the one compared (itself by default; the f64 backend's widened copy; a
+    perturbed source). Backends that run the translation also implement
+    `probe(program, function, inputs) -> (outputs, ProbeRecords)`. `run_program` raises
+    BackendUnavailable when the backend cannot run the module (it is then reported as
+    skipped, with the reason).
+    """
+
+    name: str = "?"
+    probe = None
+
+    def effective_program(self, program):
+        """None: this backend cannot run other programs (it overrides `run` only)."""
+        return program if type(self).run_program is not Backend.run_program else None
+
+    def run_program(self, program, function: str, inputs: list) -> list:
+        raise NotImplementedError
+
+    def run(self, program, function: str, inputs: list) -> list:
+        return self.run_program(self.effective_program(program), function, inputs)
+
+
+class CallableBackend(Backend):
+    """Any function of the inputs returning the outputs (e.g. the original JAX function)."""
+
+    def __init__(self, name: str, fn: Callable):
+        self.name, self.fn = name, fn
+
+    def effective_program(self, program):
+        return None  # opaque: it cannot run an instrumented module either
+
+    def run(self, program, function, inputs):
+        return _as_list(self.fn(*inputs))
+
+
+class TranslatedBackend(Backend):
+    """The translated program on the first JAX device of `platform`. With `source`, a
+    different module is translated (same signature): e.g. a deliberately perturbed copy."""
+
+    def __init__(self, platform: str = "cpu", name: Optional[str] = None, source=None,
+                 load_options: Optional[dict] = None):
+        self.platform = platform
+        self.name = name or platform
+        self.source = source
+        self.load_options = load_options
+        self._programs: dict = {}
+
+    def device(self):
+        try:
+            devices = jax.devices(self.platform)
+        except RuntimeError as e:
+            raise BackendUnavailable(f"no {self.platform} device: {str(e).splitlines()[0]}") from None
+        return devices[0]
+
+    def effective_program(self, program):
+        if self.source is None:
+            return program
+        if "source" not in self._programs:
+            from shlo2jax.loader import load
+            options = dict(program.load_options if self.load_options is None else self.load_options)
+            self._programs["source"] = load(self.source, **options)
+        return self._programs["source"]
+
+    def inputs_for(self, inputs: list) -> list:
+        return inputs
+
+    def _call(self, program, function, inputs, call):
+        device = self.device()
+        fn = program[function]
+        with jax.enable_x64(True):  # or device_put would narrow 64-bit inputs
+            args = [jax.device_put(x, device) for x in self.inputs_for(inputs)]
+            with jax.default_device(device):
+                return call(fn, args)
+
+    def run_program(self, program, function, inputs):
+        return self._call(program, function, inputs,
+                          lambda fn, args: [np.asarray(o) for o in _as_list(fn(*args))])
+
+    def probe(self, program, function, inputs, values="all"):
+        from shlo2jax.probes import probe
+        return self._call(self.effective_program(program), function, inputs,
+                          lambda fn, args: probe(fn, *args, values=values))
+
+
+class Float64Backend(TranslatedBackend):
+    """The translated program with every floating-point type widened to f64 on CPU."""
+
+    def __init__(self, platform: str = "cpu"):
+        super().__init__(platform, name="f64")
+
+    def effective_program(self, program):
+        key = id(program)
+        if key not in self._programs:
+            from shlo2jax.loader import load
+            self._programs[key] = (program, load(upcast_module_text(program),
+                                                 **program.load_options))
+        return self._programs[key][1]
+
+    def inputs_for(self, inputs):
+        return [widen(x) for x in inputs]
+
+
+class InterpreterBackend(Backend):
+    name = "interpreter"
+
+    def __init__(self, timeout: float = 600.0):
+        self.timeout = timeout
+
+    def run_program(self, program, function, inputs):
+        fn = program[function]
+        if not all(isinstance(t, T.TensorType) and t.is_static and t.quant is None
+                   for t in fn.input_types + fn.output_types):
+            raise BackendUnavailable("the reference interpreter backend runs functions of "
+                                     "static, non-quantized tensors only")
+        text = reference.interpreter_module_text(program, fn, list(fn.input_types), 0, 0)
+        text = reference.legalize_all_chlo(text)  # the interpreter has no chlo op
+        try:
+            outs = reference.run_interpreter(text, reference.split_complex(list(inputs)),
+                                             timeout=self.timeout)
+        except reference.InterpreterUnsupported as e:
+            raise BackendUnavailable(str(e)) from None
+        return reference.join_complex(outs, fn.output_types)
+
+
+class XlaDirectBackend(Backend):
+    name = "xla-direct"
+
+    def __init__(self, platform: str = "cpu"):
+        self.platform = platform
+
+    def run_program(self, program, function, inputs):
+        if function != "main":
+            raise BackendUnavailable(f"XLA compiles the module's @main; @{function} is not it")
+        try:
+            jax.devices(self.platform)
+        except RuntimeError:
+            raise BackendUnavailable(f"no {self.platform} device") from None
+        run = reference.xla_direct(program, self.platform)
+        return [np.asarray(o) for o in run(*inputs)]
+
+
+def backend(spec, interpreter_timeout: float = 600.0) -> Backend:
+    """A Backend from its name (see BUILTIN_BACKENDS) or a Backend / (name, callable)."""
+    if isinstance(spec, Backend):
+        return spec
+    if isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1]):
+        return CallableBackend(*spec)
+    if spec in ("cpu", "gpu", "tpu"):
+        return TranslatedBackend(spec)
+    if spec == "interpreter":
+        return InterpreterBackend(interpreter_timeout)
+    if spec == "xla-direct":
+        return XlaDirectBackend()
+    if spec == "f64":
+        return Float64Backend()
+    raise ValueError(f"unknown backend {spec!r}; choose from {', '.join(BUILTIN_BACKENDS)} "
+                     "or pass a shlo2jax.compare.Backend")
+
+
+# ------------------------------------------------------------------- the f64 reference
+
+_NARROW_FLOAT = (r"f16|bf16|f32|tf32|f8E4M3FN|f8E5M2|f8E4M3FNUZ|f8E5M2FNUZ|f8E4M3B11FNUZ|"
+                 r"f8E4M3|f8E3M4|f8E8M0FNU|f4E2M1FN|f6E2M3FN|f6E3M2FN")
+# An element type follows `<` (scalars, complex<...>), `Nx` or `?x` (shaped tensors), a
+# comma or a space; `(?!\w)` keeps f32 from matching inside longer names.
+_ELEMENT_RE = re.compile(rf"(?:(?<=[<,\s(])|(?<=[\d?]x))({_NARROW_FLOAT})(?!\w)")
+
+
+def _widen_type_text(text: str) -> str:
+    if "quant." in text:  # quantized types keep their storage and expressed types
+        return text
+    return _ELEMENT_RE.sub("f64", text)
+
+
+def widen(x):
+    """An input for the f64 program: floats to float64, complex to complex128."""
+    a = np.asarray(x)
+    if T.is_complex(a.dtype):
+        return a.astype(np.complex128)
+    if T.is_float(a.dtype):
+        return a.astype(np.float64)
+    return a
+
+
+def upcast_module_text(program) -> str:
+    """The program's module with every floating-point element type widened to f64 (and
+    complex<f32> to complex<f64>): values, block arguments, function types and constants.
+    Raises BackendUnavailable for a module whose meaning depends on float widths
+    (bitcast_convert between floats and integers)."""
+    from jaxlib.mlir import ir
+
+    from shlo2jax import attributes
+    from shlo2jax._jax_internals import make_ir_context
+    text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
+    cache: dict = {}
+
+    def widened(t):
+        s = str(t)
+        if s not in cache:
+            n = _widen_type_text(s)
+            cache[s] = None if n == s else ir.Type.parse(n)
+        return cache[s]
+
+    def widen_attribute(attr):
+        if isinstance(attr, ir.TypeAttr):
+            new = widened(attr.value)
+            return None if new is None else ir.TypeAttr.get(new)
+        if isinstance(attr, ir.DenseElementsAttr):
+            new = widened(attr.type)
+            if new is None:
+                return None
+            ttype = T.parse_type(str(attr.type))
+            values = widen(attributes.dense_elements(attr, ttype))
+            return ir.DenseElementsAttr.get(np.ascontiguousarray(values), type=new)
+        if isinstance(attr, ir.FloatAttr):
+            new = widened(attr.type)
+            return None if new is None else ir.FloatAttr.get(new, attr.value)
+        return None
+
+    def operations(operation):
+        yield operation
+        for region in operation.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    yield from operations(inner.operation)
+
+    def refuse_float_bitcasts(operation):
+        if operation.name in ("stablehlo.bitcast_convert", "mhlo.bitcast_convert"):
+            types = [v.type for v in list(operation.operands) + list(operation.results)]
+            if any(widened(t) is not None for t in types):
+                raise BackendUnavailable(
+                    f"the f64 reference cannot widen {operation.name} at {operation.location}: "
+                    "its result depends on the float's width")
+
+    def walk(operation):
+        for result in operation.results:
+            new = widened(result.type)
+            if new is not None:
+                result.set_type(new)
+        attrs = operation.attributes
+        for name in list(attrs):
+            try:  # by name: indexed access aborts on attributes the bindings cannot downcast
+                attr = attrs[name]
+            except TypeError:
+                raise BackendUnavailable(f"the f64 reference cannot widen the {name} attribute "
+                                         f"of {operation.name} at {operation.location}") from None
+            new = widen_attribute(attr)
+            if new is not None:
+                attrs[name] = new
+        for region in operation.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    new = widened(arg.type)
+                    if new is not None:
+                        arg.set_type(new)
+                for inner in block.operations:
+                    walk(inner.operation)
+
+    def split_complex_constant(operation):
+        """A complex constant becomes stablehlo.complex of two f64 constants: the bindings
+        can neither read nor build complex-valued dense attributes."""
+        from jaxlib.mlir.dialects import stablehlo
+        values = widen(attributes._decode_from_asm(operation, "value"))
+        # The parts get a location of their own, so that `locate` aligns the complex op
+        # with the constant it replaces.
+        with ir.InsertionPoint(operation), \
+                ir.Location.name("f64_complex_part", childLoc=operation.location):
+            parts = [stablehlo.ConstantOp(ir.DenseElementsAttr.get(np.ascontiguousarray(p)))
+                     for p in (values.real, values.imag)]
+        with ir.InsertionPoint(operation), operation.location:
+            joined = stablehlo.ComplexOp(parts[0].result, parts[1].result)
+        operation.results[0].replace_all_uses_with(joined.result)
+        operation.erase()
+
+    with make_ir_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        complex_constants = []
+        for op in module.body.operations:
+            for operation in operations(op.operation):
+                refuse_float_bitcasts(operation)
+                if operation.name == "stablehlo.constant" and \
+                        "complex<" in str(operation.results[0].type):
+                    complex_constants.append(operation)
+        for operation in complex_constants:
+            split_complex_constant(operation)
+        for op in module.body.operations:
+            walk(op.operation)
+        try:
+            module.operation.verify()
+        except ir.MLIRError as e:
+            raise BackendUnavailable(f"the module widened to f64 does not verify: {e}") from None
+        return module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
+
+
+# ------------------------------------------------------- recording by extra outputs
+
+def instrumented_module_text(program, function: str, max_elements: int = 20_000_000):
+    """For backends that cannot record intermediate values (the reference interpreter, XLA
+    directly): the module with its callees inlined into `function` and the tensor result of
+    every op of `function`'s body appended to its outputs. Returns (text, keys, n_outputs):
+    `keys[i]` names the op behind extra output i (a ProbeKey). Constants are not recorded;
+    recording stops after `max_elements` elements (the later ops are then not located)."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import func as func_dialect
+
+    from shlo2jax._jax_internals import make_ir_context
+    from shlo2jax.dynamic import inline_calls
+    from shlo2jax.probes import ProbeKey
+    from shlo2jax.module import format_location
+    text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
+    with make_ir_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        inline_calls(module, function)
+        target = next(op.operation for op in module.body.operations
+                      if op.operation.name == "func.func"
+                      and op.operation.attributes["sym_name"].value == function)
+        block = target.regions[0].blocks[0]
+        ops = [op.operation for op in block.operations]
+        terminator, body = ops[-1], ops[:-1]
+        recorded, keys, total = [], [], 0
+        for index, op in enumerate(body):
+            if op.name in ("stablehlo.constant", "mhlo.constant"):
+                continue
+            for i, result in enumerate(op.results):
+                try:
+                    ttype = T.parse_type(str(result.type))
+                except Exception:  # tokens, tuples, types the library does not model
+                    continue
+                if not isinstance(ttype, T.TensorType) or not ttype.is_static or \
+                        ttype.quant is not None:
+                    continue
+                total += int(np.prod(ttype.shape, dtype=np.int64))
+                if total > max_elements:
+                    break
+                recorded.append(result)
+                keys.append(ProbeKey(index, i, op.name,
+                                     format_location(op.location, program.source_name)))
+            if total > max_elements:
+                break
+        n_outputs = len(terminator.operands)
+        with ir.InsertionPoint(terminator), terminator.location:
+            func_dialect.ReturnOp(list(terminator.operands) + recorded)
+        terminator.erase()
+        old = ir.FunctionType(ir.TypeAttr(target.attributes["function_type"]).value)
+        new_type = ir.FunctionType.get(list(old.inputs),
+                                       list(old.results) + [r.type for r in recorded])
+        target.attributes["function_type"] = ir.TypeAttr.get(new_type)
+        if "res_attrs" in target.attributes:
+            del target.attributes["res_attrs"]
+        return module.operation.get_asm(large_elements_limit=None, enable_debug_info=True), \
+            keys, n_outputs
+
+
+def _instrumented_records(backend: Backend, program, function: str, inputs: list):
+    """ProbeRecords-like {key: [value]} from one run of the instrumented module."""
+    from shlo2jax.loader import load
+    text, keys, n_outputs = instrumented_module_text(program, function)
+    instrumented = load(text, **program.load_options)
+    outputs = backend.run_program(instrumented, function, inputs)
+    return {key: [value] for key, value in zip(keys, outputs[n_outputs:])}
+
+
+# --------------------------------------------------------------------------- results
+
+@dataclasses.dataclass
+class BackendRun:
+    name: str
+    status: str                   # ok / skipped / error
+    seconds: float = 0.0
+    reason: str = ""
+    outputs: Optional[list] = None
+
+
+@dataclasses.dataclass
+class PairResult:
+    a: str
+    b: str
+    output: int
+    errors: Errors
+
+
+@dataclasses.dataclass
+class Divergence:
+    """An op whose results differ between two backends beyond the tolerances."""
+    a: str
+    b: str
+    op_index: int
+    name: str
+    location: str
+    result: int
+    execution: int               # which execution of the op (ops in loops run many times)
+    errors: Errors
+
+
+@dataclasses.dataclass
+class Comparison:
+    function: str
+    inputs: str                   # "seeded (seed N)" or "given"
+    tolerances: dict
+    runs: dict
+    pairs: list
+    located: list = dataclasses.field(default_factory=list)
+    locate_notes: list = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every backend that ran agrees with every other, and none failed with an error."""
+        return all(r.status != "error" for r in self.runs.values()) and \
+            all(p.errors.ok for p in self.pairs)
+
+    def disagreeing(self) -> list:
+        return [p for p in self.pairs if not p.errors.ok]
+
+    def table(self) -> str:
+        lines = [f"@{self.function}  inputs: {self.inputs}  tolerances: "
+                 + ", ".join(f"{k}={v}" for k, v in self.tolerances.items() if v is not None)]
+        width = max(len(n) for n in self.runs) if self.runs else 8
+        for run in self.runs.values():
+            detail = f"{run.seconds:8.3f} s" if run.status == "ok" else f"  {run.reason}"
+            lines.append(f"  {run.name:<{width}}  {run.status:<7}{detail}")
+        outputs = sorted({p.output for p in self.pairs})
+        for index in outputs:
+            sample = next(r.outputs[index] for r in self.runs.values() if r.outputs is not None)
+            lines.append(f"output {index}: {sample.dtype}{list(sample.shape)}")
+            lines.append(f"  {'pair':<{2 * width + 4}}  {'max abs':>10}  {'max rel':>10}  "
+                         f"{'max ulp':>10}  {'mismatched':>12}")
+            for p in (p for p in self.pairs if p.output == index):
+                e = p.errors
+                ulp = "-" if e.max_ulp is None else str(e.max_ulp)
+                verdict = e.note or (f"{e.mismatched}/{e.size}" if e.mismatched else "ok")
+                lines.append(f"  {p.a + ' vs ' + p.b:<{2 * width + 4}}  {e.max_abs:10.3g}  "
+                             f"{e.max_rel:10.3g}  {ulp:>10}  {verdict:>12}")
+        if self.located or self.locate_notes:
+            lines.append("first diverging ops:")
+            for d in self.located:
+                e = d.errors
+                ulp = "" if e.max_ulp is None else f", max ulp {e.max_ulp}"
+                run = f" (execution {d.execution})" if d.execution else ""
+                lines.append(f"  {d.a} vs {d.b}: op #{d.op_index} {d.name} result {d.result}{run} "
+                             f"at {d.location}: max abs {e.max_abs:.3g}, max rel {e.max_rel:.3g}"
+                             f"{ulp}, {e.mismatched}/{e.size} beyond tolerance")
+            lines += [f"  {note}" for note in self.locate_notes]
+        lines.append("backends agree" if self.ok else "backends DISAGREE")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        def errors(e: Errors) -> dict:
+            d = dataclasses.asdict(e)
+            d["ok"] = e.ok
+            return d
+        return {
+            "function": self.function, "inputs": self.inputs, "tolerances": self.tolerances,
+            "ok": self.ok,
+            "backends": {n: {"status": r.status, "seconds": r.seconds, "reason": r.reason}
+                         for n, r in self.runs.items()},
+            "pairs": [{"a": p.a, "b": p.b, "output": p.output, **errors(p.errors)}
+                      for p in self.pairs],
+            "located": [{**{k: v for k, v in dataclasses.asdict(d).items() if k != "errors"},
+                         **errors(d.errors)} for d in self.located],
+            "locate_notes": list(self.locate_notes),
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+
+# --------------------------------------------------------------------------- compare
+
+def _as_list(outs) -> list:
+    if isinstance(outs, (tuple, list)):
+        return [np.asarray(o) for o in outs]
+    return [np.asarray(outs)]
+
+
+def compare(source, backends: Sequence = DEFAULT_BACKENDS, *, function: Optional[str] = None,
+            inputs: Optional[Sequence] = None, seed: int = 0, rtol: float = 1e-4,
+            atol: float = 1e-6, max_ulp: Optional[int] = None, locate: bool = False,
+            locate_limit: int = 3, locate_values="all", interpreter_timeout: float = 600.0,
+            **load_options) -> Comparison:
+    """Runs one function of a module on each backend with the same inputs and compares
+    every pair of backends' outputs. `source`: anything `shlo2jax.load` accepts, or a
+    loaded Program. See the module docstring for the backends and the error figures.
+
+    `locate_values`: which ops the probes record when locating ("all", or op names, indices
+    or locations as `shlo2jax.probe` takes them); recording every op of a large model holds
+    all its intermediate values in memory at once, twice."""
+    from shlo2jax.tools.inputs import seeded_inputs
+    from shlo2jax.loader import load
+    from shlo2jax.program import Program
+    program = source if isinstance(source, Program) else load(source, **load_options)
+    fn = program[function] if function else program.entry
+    if inputs is None:
+        inputs, how = seeded_inputs(fn, seed), f"seeded (seed {seed})"
+    else:
+        inputs, how = [np.asarray(x) for x in inputs], "given"
+    fn.check_arguments(inputs)
+    if fn._dynamic:  # every backend runs the module refined to these inputs' shapes
+        from shlo2jax.dynamic import specialise
+        fn = specialise(fn, inputs)
+        program = fn.program
+    chosen = [backend(b, interpreter_timeout) for b in backends]
+    names = [b.name for b in chosen]
+    if len(set(names)) != len(names):
+        raise ValueError(f"backend names repeat: {names}")
+    runs = {}
+    for b in chosen:
+        start = time.perf_counter()
+        try:
+            outs = b.run(program, fn.name, list(inputs))
+            runs[b.name] = BackendRun(b.name, "ok", time.perf_counter() - start, outputs=outs)
+        except BackendUnavailable as e:
+            runs[b.name] = BackendRun(b.name, "skipped", reason=str(e))
+        except Exception as e:  # a backend failing is a result to report, not a crash
+            message = " | ".join(ln.strip() for ln in str(e).strip().splitlines()[:3])
+            runs[b.name] = BackendRun(b.name, "error", time.perf_counter() - start,
+                                      reason=f"{type(e).__name__}: {message}")
+    tolerances = {"rtol": rtol, "atol": atol, "max_ulp": max_ulp}
+    pairs = []
+    ran = [r for r in runs.values() if r.status == "ok"]
+    for ra, rb in itertools.combinations(ran, 2):
+        if len(ra.outputs) != len(rb.outputs):
+            note = f"{len(ra.outputs)} vs {len(rb.outputs)} outputs"
+            pairs.append(PairResult(ra.name, rb.name, 0, Errors(0, 0, None, 1, 1, None, note)))
+            continue
+        for i, (x, y) in enumerate(zip(ra.outputs, rb.outputs)):
+            pairs.append(PairResult(ra.name, rb.name, i, array_errors(x, y, rtol, atol, max_ulp)))
+    result = Comparison(fn.name, how, tolerances, runs, pairs)
+    if locate:
+        _locate(result, program, fn.name, list(inputs), {b.name: b for b in chosen},
+                rtol, atol, max_ulp, locate_limit, locate_values)
+    return result
+
+
+def _locate(result: Comparison, program, function: str, inputs: list, by_name: dict,
+            rtol, atol, max_ulp, limit: int, values="all") -> None:
+    """Probes where both backends run the translation (values inside called functions and
+    loops included); otherwise the instrumented module, whose extra outputs are the results
+    of the function's ops after inlining, runs on both."""
+    recorded: dict = {}
+    for pair in result.disagreeing():
+        a, b = by_name[pair.a], by_name[pair.b]
+        how = "probe" if a.probe is not None and b.probe is not None else "outputs"
+        if (a.name, b.name, how) in recorded:
+            continue
+        records = []
+        for x in (a, b):
+            if (x.name, how) not in recorded:
+                effective = x.effective_program(program)
+                try:
+                    if effective is None:
+                        recorded[(x.name, how)] = None
+                    elif how == "probe":
+                        recorded[(x.name, how)] = x.probe(program, function, inputs,
+                                                          values=values)[1]
+                    else:
+                        recorded[(x.name, how)] = _instrumented_records(x, effective, function,
+                                                                        inputs)
+                except Exception as e:  # reported; the comparison itself stands
+                    first = (str(e).strip().splitlines() or [""])[0]
+                    recorded[(x.name, how)] = f"{x.name}: {type(e).__name__}: {first}"
+            records.append(recorded[(x.name, how)])
+        recorded[(a.name, b.name, how)] = True
+        if any(r is None for r in records):
+            missing = ", ".join(x.name for x, r in zip((a, b), records) if r is None)
+            result.locate_notes.append(f"{pair.a} vs {pair.b}: not located ({missing} cannot "
+                                       "record intermediate values)")
+            continue
+        if any(isinstance(r, str) for r in records):
+            why = "; ".join(r for r in records if isinstance(r, str))
+            result.locate_notes.append(f"{pair.a} vs {pair.b}: recording failed: {why}")
+            continue
+        found = diverging_ops(records[0], records[1], rtol, atol, max_ulp, limit)
+        result.located += [Divergence(a.name, b.name, *d) for d in found]
+        if not found:
+            result.locate_notes.append(f"{pair.a} vs {pair.b}: every recorded intermediate "
+                                       "value agrees; only the outputs differ")
+
+
+def _positions(records) -> dict:
+    """(location, result, k) -> values, k counting repeats of the first two in program
+    order: aligns the records of two programs whose op indices or op names differ (a
+    perturbed copy; the f64 reference, which builds complex constants from two parts)."""
+    seen: dict = {}
+    out = {}
+    for key, values in records.items():
+        pair = (key.location, key.result)
+        k = seen[pair] = seen.get(pair, -1) + 1
+        out[pair + (k,)] = (key, values)
+    return out
+
+
+def diverging_ops(records_a, records_b, rtol, atol, max_ulp, limit: int) -> list:
+    """The first `limit` ops, in program order, whose recorded values differ:
+    (op_index, name, location, result, execution, Errors) tuples."""
+    by_position = _positions(records_b)
+    found = []
+    for position, (key, values_a) in _positions(records_a).items():
+        other = by_position.get(position)
+        if other is None:
+            continue
+        for execution, (x, y) in enumerate(zip(values_a, other[1])):
+            errors = array_errors(x, y, rtol, atol, max_ulp)
+            if not errors.ok:
+                found.append((key.op_index, key.name, key.location, key.result, execution, errors))
+                break
+        if len(found) >= limit:
+            break
+    return found
+
+
+class _CallableModule(types.ModuleType):
+    """`shlo2jax.compare` is documented as the function and as the module of its backends
+    (`from shlo2jax.compare import TranslatedBackend`): the module calls the function."""
+
+    def __call__(self, *args, **kwargs) -> Comparison:
+        return compare(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,33 @@
+"""What many tests need: the MLIR spelling of tensor types, a module with one @main run on
+numpy arrays, and bitwise comparison of results."""
+
+import numpy as np
+
+import shlo2jax
+from shlo2jax.types import dtype_name
+
+
+def element(dtype) -> str:
+    """The MLIR spelling of an element type (a numpy / ml_dtypes dtype, or already a str)."""
+    return dtype if isinstance(dtype, str) else dtype_name(dtype)
+
+
+def tensor(shape, dtype) -> str:
+    """`tensor<2x3xf32>` for a shape and an element type (a dtype or its spelling)."""
+    return f"tensor<{''.join(f'{d}x' for d in shape)}{element(dtype)}>"
+
+
+def run_main(body: str, args, arg_types, result_types):
+    """Loads `func.func @main(%a0: arg_types[0], ...) -> (result_types) {body}` and calls it
+    on `args`; returns what the program returns."""
+    params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(arg_types))
+    text = f"func.func @main({params}) -> ({', '.join(result_types)}) {{\n{body}\n}}"
+    return shlo2jax.load(text)(*args)
+
+
+def assert_same_bits(actual, expected):
+    """Same dtype, shape and bytes: what moving data must keep (NaN payloads, -0 included)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual, expected)
+    np.testing.assert_array_equal(actual.reshape(-1).view(np.uint8),
+                                  np.ascontiguousarray(expected).reshape(-1).view(np.uint8))

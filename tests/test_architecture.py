@@ -1,0 +1,227 @@
+"""The module structure: one direction of dependency, core <- ops/quant <- features <- tools
+(<- the package's API facade), no import cycle, `import shlo2jax` loading no tool.
+
+Every import statement counts, those inside functions too: an import deferred to run time
+is still a dependency. The module graph is read from the sources (their ASTs), so a new
+module must be given a layer here.
+"""
+
+import ast
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The installed package -> its folder in the checkout (pyproject's package-dir).
+PACKAGES = {"shlo2jax": ROOT / "shlo2jax", "shlo2jax.ops": ROOT / "ops",
+            "shlo2jax.quant": ROOT / "quant"}
+
+CORE = {
+    "shlo2jax.errors", "shlo2jax.types", "shlo2jax.attributes", "shlo2jax.module",
+    "shlo2jax.registry", "shlo2jax.translate", "shlo2jax._jax_internals",
+    # what the ops call into at run time: the host side of transfers, process grids,
+    # decoded sharding annotations
+    "shlo2jax.host_transfers", "shlo2jax.grid", "shlo2jax.sharding_attributes",
+}
+FEATURES = {
+    "shlo2jax.chlo_legalize", "shlo2jax.dynamic", "shlo2jax.sharding", "shlo2jax.spmd",
+    "shlo2jax.probes", "shlo2jax.program", "shlo2jax.loader",
+}
+# The package itself and the documented names of tools: `shlo2jax.compare`, ...
+API = {"shlo2jax", "shlo2jax.__main__", "shlo2jax.compare", "shlo2jax.testing",
+       "shlo2jax.export"}
+LAYERS = ("core", "ops", "features", "tools", "api")
+
+
+def layer(module: str) -> str:
+    if module in CORE:
+        return "core"
+    if module.startswith(("shlo2jax.ops", "shlo2jax.quant")):
+        return "ops"
+    if module in FEATURES:
+        return "features"
+    if module == "shlo2jax.tools" or module.startswith("shlo2jax.tools."):
+        return "tools"
+    if module in API:
+        return "api"
+    raise AssertionError(f"{module} has no layer: add it to tests/test_architecture.py")
+
+
+def modules() -> dict:
+    """Module name -> source file, for every module of the installed packages."""
+    found = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([package] + parts)
+            if package == "shlo2jax" and parts and parts[0] in ("ops", "quant"):
+                continue  # (a checkout has no shlo2jax/ops; the installed name is ops/)
+            found[name] = path
+    return found
+
+
+def import_graph() -> dict:
+    """Module -> the modules it imports (anywhere in it), among the project's own."""
+    sources = modules()
+
+    def resolve(name):  # the module an imported dotted name lives in
+        while name and name not in sources:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for name, path in sources.items():
+        is_package = path.name == "__init__.py"
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(resolve(a.name) for a in node.names
+                               if a.name.split(".")[0] == "shlo2jax")
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package of this module
+                    package = name if is_package else name.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        package = package.rpartition(".")[0]
+                    base = f"{package}.{base}" if base else package
+                if base.split(".")[0] != "shlo2jax":
+                    continue
+                for alias in node.names:  # `from pkg import submodule` imports the submodule
+                    full = f"{base}.{alias.name}"
+                    targets.add(full if full in sources else resolve(base))
+        graph[name] = {t for t in targets if t and t != name}
+    return graph
+
+
+def find_cycle(graph: dict):
+    """One import cycle as a list of modules (first == last), or None."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                return stack[stack.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_graph_sees_imports_inside_functions():
+    graph = import_graph()
+    # the loader imports the op families inside a function, at the first load
+    assert "shlo2jax.ops" in graph["shlo2jax.loader"]
+    # and the package's lazy attributes import the tools' documented names
+    assert {"shlo2jax.compare", "shlo2jax.testing", "shlo2jax.export"} <= graph["shlo2jax"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_dependencies_point_down_the_layers():
+    graph = import_graph()
+    upward = [f"{a} ({layer(a)}) imports {b} ({layer(b)})"
+              for a, targets in sorted(graph.items()) for b in sorted(targets)
+              if LAYERS.index(layer(b)) > LAYERS.index(layer(a))]
+    assert not upward, "\n".join(upward)
+
+
+def test_op_families_import_only_the_shared_helpers_of_ops():
+    graph = import_graph()
+    crossing = [f"{a} imports {b}" for a, targets in sorted(graph.items())
+                if a.startswith("shlo2jax.ops.") for b in sorted(targets)
+                if b.startswith("shlo2jax.ops.") and b != "shlo2jax.ops._common"]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_jax_internals_are_used_in_one_module():
+    users = []
+    for name, path in modules().items():
+        if name == "shlo2jax._jax_internals":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            users += [f"{name}: {n}" for n in names if n.startswith("jax._src")]
+    assert not users, "\n".join(users)
+
+
+def test_every_op_family_is_imported_by_the_ops_package():
+    families = {p.stem for p in (ROOT / "ops").glob("*.py") if not p.stem.startswith("_")}
+    imported = {t.rpartition(".")[2] for t in import_graph()["shlo2jax.ops"]}
+    assert families == imported
+
+
+def _loaded_after(code: str) -> set:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code) + textwrap.dedent("""
+        import sys
+        print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] == "shlo2jax")))
+        """)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.split())
+
+
+def test_import_shlo2jax_loads_no_tool():
+    loaded = _loaded_after("import shlo2jax")
+    assert "shlo2jax.loader" in loaded
+    tools = sorted(m for m in loaded if m == "shlo2jax.tools" or m.startswith("shlo2jax.tools."))
+    assert not tools
+    assert not loaded & {"shlo2jax.compare", "shlo2jax.testing", "shlo2jax.export"}
+    # the op families load with the first program
+    assert not any(m == "shlo2jax.ops" or m.startswith("shlo2jax.ops.") for m in loaded)
+
+
+@pytest.mark.parametrize("first", ["call", "from-import"])
+def test_shlo2jax_compare_is_the_function_and_the_module(first):
+    # `shlo2jax.compare(...)` and `from shlo2jax.compare import TranslatedBackend` both work,
+    # whichever is used first.
+    code = """
+        import numpy as np
+        import shlo2jax
+        text = '''func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+          %0 = stablehlo.negate %x : tensor<2xf32>
+          func.return %0 : tensor<2xf32>
+        }'''
+        def call():
+            result = shlo2jax.compare(text, ["cpu", TranslatedBackend(name="again")])
+            assert result.ok and [p.errors.ok for p in result.pairs] == [True]
+        """
+    if first == "call":
+        code += """
+        from shlo2jax.tools.compare import TranslatedBackend
+        call()
+        from shlo2jax.compare import TranslatedBackend as named
+        assert named is TranslatedBackend
+        """
+    else:
+        code += """
+        from shlo2jax.compare import TranslatedBackend, Comparison, array_errors
+        call()
+        """
+    code += """
+        from shlo2jax.testing import assert_backends_agree
+        from shlo2jax.export import export_translated
+        assert shlo2jax.compare.compare is shlo2jax.tools.compare.compare
+        """
+    loaded = _loaded_after(code)
+    assert "shlo2jax.tools.compare" in loaded
