@@ -21,7 +21,7 @@ PACKAGES = {"shlo2jax": ROOT / "shlo2jax", "shlo2jax.ops": ROOT / "ops",
 
 CORE = {
     "shlo2jax.errors", "shlo2jax.types", "shlo2jax.attributes", "shlo2jax.module",
-    "shlo2jax.registry", "shlo2jax.translate", "shlo2jax._jax_internals",
+    "shlo2jax.registry", "shlo2jax.translate", "shlo2jax._jax_internals", "shlo2jax.options",
     # what the ops call into at run time: the host side of transfers, process grids,
     # decoded sharding annotations
     "shlo2jax.host_transfers", "shlo2jax.grid", "shlo2jax.sharding_attributes",
