@@ -124,6 +124,16 @@ def _bert(name):
                    outputs=("last_hidden_state", "pooler_output"))
 
 
+@case("hf_bert_vjp")
+def _bert_vjp(name):
+    spec = _bert("hf_bert")
+    spec.update(vjp_order=1,
+                model="the BERT encoder of hf_bert (same weights and inputs), serialized with "
+                      "vjp_order=1: the artifact also carries JAX's VJP of torchax's function "
+                      "(exact GELU differentiated by JAX's own erf rule)")
+    return spec
+
+
 @case("hf_roberta")
 def _roberta(name):
     from transformers import RobertaConfig, RobertaModel
@@ -246,6 +256,20 @@ def _opt(name):
                             attn_implementation="eager")
     return decoder(name, OPTForCausalLM(cfg), gelu="none (relu)", pad_id=1,
                    description="OPT LM (2 layers, 32 wide)")
+
+
+@case("hf_opt_vjp")
+def _opt_vjp(name):
+    spec = _opt("hf_opt")
+    spec.update(vjp_order=1,
+                model="the OPT LM of hf_opt (same weights and inputs), serialized with "
+                      "vjp_order=1: the artifact also carries JAX's VJP of torchax's function, "
+                      "which keeps torch's padding_idx rule (torchax's custom_jvp for "
+                      "embeddings: the padding row gets no gradient from the lookup), a rule "
+                      "the forward program alone cannot express",
+                notes="The pad token (id 1) is OPT's padding_idx and occurs in the left-padded "
+                      "row; embed_tokens is tied to lm_head, which the graph reads for both.")
+    return spec
 
 
 def llama_like(cls, **overrides):
