@@ -58,7 +58,7 @@ def check_load(e) -> tuple:
 
 def cli_info(e) -> str:
     """What `shlo2jax info ARTIFACT` prints."""
-    from shlo2jax.cli import main
+    from shlo2jax.tools.cli import main
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         main(["info", str(e.artifact_path)])
