@@ -51,12 +51,17 @@ def _prepare_lapack(op):
 _TL = "tests/test_legacy_custom_calls.py::"
 
 
-@register_custom_call("lapack_sgeev", "lapack_dgeev", "lapack_cgeev", "lapack_zgeev",
-                      prepare=kernel_prepare(_prepare_lapack, operands=5),
-                      info=TargetInfo("LAPACK geev (eig), pre-FFI", forms=("operands",),
-                                      jax="0.4.1 .. 0.4.31; exports until 0.5.0 (FFI since "
-                                          "3c6103f2df)",
-                                      dtypes=_LAPACK_DTYPES, test=(_TL + "test_lapack_geev",)))
+def _lapack_info(kernel, jax, test):
+    return TargetInfo(kernel, forms=("operands",), jax=jax, dtypes=_LAPACK_DTYPES,
+                      test=(_TL + test,))
+
+
+@register_custom_call(
+    "lapack_sgeev", "lapack_dgeev", "lapack_cgeev", "lapack_zgeev",
+    prepare=kernel_prepare(_prepare_lapack, operands=5),
+    info=_lapack_info("LAPACK geev (eig), pre-FFI",
+                      "0.4.1 .. 0.4.31; exports until 0.5.0 (FFI since 3c6103f2df)",
+                      "test_lapack_geev"))
 def lapack_geev(ctx, op, b, n, jobvl, jobvr, a, *result_shapes):
     """Results: workspaces (real: three n x n; complex: n x n and rwork[2n]), the
     eigenvalues (real: wr, wi; complex: w), vl, vr (complex, LAPACK's pairs
@@ -72,12 +77,12 @@ def lapack_geev(ctx, op, b, n, jobvl, jobvr, a, *result_shapes):
                      jnp.imag(w).astype(real), vl, vr, info])
 
 
-@register_custom_call("lapack_sgees", "lapack_dgees", "lapack_cgees", "lapack_zgees",
-                      prepare=kernel_prepare(_prepare_lapack, operands=5),
-                      info=TargetInfo("LAPACK gees (Schur), pre-FFI", forms=("operands",),
-                                      jax="0.4.1 .. 0.4.37; exports until 0.5.0 (FFI since "
-                                          "9081e85d68)",
-                                      dtypes=_LAPACK_DTYPES, test=(_TL + "test_lapack_gees",)))
+@register_custom_call(
+    "lapack_sgees", "lapack_dgees", "lapack_cgees", "lapack_zgees",
+    prepare=kernel_prepare(_prepare_lapack, operands=5),
+    info=_lapack_info("LAPACK gees (Schur), pre-FFI",
+                      "0.4.1 .. 0.4.37; exports until 0.5.0 (FFI since 9081e85d68)",
+                      "test_lapack_gees"))
 def lapack_gees(ctx, op, b, n, jobvs, sort, a, *result_shapes):
     """Results: real (T, wr, wi, vs, sdim, info); complex (T, rwork[n], w, vs,
     sdim, info). T overwrites the input."""
@@ -92,12 +97,12 @@ def lapack_gees(ctx, op, b, n, jobvs, sort, a, *result_shapes):
     return out.pack([t, wr, wi, vs, sdim, info])
 
 
-@register_custom_call("lapack_sgehrd", "lapack_dgehrd", "lapack_cgehrd", "lapack_zgehrd",
-                      prepare=kernel_prepare(_prepare_lapack, operands=7),
-                      info=TargetInfo("LAPACK gehrd (Hessenberg), pre-FFI", forms=("operands",),
-                                      jax="0.4.1 .. 0.4.33; exports until 0.5.0 (FFI since "
-                                          "6e9a53690c)",
-                                      dtypes=_LAPACK_DTYPES, test=(_TL + "test_lapack_gehrd",)))
+@register_custom_call(
+    "lapack_sgehrd", "lapack_dgehrd", "lapack_cgehrd", "lapack_zgehrd",
+    prepare=kernel_prepare(_prepare_lapack, operands=7),
+    info=_lapack_info("LAPACK gehrd (Hessenberg), pre-FFI",
+                      "0.4.1 .. 0.4.33; exports until 0.5.0 (FFI since 6e9a53690c)",
+                      "test_lapack_gehrd"))
 def lapack_gehrd(ctx, op, n, ilo, ihi, lda, b, lwork, a, *result_shapes):
     """Results: (H with the reflectors below the subdiagonal, tau, info, work)."""
     size = a.shape[-1]
@@ -108,13 +113,12 @@ def lapack_gehrd(ctx, op, n, ilo, ihi, lda, b, lwork, a, *result_shapes):
     return op.params.out.pack([h, taus, jnp.zeros(a.shape[:-2], np.int32)])
 
 
-@register_custom_call("lapack_ssytrd", "lapack_dsytrd", "lapack_chetrd", "lapack_zhetrd",
-                      prepare=kernel_prepare(_prepare_lapack, operands=6),
-                      info=TargetInfo("LAPACK sytrd/hetrd (tridiagonal), pre-FFI",
-                                      forms=("operands",),
-                                      jax="0.4.1 .. 0.4.37; exports until 0.5.0 (FFI since "
-                                          "d474feda9e)",
-                                      dtypes=_LAPACK_DTYPES, test=(_TL + "test_lapack_sytrd",)))
+@register_custom_call(
+    "lapack_ssytrd", "lapack_dsytrd", "lapack_chetrd", "lapack_zhetrd",
+    prepare=kernel_prepare(_prepare_lapack, operands=6),
+    info=_lapack_info("LAPACK sytrd/hetrd (tridiagonal), pre-FFI",
+                      "0.4.1 .. 0.4.37; exports until 0.5.0 (FFI since d474feda9e)",
+                      "test_lapack_sytrd"))
 def lapack_sytrd(ctx, op, n, lower, lda, b, lwork, a, *result_shapes):
     """Results: (A with the reflectors, d, e, tau, info, work)."""
     return op.params.out.pack(K.sytrd(bool(known_int(lower, "lower")), a))

@@ -125,15 +125,21 @@ def _prepare_getrf(op):
     return SolverCall(out)
 
 
-_TL = "tests/test_legacy_custom_calls.py::"
+def _tests(names) -> tuple:
+    """Test references: a bare name is a test of tests/test_legacy_custom_calls.py."""
+    return tuple(n if "::" in n else f"tests/test_legacy_custom_calls.py::{n}" for n in names)
 
 
-@register_custom_call("cusolver_getrf", "hipsolver_getrf", "cublas_getrf_batched",
-                      "hipblas_getrf_batched", prepare=kernel_prepare(_prepare_getrf, operands=1),
-                      info=TargetInfo("cuSOLVER/hipSOLVER getrf, cuBLAS/hipBLAS getrf_batched "
-                                      "(LU), pre-FFI", forms=(_DESCRIPTOR,),
-                                      jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.32, e51848ea3d)",
-                                      dtypes=_SOLVER_DTYPES, test=(_TL + "test_gpu_getrf",)))
+def _solver_info(kernel, jax, *tests):
+    return TargetInfo(kernel, forms=(_DESCRIPTOR,), jax=jax, dtypes=_SOLVER_DTYPES,
+                      test=_tests(tests))
+
+
+@register_custom_call(
+    "cusolver_getrf", "hipsolver_getrf", "cublas_getrf_batched", "hipblas_getrf_batched",
+    prepare=kernel_prepare(_prepare_getrf, operands=1),
+    info=_solver_info("cuSOLVER/hipSOLVER getrf, cuBLAS/hipBLAS getrf_batched (LU), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.32, e51848ea3d)", "test_gpu_getrf"))
 def getrf(ctx, op, a, *result_shapes):
     """(LU, 1-based int32 pivots, info, workspace): as LAPACK's getrf."""
     return op.params.out.pack(K.getrf(a))
@@ -150,13 +156,11 @@ def _prepare_geqrf(op):
     return SolverCall(out, has_info="blas" not in target_of(op))
 
 
-@register_custom_call("cusolver_geqrf", "hipsolver_geqrf", "cublas_geqrf_batched",
-                      "hipblas_geqrf_batched", prepare=kernel_prepare(_prepare_geqrf, operands=1),
-                      info=TargetInfo("cuSOLVER/hipSOLVER geqrf, cuBLAS/hipBLAS geqrf_batched "
-                                      "(QR), pre-FFI", forms=(_DESCRIPTOR,),
-                                      jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)",
-                                      dtypes=_SOLVER_DTYPES,
-                                      test=(_TL + "test_gpu_geqrf_orgqr",)))
+@register_custom_call(
+    "cusolver_geqrf", "hipsolver_geqrf", "cublas_geqrf_batched", "hipblas_geqrf_batched",
+    prepare=kernel_prepare(_prepare_geqrf, operands=1),
+    info=_solver_info("cuSOLVER/hipSOLVER geqrf, cuBLAS/hipBLAS geqrf_batched (QR), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)", "test_gpu_geqrf_orgqr"))
 def geqrf(ctx, op, a, *result_shapes):
     """cuSOLVER: (A with R and the reflectors, tau, info, workspace); cuBLAS batched:
     (A, tau, two byte workspaces) -- no info."""
@@ -173,13 +177,11 @@ def _prepare_orgqr(op):
     return SolverCall(out)
 
 
-@register_custom_call("cusolver_orgqr", "hipsolver_orgqr",
-                      prepare=kernel_prepare(_prepare_orgqr, operands=2),
-                      info=TargetInfo("cuSOLVER/hipSOLVER orgqr/ungqr (Householder product), "
-                                      "pre-FFI", forms=(_DESCRIPTOR,),
-                                      jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)",
-                                      dtypes=_SOLVER_DTYPES,
-                                      test=(_TL + "test_gpu_geqrf_orgqr",)))
+@register_custom_call(
+    "cusolver_orgqr", "hipsolver_orgqr",
+    prepare=kernel_prepare(_prepare_orgqr, operands=2),
+    info=_solver_info("cuSOLVER/hipSOLVER orgqr/ungqr (Householder product), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)", "test_gpu_geqrf_orgqr"))
 def orgqr(ctx, op, a, taus, *result_shapes):
     """(Q, info, workspace)."""
     q = L.householder_product(a, taus)
@@ -197,15 +199,13 @@ def _prepare_syev(op):
     return SolverCall(out, lower=_lower(op, fields["uplo"]))
 
 
-@register_custom_call("cusolver_syevd", "hipsolver_syevd", "cusolver_syevj", "hipsolver_syevj",
-                      prepare=kernel_prepare(_prepare_syev, operands=(1, 2)),
-                      info=TargetInfo("cuSOLVER/hipSOLVER syevd, syevj (eigh), pre-FFI",
-                                      forms=(_DESCRIPTOR,),
-                                      jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 67f24df740)",
-                                      dtypes=_SOLVER_DTYPES,
-                                      test=(_TL + "test_gpu_syev",
-                                            _TL + "test_gpu_syevd_dynamic_batch_operand",
-                                            "tests/test_back_compat.py::test_back_compat")))
+@register_custom_call(
+    "cusolver_syevd", "hipsolver_syevd", "cusolver_syevj", "hipsolver_syevj",
+    prepare=kernel_prepare(_prepare_syev, operands=(1, 2)),
+    info=_solver_info("cuSOLVER/hipSOLVER syevd, syevj (eigh), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 67f24df740)", "test_gpu_syev",
+                      "test_gpu_syevd_dynamic_batch_operand",
+                      "tests/test_back_compat.py::test_back_compat"))
 def syev(ctx, op, a, *batch_size_and_result_shapes):
     """(eigenvectors overwriting A, ascending eigenvalues, info, workspace). A batch
     size operand (descriptor batch -1, dynamic shapes) is not needed here."""
@@ -244,12 +244,11 @@ def _svd_slots(out: Outputs, a, s, first, second):
     return out.pack(K.svd_results(a, s, first, second, out.types[2:4]))
 
 
-@register_custom_call("cusolver_gesvd", "hipsolver_gesvd",
-                      prepare=kernel_prepare(_prepare_gesvd, operands=1),
-                      info=TargetInfo("cuSOLVER/hipSOLVER gesvd (SVD), pre-FFI",
-                                      forms=(_DESCRIPTOR,),
-                                      jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)",
-                                      dtypes=_SOLVER_DTYPES, test=(_TL + "test_gpu_gesvd",)))
+@register_custom_call(
+    "cusolver_gesvd", "hipsolver_gesvd",
+    prepare=kernel_prepare(_prepare_gesvd, operands=1),
+    info=_solver_info("cuSOLVER/hipSOLVER gesvd (SVD), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)", "test_gpu_gesvd"))
 def gesvd(ctx, op, a, *result_shapes):
     p = op.params
     s, u, vh = K.svd(a, p.compute_uv, p.full_matrices)
@@ -270,11 +269,11 @@ def _prepare_gesvdj(op):
     return SolverCall(out, compute_uv=vectors, econ=bool(fields["econ"]))
 
 
-@register_custom_call("cusolver_gesvdj", prepare=kernel_prepare(_prepare_gesvdj, operands=1),
-                      info=TargetInfo("cuSOLVER gesvdj (SVD, Jacobi), pre-FFI",
-                                      forms=(_DESCRIPTOR,),
-                                      jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)",
-                                      dtypes=_SOLVER_DTYPES, test=(_TL + "test_gpu_gesvdj",)))
+@register_custom_call(
+    "cusolver_gesvdj",
+    prepare=kernel_prepare(_prepare_gesvdj, operands=1),
+    info=_solver_info("cuSOLVER gesvdj (SVD, Jacobi), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)", "test_gpu_gesvdj"))
 def gesvdj(ctx, op, a, *result_shapes):
     """(A, s, U, V, info, workspace): V, not V^H; economy U (m, k) and V (n, k) with
     econ, else full square ones (the batched kernel has no economy mode)."""
@@ -292,12 +291,11 @@ def _prepare_sytrd(op):
     return SolverCall(out, lower=_lower(op, fields["uplo"]))
 
 
-@register_custom_call("cusolver_sytrd", "hipsolver_sytrd",
-                      prepare=kernel_prepare(_prepare_sytrd, operands=1),
-                      info=TargetInfo("cuSOLVER/hipSOLVER sytrd/hetrd (tridiagonal), pre-FFI",
-                                      forms=(_DESCRIPTOR,),
-                                      jax="0.4.1 .. 0.4.38 (`*_ffi` from 0.5.0, 32df37e6e4)",
-                                      dtypes=_SOLVER_DTYPES, test=(_TL + "test_gpu_sytrd",)))
+@register_custom_call(
+    "cusolver_sytrd", "hipsolver_sytrd",
+    prepare=kernel_prepare(_prepare_sytrd, operands=1),
+    info=_solver_info("cuSOLVER/hipSOLVER sytrd/hetrd (tridiagonal), pre-FFI",
+                      "0.4.1 .. 0.4.38 (`*_ffi` from 0.5.0, 32df37e6e4)", "test_gpu_sytrd"))
 def sytrd(ctx, op, a, *result_shapes):
     """(A with the reflectors, d, e, tau, info, workspace), LAPACK's layout.
 
@@ -327,11 +325,11 @@ def _prepare_csrlsvqr(op):
     return CsrlsvqrCall(fields["n"], fields["nnz"])
 
 
-@register_custom_call("cusolver_csrlsvqr", prepare=kernel_prepare(_prepare_csrlsvqr, operands=4),
-                      info=TargetInfo("cuSOLVER csrlsvqr (sparse solve), pre-FFI",
-                                      forms=(_DESCRIPTOR,),
-                                      jax="0.4.1 .. 0.5.0 (`*_ffi` from 0.5.1)",
-                                      dtypes=_SOLVER_DTYPES, test=(_TL + "test_gpu_csrlsvqr",)))
+@register_custom_call(
+    "cusolver_csrlsvqr",
+    prepare=kernel_prepare(_prepare_csrlsvqr, operands=4),
+    info=_solver_info("cuSOLVER csrlsvqr (sparse solve), pre-FFI",
+                      "0.4.1 .. 0.5.0 (`*_ffi` from 0.5.1)", "test_gpu_csrlsvqr"))
 def csrlsvqr(ctx, op, data, indptr, indices, b, *result_shapes):
     """The pre-FFI kernel takes (data, indptr, indices, b): indptr before indices."""
     return K.csr_solve(data, indices, indptr, b)
@@ -366,8 +364,8 @@ def _prepare_threefry(op):
                                       jax="0.4.1 .. 0.5.0 (`*_ffi` from 0.4.31, cbe524298c; the "
                                           "old form stayed for exports)",
                                       dtypes="u32",
-                                      test=(_TL + "test_threefry_descriptor",
-                                            _TL + "test_threefry_dynamic_length_operand")))
+                                      test=_tests(["test_threefry_descriptor",
+                                                   "test_threefry_dynamic_length_operand"])))
 def threefry(ctx, op, k0, k1, x0, x1, *length_and_result_shapes):
     return tuple(threefry2x32_p.bind(k0, k1, x0, x1))
 
@@ -401,7 +399,7 @@ def _prepare_cholesky_update(op):
                       info=TargetInfo("Cholesky rank-1 update, pre-FFI", forms=(_DESCRIPTOR,),
                                       jax="0.4.29 .. 0.4.31 (`*_ffi` from 0.4.32, bd90968a25)",
                                       dtypes="f32, f64",
-                                      test=(_TL + "test_cholesky_update_descriptor",)))
+                                      test=_tests(["test_cholesky_update_descriptor"])))
 def cholesky_update(ctx, op, r, w, *result_shapes):
     return K.cholesky_update(r, w)
 
@@ -462,8 +460,8 @@ def _prepare_gtsv2(op):
                                       jax="0.4.1 .. 0.5.3 (descriptor), 0.6.0 .. 0.6.1 (`*_ffi` "
                                           "with the descriptor as `opaque`)",
                                       dtypes="f32, f64",
-                                      test=(_TL + "test_gtsv2",
-                                            _TL + "test_gtsv2_v1_single_column_is_the_plain_solve")))
+                                      test=_tests(["test_gtsv2", "test_gtsv2_v1_single_column_is_"
+                                                   "the_plain_solve"])))
 def gtsv2(ctx, op, dl, d, du, b, *result_shapes):
     """cusparse<t>gtsv2: B (ldb x n, column-major in memory) is overwritten by X.
 
