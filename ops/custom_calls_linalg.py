@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -22,8 +21,8 @@ from shlo2jax import registry
 from shlo2jax._jax_internals import lax_geqp3
 from shlo2jax.ops import _linalg as K
 from shlo2jax.ops._common import TriangularSolve, backend_config
+from shlo2jax.ops._descriptors import Outputs, known_int
 from shlo2jax.registry import Unsupported, register_custom_call
-from shlo2jax.types import TupleType
 
 # LAPACK character flags arrive as their ASCII codes (ui8 attributes).
 _L, _U, _N, _V, _A, _S = (ord(c) for c in "LUNVAS")
@@ -400,20 +399,18 @@ def sparse_gtsv2(ctx, op, dl, d, du, b):
 # Exports from jax before the FFI kernels (mid 2024 and earlier) call
 # `lapack_?getrf` & co with api_version 2: the flags and sizes are leading scalar
 # operands (constants), workspaces are extra results, and some producers return
-# everything as one tuple. The flags must be known while tracing.
+# everything as one tuple. The flags must be known while tracing. (The pre-FFI geev, gees,
+# gehrd and sytrd are in custom_calls_legacy.py.)
 
 def _flag(value):
-    if isinstance(value, jax.core.Tracer):
-        raise ValueError("a flag operand of a LAPACK call is computed from traced values")
-    return int(np.asarray(value).reshape(-1)[0])
+    return known_int(value, "a flag operand of a LAPACK call")
 
 
 class LegacyKernel(NamedTuple):
-    """How a pre-FFI kernel call runs: `compute(types, *operands)` gives its leading results
+    """How a pre-FFI kernel call runs: `compute(out, *operands)` gives its leading results
     (workspaces follow as zeros); or, for an FFI kernel exported under the old name, the FFI
     rule's handler on a view of the op with that rule's params."""
-    types: tuple
-    as_tuple: bool  # the results come as one tuple
+    out: Optional[Outputs] = None
     compute: Optional[Callable] = None
     ffi_handler: Optional[Callable] = None
     ffi_op: object = None
@@ -427,47 +424,43 @@ def _prepare_legacy(op):
         if rule is None:
             raise Unsupported(f"{target} with a typed backend_config (no FFI counterpart)")
         params = rule.prepare(op) if rule.prepare else op.attrs
-        return LegacyKernel((), False, ffi_handler=rule.handler, ffi_op=op.replaced(params=params))
-    types = op.result_types
-    as_tuple = len(types) == 1 and isinstance(types[0], TupleType)
-    return LegacyKernel(types[0].elements if as_tuple else types, as_tuple, _LEGACY[target])
+        return LegacyKernel(ffi_handler=rule.handler, ffi_op=op.replaced(params=params))
+    return LegacyKernel(Outputs.of(op), _LEGACY[target])
 
 
 def legacy_kernel(ctx, op, *operands):
     p = op.params
     if p.ffi_handler is not None:
         return p.ffi_handler(ctx, p.ffi_op, *operands)
-    outs = list(p.compute(p.types, *operands))
-    outs += [jnp.zeros(t.shape, t.dtype) for t in p.types[len(outs):]]
-    return tuple(outs) if p.as_tuple or len(outs) > 1 else outs[0]
+    return p.out.pack(p.compute(p.out, *operands))
 
 
-def _legacy_getrf(types, b, m, n, a):
+def _legacy_getrf(out, b, m, n, a):
     return K.getrf(a)
 
 
-def _legacy_geqrf(types, b, m, n, lwork, a):
+def _legacy_geqrf(out, b, m, n, lwork, a):
     return (*K.geqrf(a), jnp.zeros(a.shape[:-2], np.int32))
 
 
-def _legacy_orgqr(types, b, m, n, k, lwork, a, taus):
+def _legacy_orgqr(out, b, m, n, k, lwork, a, taus):
     return L.householder_product(a, taus), jnp.zeros(a.shape[:-2], np.int32)
 
 
-def _legacy_potrf(types, lower, b, n, a):
+def _legacy_potrf(out, lower, b, n, a):
     return K.potrf(bool(_flag(lower)), a)
 
 
-def _legacy_gesdd(types, full, compute_uv, b, m, n, lwork, a):
+def _legacy_gesdd(out, full, compute_uv, b, m, n, lwork, a):
     s, u, vh = K.svd(a, bool(_flag(compute_uv)), bool(_flag(full)))
-    return K.svd_results(a, s, u, vh, [(t.shape, t.dtype) for t in types[2:4]])
+    return K.svd_results(a, s, u, vh, out.types[2:4])
 
 
-def _legacy_syevd(types, lower, b, n, a, *shapes):
+def _legacy_syevd(out, lower, b, n, a, *shapes):
     return K.syevd(bool(_flag(lower)), a)
 
 
-def _legacy_trsm(types, left, lower, trans, diag, m, n, num_b, alpha, a, b):
+def _legacy_trsm(out, left, lower, trans, diag, m, n, num_b, alpha, a, b):
     trans = _flag(trans)
     return (L.triangular_solve(a, b * alpha, left_side=bool(_flag(left)),
                                lower=bool(_flag(lower)), transpose_a=trans != 0,
