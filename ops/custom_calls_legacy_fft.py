@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo2jax.ops.custom_calls_catalog import TargetInfo
-from shlo2jax.ops.custom_calls_legacy import Outputs, legacy
+from shlo2jax.ops._descriptors import Outputs, kernel_prepare
+from shlo2jax.registry import TargetInfo, register_custom_call
 
 _FFT_TYPES = {0: "C2C", 1: "C2R", 2: "R2C"}
 
@@ -154,7 +154,17 @@ def _check_precision(params: FftCall, fft: Fft):
     return shape, dtype
 
 
-def ducc_fft(params: FftCall, descriptor, x):
+_INFO = dict(forms=("operands",), dtypes="f32, f64, c64, c128",
+             test=("tests/test_legacy_custom_calls.py::test_ducc_fft",
+                   "tests/test_legacy_custom_calls.py::test_ducc_fft_unknown_type_code"))
+
+
+@register_custom_call("ducc_fft", prepare=kernel_prepare(_prepare, operands=2),
+                      info=TargetInfo("DUCC FFT on CPU (FlatBuffers descriptor operand)",
+                                      jax="0.4.1 .. 0.4.12 (and later jax with jaxlib < 0.4.13)",
+                                      **_INFO))
+def ducc_fft(ctx, op, descriptor, x, *result_shapes):
+    params = op.params
     fft = _decode(params.target, _constant_bytes(descriptor, params.target), False)
     shape, dtype = _check_precision(params, fft)
     logical = tuple(shape) if fft.fft_type == "C2R" else tuple(x.shape)
@@ -167,25 +177,15 @@ def ducc_fft(params: FftCall, descriptor, x):
     return y if fft.scale == 1.0 else (y * np.asarray(fft.scale, y.real.dtype)).astype(dtype)
 
 
-def dynamic_ducc_fft(params: FftCall, descriptor, x, shape_operand, strides_in, strides_out,
-                     scale):
+@register_custom_call("dynamic_ducc_fft", prepare=kernel_prepare(_prepare, operands=6),
+                      info=TargetInfo("DUCC FFT on CPU, dynamic shapes (FlatBuffers descriptor "
+                                      "operand)", jax="0.4.13 .. 0.4.26", **_INFO))
+def dynamic_ducc_fft(ctx, op, descriptor, x, shape_operand, strides_in, strides_out, scale,
+                     *result_shapes):
+    params = op.params
     fft = _decode(params.target, _constant_bytes(descriptor, params.target), True)
     shape, dtype = _check_precision(params, fft)
     y = _transform(fft, x, shape, dtype)
     real = y.real.dtype
     return (y * jnp.asarray(scale).reshape(()).astype(real)).astype(dtype)
 
-
-_INFO = dict(forms=("operands",), dtypes="f32, f64, c64, c128")
-legacy(["ducc_fft"], ducc_fft, _prepare,
-       TargetInfo("DUCC FFT on CPU (FlatBuffers descriptor operand)",
-                  jax="0.4.1 .. 0.4.12 (and later jax with jaxlib < 0.4.13)",
-                  test=("tests/test_legacy_custom_calls.py::test_ducc_fft",
-                        "tests/test_legacy_custom_calls.py::test_ducc_fft_unknown_type_code"),
-                  **_INFO))
-legacy(["dynamic_ducc_fft"], dynamic_ducc_fft, _prepare,
-       TargetInfo("DUCC FFT on CPU, dynamic shapes (FlatBuffers descriptor operand)",
-                  jax="0.4.13 .. 0.4.26",
-                  test=("tests/test_legacy_custom_calls.py::test_ducc_fft",
-                        "tests/test_legacy_custom_calls.py::test_ducc_fft_unknown_type_code"),
-                  **_INFO))

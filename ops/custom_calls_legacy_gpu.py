@@ -24,15 +24,15 @@ import numpy as np
 from jax.extend.random import threefry2x32_p
 from jax.lax import linalg as L
 
-from shlo2jax.registry import Unsupported
-from shlo2jax.ops import custom_calls_linalg as linalg
-from shlo2jax.ops.custom_calls_catalog import TargetInfo
-from shlo2jax.ops.custom_calls_legacy import (Outputs, Struct, check_dtype, descriptor_bytes,
-                                              enum_value, legacy, target_of, unpack)
+from shlo2jax.ops import _linalg as K
+from shlo2jax.ops._descriptors import (Outputs, Struct, check_dtype, descriptor_bytes,
+                                       enum_member, kernel_prepare, target_of, unpack)
+from shlo2jax.registry import TargetInfo, Unsupported, register_custom_call
 
 # enum class SolverType / BlasType {F32, F64, C64, C128} (solver_kernels.h, blas_kernels.h)
 _SOLVER_TYPES = {0: np.float32, 1: np.float64, 2: np.complex64, 3: np.complex128}
 _SOLVER_DTYPES = "f32, f64, c64, c128"
+_DESCRIPTOR = "descriptor"
 
 _H = "jaxlib/gpu/solver_kernels.h @ c4d590b1b6 (jaxlib 0.4.1) .. affba367c5 (0.4.34)"
 _BLAS_H = "jaxlib/gpu/blas_kernels.h @ c4d590b1b6 (jaxlib 0.4.1) .. affba367c5 (0.4.34)"
@@ -75,11 +75,11 @@ def _is_hip(op) -> bool:
 
 
 def _lower(op, code) -> bool:
-    return enum_value(op, "fill mode (uplo)", code, _HIP_FILL if _is_hip(op) else _CUDA_FILL)
+    return enum_member(op, "fill mode (uplo)", code, _HIP_FILL if _is_hip(op) else _CUDA_FILL)
 
 
 def _solver_type(op, fields, array_dtype):
-    dtype = enum_value(op, "element type", fields["type"], _SOLVER_TYPES)
+    dtype = enum_member(op, "element type", fields["type"], _SOLVER_TYPES)
     check_dtype(op, dtype, array_dtype)
     return dtype
 
@@ -125,9 +125,24 @@ def _prepare_getrf(op):
     return SolverCall(out)
 
 
-def getrf(params: SolverCall, a):
+def _tests(names) -> tuple:
+    """Test references: a bare name is a test of tests/test_legacy_custom_calls.py."""
+    return tuple(n if "::" in n else f"tests/test_legacy_custom_calls.py::{n}" for n in names)
+
+
+def _solver_info(kernel, jax, *tests):
+    return TargetInfo(kernel, forms=(_DESCRIPTOR,), jax=jax, dtypes=_SOLVER_DTYPES,
+                      test=_tests(tests))
+
+
+@register_custom_call(
+    "cusolver_getrf", "hipsolver_getrf", "cublas_getrf_batched", "hipblas_getrf_batched",
+    prepare=kernel_prepare(_prepare_getrf, operands=1),
+    info=_solver_info("cuSOLVER/hipSOLVER getrf, cuBLAS/hipBLAS getrf_batched (LU), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.32, e51848ea3d)", "test_gpu_getrf"))
+def getrf(ctx, op, a, *result_shapes):
     """(LU, 1-based int32 pivots, info, workspace): as LAPACK's getrf."""
-    return params.out.pack(linalg.getrf(None, None, None, a))
+    return op.params.out.pack(K.getrf(a))
 
 
 # ---------------------------------------------------------------- QR
@@ -141,13 +156,18 @@ def _prepare_geqrf(op):
     return SolverCall(out, has_info="blas" not in target_of(op))
 
 
-def geqrf(params: SolverCall, a):
+@register_custom_call(
+    "cusolver_geqrf", "hipsolver_geqrf", "cublas_geqrf_batched", "hipblas_geqrf_batched",
+    prepare=kernel_prepare(_prepare_geqrf, operands=1),
+    info=_solver_info("cuSOLVER/hipSOLVER geqrf, cuBLAS/hipBLAS geqrf_batched (QR), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)", "test_gpu_geqrf_orgqr"))
+def geqrf(ctx, op, a, *result_shapes):
     """cuSOLVER: (A with R and the reflectors, tau, info, workspace); cuBLAS batched:
     (A, tau, two byte workspaces) -- no info."""
-    a_out, taus = linalg._geqrf(a)
-    if params.has_info:
-        return params.out.pack([a_out, taus, jnp.zeros(a.shape[:-2], np.int32)])
-    return params.out.pack([a_out, taus])
+    a_out, taus = K.geqrf(a)
+    if op.params.has_info:
+        return op.params.out.pack([a_out, taus, jnp.zeros(a.shape[:-2], np.int32)])
+    return op.params.out.pack([a_out, taus])
 
 
 def _prepare_orgqr(op):
@@ -157,9 +177,15 @@ def _prepare_orgqr(op):
     return SolverCall(out)
 
 
-def orgqr(params: SolverCall, a, taus):
+@register_custom_call(
+    "cusolver_orgqr", "hipsolver_orgqr",
+    prepare=kernel_prepare(_prepare_orgqr, operands=2),
+    info=_solver_info("cuSOLVER/hipSOLVER orgqr/ungqr (Householder product), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)", "test_gpu_geqrf_orgqr"))
+def orgqr(ctx, op, a, taus, *result_shapes):
     """(Q, info, workspace)."""
-    return params.out.pack([L.householder_product(a, taus), jnp.zeros(a.shape[:-2], np.int32)])
+    q = L.householder_product(a, taus)
+    return op.params.out.pack([q, jnp.zeros(a.shape[:-2], np.int32)])
 
 
 # ---------------------------------------------------------------- eigh
@@ -173,12 +199,17 @@ def _prepare_syev(op):
     return SolverCall(out, lower=_lower(op, fields["uplo"]))
 
 
-def syev(params: SolverCall, a, *batch_size):
+@register_custom_call(
+    "cusolver_syevd", "hipsolver_syevd", "cusolver_syevj", "hipsolver_syevj",
+    prepare=kernel_prepare(_prepare_syev, operands=(1, 2)),
+    info=_solver_info("cuSOLVER/hipSOLVER syevd, syevj (eigh), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 67f24df740)", "test_gpu_syev",
+                      "test_gpu_syevd_dynamic_batch_operand",
+                      "tests/test_back_compat.py::test_back_compat"))
+def syev(ctx, op, a, *batch_size_and_result_shapes):
     """(eigenvectors overwriting A, ascending eigenvalues, info, workspace). A batch
     size operand (descriptor batch -1, dynamic shapes) is not needed here."""
-    v, w = L.eigh(a, lower=params.lower, symmetrize_input=False, sort_eigenvalues=True)
-    info = linalg._info(linalg._all_finite(w, a.ndim - 2))
-    return params.out.pack([v, w, info])
+    return op.params.out.pack(K.syevd(op.params.lower, a))
 
 
 # ---------------------------------------------------------------- SVD
@@ -189,8 +220,8 @@ _JOB = {ord("A"): "all", ord("S"): "some", ord("N"): "none"}
 def _prepare_gesvd(op):
     fields, out = _decode(op, GESVD)
     rows, cols = out.types[0][0][-2:]
-    jobu = enum_value(op, "jobu", fields["jobu"] & 0xFF, _JOB)
-    jobvt = enum_value(op, "jobvt", fields["jobvt"] & 0xFF, _JOB)
+    jobu = enum_member(op, "jobu", fields["jobu"] & 0xFF, _JOB)
+    jobvt = enum_member(op, "jobvt", fields["jobvt"] & 0xFF, _JOB)
     if jobu != jobvt:
         raise Unsupported(f"custom_call @{target_of(op)}: jobu={jobu}, jobvt={jobvt} (jaxlib "
                           "always asked for both alike)")
@@ -210,19 +241,20 @@ def _prepare_gesvd(op):
 
 def _svd_slots(out: Outputs, a, s, first, second):
     """(A, s, first, second, info, workspace); a vector set not computed is zeros."""
-    values = [a, s]
-    for i, m in ((2, first), (3, second)):
-        shape, dtype = out.types[i]
-        values.append(m if m is not None and tuple(m.shape) == shape else jnp.zeros(shape, dtype))
-    values.append(linalg._info(linalg._all_finite(s, a.ndim - 2)))
-    return out.pack(values)
+    return out.pack(K.svd_results(a, s, first, second, out.types[2:4]))
 
 
-def gesvd(params: SolverCall, a):
-    s, u, vh = linalg._svd(a, params.compute_uv, params.full_matrices)
-    if params.transposed:
-        return _svd_slots(params.out, a, s, vh, u)
-    return _svd_slots(params.out, a, s, u, vh)
+@register_custom_call(
+    "cusolver_gesvd", "hipsolver_gesvd",
+    prepare=kernel_prepare(_prepare_gesvd, operands=1),
+    info=_solver_info("cuSOLVER/hipSOLVER gesvd (SVD), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)", "test_gpu_gesvd"))
+def gesvd(ctx, op, a, *result_shapes):
+    p = op.params
+    s, u, vh = K.svd(a, p.compute_uv, p.full_matrices)
+    if p.transposed:
+        return _svd_slots(p.out, a, s, vh, u)
+    return _svd_slots(p.out, a, s, u, vh)
 
 
 def _prepare_gesvdj(op):
@@ -230,19 +262,24 @@ def _prepare_gesvdj(op):
     rows, cols = out.types[0][0][-2:]
     if (fields["m"], fields["n"]) != (rows, cols):
         raise Unsupported(f"custom_call @{target_of(op)}: descriptor sizes do not match the matrix")
-    vectors = enum_value(op, "jobz (eig mode)", fields["jobz"],
+    vectors = enum_member(op, "jobz (eig mode)", fields["jobz"],
                          _HIP_EIG_MODE if _is_hip(op) else _CUDA_EIG_MODE)
     if fields["econ"] not in (0, 1):
         raise Unsupported(f"custom_call @{target_of(op)}: econ={fields['econ']}")
     return SolverCall(out, compute_uv=vectors, econ=bool(fields["econ"]))
 
 
-def gesvdj(params: SolverCall, a):
+@register_custom_call(
+    "cusolver_gesvdj",
+    prepare=kernel_prepare(_prepare_gesvdj, operands=1),
+    info=_solver_info("cuSOLVER gesvdj (SVD, Jacobi), pre-FFI",
+                      "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)", "test_gpu_gesvdj"))
+def gesvdj(ctx, op, a, *result_shapes):
     """(A, s, U, V, info, workspace): V, not V^H; economy U (m, k) and V (n, k) with
     econ, else full square ones (the batched kernel has no economy mode)."""
-    s, u, vh = linalg._svd(a, params.compute_uv, not params.econ)
-    v = None if vh is None else linalg._adjoint(vh)
-    return _svd_slots(params.out, a, s, u, v)
+    s, u, vh = K.svd(a, op.params.compute_uv, not op.params.econ)
+    v = None if vh is None else K.adjoint(vh)
+    return _svd_slots(op.params.out, a, s, u, v)
 
 
 # ---------------------------------------------------------------- tridiagonal reduction
@@ -254,13 +291,18 @@ def _prepare_sytrd(op):
     return SolverCall(out, lower=_lower(op, fields["uplo"]))
 
 
-def sytrd(params: SolverCall, a):
+@register_custom_call(
+    "cusolver_sytrd", "hipsolver_sytrd",
+    prepare=kernel_prepare(_prepare_sytrd, operands=1),
+    info=_solver_info("cuSOLVER/hipSOLVER sytrd/hetrd (tridiagonal), pre-FFI",
+                      "0.4.1 .. 0.4.38 (`*_ffi` from 0.5.0, 32df37e6e4)", "test_gpu_sytrd"))
+def sytrd(ctx, op, a, *result_shapes):
     """(A with the reflectors, d, e, tau, info, workspace), LAPACK's layout.
 
     cuSOLVER wrote a wrong 1 at A[0, 1] for uplo=upper (NVIDIA bug 3865118); jax
     patched it from e[0] in the program after the call, so the correct value here
     leaves the program's result unchanged."""
-    return params.out.pack(linalg.sytrd(None, None, params.lower, a))
+    return op.params.out.pack(K.sytrd(op.params.lower, a))
 
 
 # ---------------------------------------------------------------- sparse QR solve
@@ -283,55 +325,14 @@ def _prepare_csrlsvqr(op):
     return CsrlsvqrCall(fields["n"], fields["nnz"])
 
 
-def csrlsvqr(params: CsrlsvqrCall, data, indptr, indices, b):
+@register_custom_call(
+    "cusolver_csrlsvqr",
+    prepare=kernel_prepare(_prepare_csrlsvqr, operands=4),
+    info=_solver_info("cuSOLVER csrlsvqr (sparse solve), pre-FFI",
+                      "0.4.1 .. 0.5.0 (`*_ffi` from 0.5.1)", "test_gpu_csrlsvqr"))
+def csrlsvqr(ctx, op, data, indptr, indices, b, *result_shapes):
     """The pre-FFI kernel takes (data, indptr, indices, b): indptr before indices."""
-    return linalg.csrlsvqr(None, None, None, data, indices, indptr, b)
-
-
-_SOLVER_INFO = dict(dtypes=_SOLVER_DTYPES)
-_LEGACY_GPU = "descriptor"
-
-legacy(["cusolver_getrf", "hipsolver_getrf", "cublas_getrf_batched", "hipblas_getrf_batched"],
-       getrf, _prepare_getrf,
-       TargetInfo("cuSOLVER/hipSOLVER getrf, cuBLAS/hipBLAS getrf_batched (LU), pre-FFI",
-                  forms=(_LEGACY_GPU,), jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.32, e51848ea3d)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_getrf",),
-                  **_SOLVER_INFO))
-legacy(["cusolver_geqrf", "hipsolver_geqrf", "cublas_geqrf_batched", "hipblas_geqrf_batched"],
-       geqrf, _prepare_geqrf,
-       TargetInfo("cuSOLVER/hipSOLVER geqrf, cuBLAS/hipBLAS geqrf_batched (QR), pre-FFI",
-                  forms=(_LEGACY_GPU,), jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_geqrf_orgqr",),
-                  **_SOLVER_INFO))
-legacy(["cusolver_orgqr", "hipsolver_orgqr"], orgqr, _prepare_orgqr,
-       TargetInfo("cuSOLVER/hipSOLVER orgqr/ungqr (Householder product), pre-FFI",
-                  forms=(_LEGACY_GPU,), jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_geqrf_orgqr",),
-                  **_SOLVER_INFO))
-legacy(["cusolver_syevd", "hipsolver_syevd", "cusolver_syevj", "hipsolver_syevj"],
-       syev, _prepare_syev,
-       TargetInfo("cuSOLVER/hipSOLVER syevd, syevj (eigh), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 67f24df740)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_syev",
-                        "tests/test_legacy_custom_calls.py::test_gpu_syevd_dynamic_batch_operand",
-                        "tests/test_back_compat.py::test_back_compat"),
-                  **_SOLVER_INFO))
-legacy(["cusolver_gesvd", "hipsolver_gesvd"], gesvd, _prepare_gesvd,
-       TargetInfo("cuSOLVER/hipSOLVER gesvd (SVD), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_gesvd",), **_SOLVER_INFO))
-legacy(["cusolver_gesvdj"], gesvdj, _prepare_gesvdj,
-       TargetInfo("cuSOLVER gesvdj (SVD, Jacobi), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, 8361eb58e1)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_gesvdj",), **_SOLVER_INFO))
-legacy(["cusolver_sytrd", "hipsolver_sytrd"], sytrd, _prepare_sytrd,
-       TargetInfo("cuSOLVER/hipSOLVER sytrd/hetrd (tridiagonal), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.4.38 (`*_ffi` from 0.5.0, 32df37e6e4)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_sytrd",), **_SOLVER_INFO))
-legacy(["cusolver_csrlsvqr"], csrlsvqr, _prepare_csrlsvqr,
-       TargetInfo("cuSOLVER csrlsvqr (sparse solve), pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.5.0 (`*_ffi` from 0.5.1)",
-                  test=("tests/test_legacy_custom_calls.py::test_gpu_csrlsvqr",), **_SOLVER_INFO))
+    return K.csr_solve(data, indices, indptr, b)
 
 
 # ---------------------------------------------------------------- threefry
@@ -357,16 +358,16 @@ def _prepare_threefry(op):
     return ThreefryCall(fields["n"])
 
 
-def threefry(params: ThreefryCall, k0, k1, x0, x1, *length):
+@register_custom_call("cu_threefry2x32", "hip_threefry2x32",
+                      prepare=kernel_prepare(_prepare_threefry, operands=(4, 5)),
+                      info=TargetInfo("threefry2x32 random bits, pre-FFI", forms=(_DESCRIPTOR,),
+                                      jax="0.4.1 .. 0.5.0 (`*_ffi` from 0.4.31, cbe524298c; the "
+                                          "old form stayed for exports)",
+                                      dtypes="u32",
+                                      test=_tests(["test_threefry_descriptor",
+                                                   "test_threefry_dynamic_length_operand"])))
+def threefry(ctx, op, k0, k1, x0, x1, *length_and_result_shapes):
     return tuple(threefry2x32_p.bind(k0, k1, x0, x1))
-
-
-legacy(["cu_threefry2x32", "hip_threefry2x32"], threefry, _prepare_threefry,
-       TargetInfo("threefry2x32 random bits, pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.1 .. 0.5.0 (`*_ffi` from 0.4.31, cbe524298c; the old form stayed for exports)",
-                  dtypes="u32",
-                  test=("tests/test_legacy_custom_calls.py::test_threefry_descriptor",
-                        "tests/test_legacy_custom_calls.py::test_threefry_dynamic_length_operand")))
 
 
 # ---------------------------------------------------------------- Cholesky rank-1 update
@@ -385,7 +386,7 @@ class CholeskyUpdateCall:
 def _prepare_cholesky_update(op):
     _, fields = unpack(op, CHOLESKY_UPDATE)
     out = Outputs.of(op)
-    dtype = enum_value(op, "element type", fields["type"], {0: np.float32, 1: np.float64})
+    dtype = enum_member(op, "element type", fields["type"], {0: np.float32, 1: np.float64})
     check_dtype(op, dtype, out.types[0][1])
     if fields["n"] != out.types[0][0][-1]:
         raise Unsupported(f"custom_call @{target_of(op)}: descriptor size {fields['n']} does "
@@ -393,14 +394,14 @@ def _prepare_cholesky_update(op):
     return CholeskyUpdateCall(fields["n"])
 
 
-def cholesky_update(params: CholeskyUpdateCall, r, w):
-    return linalg.cholesky_update(None, None, None, r, w)
-
-
-legacy(["cu_cholesky_update"], cholesky_update, _prepare_cholesky_update,
-       TargetInfo("Cholesky rank-1 update, pre-FFI", forms=(_LEGACY_GPU,),
-                  jax="0.4.29 .. 0.4.31 (`*_ffi` from 0.4.32, bd90968a25)", dtypes="f32, f64",
-                  test=("tests/test_legacy_custom_calls.py::test_cholesky_update_descriptor",)))
+@register_custom_call("cu_cholesky_update",
+                      prepare=kernel_prepare(_prepare_cholesky_update, operands=2),
+                      info=TargetInfo("Cholesky rank-1 update, pre-FFI", forms=(_DESCRIPTOR,),
+                                      jax="0.4.29 .. 0.4.31 (`*_ffi` from 0.4.32, bd90968a25)",
+                                      dtypes="f32, f64",
+                                      test=_tests(["test_cholesky_update_descriptor"])))
+def cholesky_update(ctx, op, r, w, *result_shapes):
+    return K.cholesky_update(r, w)
 
 
 # ---------------------------------------------------------------- tridiagonal solve (gtsv2)
@@ -450,30 +451,29 @@ def _prepare_gtsv2(op):
     return Gtsv2Call(out, fields["m"], fields["n"], fields["ldb"], row_major)
 
 
-def gtsv2(params: Gtsv2Call, dl, d, du, b):
+@register_custom_call("cusparse_gtsv2_f32", "cusparse_gtsv2_f64", "hipsparse_gtsv2_f32",
+                      "hipsparse_gtsv2_f64", "cusparse_gtsv2_f32_ffi", "cusparse_gtsv2_f64_ffi",
+                      "hipsparse_gtsv2_f32_ffi", "hipsparse_gtsv2_f64_ffi",
+                      prepare=kernel_prepare(_prepare_gtsv2, operands=4),
+                      info=TargetInfo("cuSPARSE/hipSPARSE gtsv2 (tridiagonal solve), pre-FFI "
+                                      "and first FFI", forms=(_DESCRIPTOR, "FFI"),
+                                      jax="0.4.1 .. 0.5.3 (descriptor), 0.6.0 .. 0.6.1 (`*_ffi` "
+                                          "with the descriptor as `opaque`)",
+                                      dtypes="f32, f64",
+                                      test=_tests(["test_gtsv2", "test_gtsv2_v1_single_column_is_"
+                                                   "the_plain_solve"])))
+def gtsv2(ctx, op, dl, d, du, b, *result_shapes):
     """cusparse<t>gtsv2: B (ldb x n, column-major in memory) is overwritten by X.
 
     Until 7dfc8ff49d jax declared B row-major ([1, 0]) while the kernel reads the
     buffer column-major: for n > 1 the kernel solved the buffer read as an
     ldb x n column-major matrix, and that is what it returned."""
+    p = op.params
     batch = b.shape[:-2]
-    if params.row_major_b and params.n > 1:
-        cols = jnp.swapaxes(b.reshape(batch + (params.n, params.ldb)), -1, -2)
+    if p.row_major_b and p.n > 1:
+        cols = jnp.swapaxes(b.reshape(batch + (p.n, p.ldb)), -1, -2)
         x = L.tridiagonal_solve(dl, d, du, cols)
         x = jnp.swapaxes(x, -1, -2).reshape(b.shape)
     else:
         x = L.tridiagonal_solve(dl, d, du, b)
-    return params.out.pack([x])
-
-
-legacy(["cusparse_gtsv2_f32", "cusparse_gtsv2_f64", "hipsparse_gtsv2_f32", "hipsparse_gtsv2_f64",
-        "cusparse_gtsv2_f32_ffi", "cusparse_gtsv2_f64_ffi", "hipsparse_gtsv2_f32_ffi",
-        "hipsparse_gtsv2_f64_ffi"],
-       gtsv2, _prepare_gtsv2,
-       TargetInfo("cuSPARSE/hipSPARSE gtsv2 (tridiagonal solve), pre-FFI and first FFI",
-                  forms=(_LEGACY_GPU, "FFI"),
-                  jax="0.4.1 .. 0.5.3 (descriptor), 0.6.0 .. 0.6.1 (`*_ffi` with the "
-                      "descriptor as `opaque`)",
-                  dtypes="f32, f64",
-                  test=("tests/test_legacy_custom_calls.py::test_gtsv2",
-                        "tests/test_legacy_custom_calls.py::test_gtsv2_v1_single_column_is_the_plain_solve")))
+    return p.out.pack([x])

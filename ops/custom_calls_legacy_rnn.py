@@ -33,10 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from shlo2jax.registry import Unsupported
-from shlo2jax.ops.custom_calls_catalog import TargetInfo
-from shlo2jax.ops.custom_calls_legacy import (Outputs, Struct, descriptor_bytes, legacy,
-                                              target_of, unpack)
+from shlo2jax.ops._descriptors import (Outputs, Struct, descriptor_bytes, kernel_prepare,
+                                       target_of, unpack)
+from shlo2jax.registry import TargetInfo, Unsupported, register_custom_call
 
 RNN = Struct("RnnDescriptor", "<5if2B2x2i",
              ("input_size", "hidden_size", "num_layers", "batch_size", "max_seq_length",
@@ -162,26 +161,26 @@ def _forward(params: RnnCall, x, h0, c0, w, lengths):
     return jnp.swapaxes(seq, 0, 1), jnp.stack(hs), jnp.stack(cs)
 
 
-def rnn_forward(params: RnnCall, x, h0, c0, w, lengths):
-    y, h, c = _forward(params, x, h0, c0, w, lengths)
-    return params.out.pack([y, h, c])
+_INFO = dict(forms=("descriptor", "FFI"), dtypes="f32, f64",
+             jax="0.4.1 .. 0.4.38 (descriptor); 0.5.1 .. (`*_ffi`, descriptor as `opaque`)",
+             test=("tests/test_legacy_custom_calls.py::test_rnn_lstm",
+                   "tests/test_legacy_custom_calls.py::test_rnn_lstm_backward"))
 
 
-def rnn_backward(params: RnnCall, dy, dh, dc, x, h0, c0, w, y, reserve, dw0, lengths):
+@register_custom_call("cudnn_rnn", "cudnn_rnn_ffi", "hipdnn_rnn_ffi",
+                      prepare=kernel_prepare(_prepare, operands=5),
+                      info=TargetInfo("cuDNN/MIOpen LSTM forward (jax.experimental.rnn)", **_INFO))
+def rnn_forward(ctx, op, x, h0, c0, w, lengths, *result_shapes):
+    y, h, c = _forward(op.params, x, h0, c0, w, lengths)
+    return op.params.out.pack([y, h, c])
+
+
+@register_custom_call("cudnn_rnn_bwd", "cudnn_rnn_bwd_ffi", "hipdnn_rnn_bwd_ffi",
+                      prepare=kernel_prepare(_prepare, operands=11),
+                      info=TargetInfo("cuDNN/MIOpen LSTM backward (jax.experimental.rnn)",
+                                      **_INFO))
+def rnn_backward(ctx, op, dy, dh, dc, x, h0, c0, w, y, reserve, dw0, lengths, *result_shapes):
+    params = op.params
     _, vjp = jax.vjp(lambda x, h0, c0, w: _forward(params, x, h0, c0, w, lengths), x, h0, c0, w)
     dx, dh0, dc0, dw = vjp((dy, dh, dc))
     return params.out.pack([dx, dh0, dc0, dw0 + dw])
-
-
-_INFO = dict(dtypes="f32, f64",
-             test=("tests/test_legacy_custom_calls.py::test_rnn_lstm",
-                   "tests/test_legacy_custom_calls.py::test_rnn_lstm_backward"))
-legacy(["cudnn_rnn", "cudnn_rnn_ffi", "hipdnn_rnn_ffi"], rnn_forward, _prepare,
-       TargetInfo("cuDNN/MIOpen LSTM forward (jax.experimental.rnn)", forms=("descriptor", "FFI"),
-                  jax="0.4.1 .. 0.4.38 (descriptor); 0.5.1 .. (`*_ffi`, descriptor as `opaque`)",
-                  **_INFO))
-legacy(["cudnn_rnn_bwd", "cudnn_rnn_bwd_ffi", "hipdnn_rnn_bwd_ffi"], rnn_backward, _prepare,
-       TargetInfo("cuDNN/MIOpen LSTM backward (jax.experimental.rnn)",
-                  forms=("descriptor", "FFI"),
-                  jax="0.4.1 .. 0.4.38 (descriptor); 0.5.1 .. (`*_ffi`, descriptor as `opaque`)",
-                  **_INFO))

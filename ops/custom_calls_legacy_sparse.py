@@ -22,10 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from shlo2jax.registry import Unsupported
-from shlo2jax.ops.custom_calls_catalog import TargetInfo
-from shlo2jax.ops.custom_calls_legacy import (Outputs, Struct, check_dtype, descriptor_bytes,
-                                              enum_value, legacy, target_of, unpack)
+from shlo2jax.ops._descriptors import (Outputs, Struct, check_dtype, descriptor_bytes,
+                                       enum_member, kernel_prepare, target_of, unpack)
+from shlo2jax.registry import TargetInfo, Unsupported, register_custom_call
 
 _H = "jaxlib/gpu/sparse_kernels.h @ c4d590b1b6 (jaxlib 0.4.1) .. 6f0c2a8d64"
 # struct SparseMatDescriptor { gpuDataType value_type; gpusparseIndexType_t index_type;
@@ -76,8 +75,8 @@ def _raw(op) -> bytes:
 
 def _decode(op, layout):
     _, f = unpack(op, layout, raw=_raw(op))
-    value = enum_value(op, "value type", f["value_type"], _DATA_TYPES)
-    index = enum_value(op, "index type", f["index_type"], _INDEX_TYPES)
+    value = enum_member(op, "value type", f["value_type"], _DATA_TYPES)
+    index = enum_member(op, "index type", f["index_type"], _INDEX_TYPES)
     if f["batch_count"] != 1:
         raise Unsupported(f"custom_call @{target_of(op)}: batch_count={f['batch_count']} "
                           "(jax's lowerings only emitted 1)")
@@ -109,8 +108,8 @@ def _prepare_product(op):
     vector = "matvec" in target_of(op)
     f, value, index = _decode(op, MATVEC if vector else MATMAT)
     out = Outputs.of(op)
-    operation = enum_value(op, "operation", f["op"], _OPERATIONS)
-    compute = np.dtype(enum_value(op, "output type", f["y_type" if vector else "c_type"],
+    operation = enum_member(op, "operation", f["op"], _OPERATIONS)
+    compute = np.dtype(enum_member(op, "output type", f["y_type" if vector else "c_type"],
                                   _DATA_TYPES))
     check_dtype(op, compute, out.types[0][1])
     rows, cols = (f["cols"], f["rows"]) if operation != "N" else (f["rows"], f["cols"])
@@ -146,40 +145,11 @@ def _product(params: SparseCall, data, row, col, x):
     return result.at[out_rows].add(terms, mode="drop")
 
 
-def csr_todense(params, data, indices, indptr):
-    return params.out.pack([_dense(params, data, _csr_rows(indptr, data.shape[0]), indices)])
-
-
-def coo_todense(params, data, row, col):
-    return params.out.pack([_dense(params, data, row, col)])
-
-
 def _nonzeros(params: SparseCall, mat):
     row, col = jnp.nonzero(mat, size=params.nnz)
     data = mat[row, col]
     real = jnp.arange(params.nnz) < jnp.sum(mat != 0)
     return jnp.where(real, data, 0), row, col, real
-
-
-def csr_fromdense(params, mat):
-    data, row, col, real = _nonzeros(params, mat)
-    row = jnp.where(real, row, params.rows)
-    counts = jnp.bincount(row, length=params.rows).astype(params.index_dtype)
-    indptr = jnp.zeros(params.rows + 1, params.index_dtype).at[1:].set(jnp.cumsum(counts))
-    return params.out.pack([data, col.astype(params.index_dtype), indptr])
-
-
-def coo_fromdense(params, mat):
-    data, row, col, _ = _nonzeros(params, mat)
-    return params.out.pack([data, row.astype(params.index_dtype), col.astype(params.index_dtype)])
-
-
-def csr_product(params, data, indices, indptr, x):
-    return params.out.pack([_product(params, data, _csr_rows(indptr, data.shape[0]), indices, x)])
-
-
-def coo_product(params, data, row, col, x):
-    return params.out.pack([_product(params, data, row, col, x)])
 
 
 _SPARSE_DTYPES = "f32, f64, c64, c128 (indices i32)"
@@ -192,30 +162,69 @@ def _info(name, test):
                       dtypes=_SPARSE_DTYPES, test=(f"tests/test_legacy_custom_calls.py::{test}",))
 
 
-legacy(["cusparse_csr_todense", "hipsparse_csr_todense", "cusparse_csr_todense_ffi",
-        "hipsparse_csr_todense_ffi"], csr_todense, _prepare_todense,
-       _info("csr_todense", "test_sparse_csr"))
-legacy(["cusparse_csr_fromdense", "hipsparse_csr_fromdense", "cusparse_csr_fromdense_ffi",
-        "hipsparse_csr_fromdense_ffi"], csr_fromdense, _prepare_fromdense,
-       _info("csr_fromdense", "test_sparse_csr"))
-legacy(["cusparse_csr_matvec", "hipsparse_csr_matvec", "cusparse_csr_matvec_ffi",
-        "hipsparse_csr_matvec_ffi"], csr_product, _prepare_product,
-       _info("csr_matvec (SpMV)", "test_sparse_products"))
-legacy(["cusparse_csr_matmat", "hipsparse_csr_matmat", "cusparse_csr_matmat_ffi",
-        "hipsparse_csr_matmat_ffi"], csr_product, _prepare_product,
-       _info("csr_matmat (SpMM)", "test_sparse_products"))
-legacy(["cusparse_coo_todense", "hipsparse_coo_todense", "cusparse_coo_todense_ffi",
-        "hipsparse_coo_todense_ffi"], coo_todense, _prepare_todense,
-       _info("coo_todense", "test_sparse_coo"))
-legacy(["cusparse_coo_fromdense", "hipsparse_coo_fromdense", "cusparse_coo_fromdense_ffi",
-        "hipsparse_coo_fromdense_ffi"], coo_fromdense, _prepare_fromdense,
-       _info("coo_fromdense", "test_sparse_coo"))
-legacy(["cusparse_coo_matvec", "hipsparse_coo_matvec", "cusparse_coo_matvec_ffi",
-        "hipsparse_coo_matvec_ffi"], coo_product, _prepare_product,
-       _info("coo_matvec (SpMV)", "test_sparse_products"))
-legacy(["cusparse_coo_matmat", "hipsparse_coo_matmat", "cusparse_coo_matmat_ffi",
-        "hipsparse_coo_matmat_ffi"], coo_product, _prepare_product,
-       _info("coo_matmat (SpMM)", "test_sparse_products"))
+@register_custom_call("cusparse_csr_todense", "hipsparse_csr_todense", "cusparse_csr_todense_ffi",
+                      "hipsparse_csr_todense_ffi",
+                      prepare=kernel_prepare(_prepare_todense, operands=3),
+                      info=_info("csr_todense", "test_sparse_csr"))
+def csr_todense(ctx, op, data, indices, indptr, *result_shapes):
+    rows = _csr_rows(indptr, data.shape[0])
+    return op.params.out.pack([_dense(op.params, data, rows, indices)])
+
+
+@register_custom_call("cusparse_coo_todense", "hipsparse_coo_todense", "cusparse_coo_todense_ffi",
+                      "hipsparse_coo_todense_ffi",
+                      prepare=kernel_prepare(_prepare_todense, operands=3),
+                      info=_info("coo_todense", "test_sparse_coo"))
+def coo_todense(ctx, op, data, row, col, *result_shapes):
+    return op.params.out.pack([_dense(op.params, data, row, col)])
+
+
+@register_custom_call("cusparse_csr_fromdense", "hipsparse_csr_fromdense",
+                      "cusparse_csr_fromdense_ffi", "hipsparse_csr_fromdense_ffi",
+                      prepare=kernel_prepare(_prepare_fromdense, operands=1),
+                      info=_info("csr_fromdense", "test_sparse_csr"))
+def csr_fromdense(ctx, op, mat, *result_shapes):
+    p = op.params
+    data, row, col, real = _nonzeros(p, mat)
+    row = jnp.where(real, row, p.rows)
+    counts = jnp.bincount(row, length=p.rows).astype(p.index_dtype)
+    indptr = jnp.zeros(p.rows + 1, p.index_dtype).at[1:].set(jnp.cumsum(counts))
+    return p.out.pack([data, col.astype(p.index_dtype), indptr])
+
+
+@register_custom_call("cusparse_coo_fromdense", "hipsparse_coo_fromdense",
+                      "cusparse_coo_fromdense_ffi", "hipsparse_coo_fromdense_ffi",
+                      prepare=kernel_prepare(_prepare_fromdense, operands=1),
+                      info=_info("coo_fromdense", "test_sparse_coo"))
+def coo_fromdense(ctx, op, mat, *result_shapes):
+    p = op.params
+    data, row, col, _ = _nonzeros(p, mat)
+    return p.out.pack([data, row.astype(p.index_dtype), col.astype(p.index_dtype)])
+
+
+@register_custom_call("cusparse_csr_matvec", "hipsparse_csr_matvec", "cusparse_csr_matvec_ffi",
+                      "hipsparse_csr_matvec_ffi",
+                      prepare=kernel_prepare(_prepare_product, operands=4),
+                      info=_info("csr_matvec (SpMV)", "test_sparse_products"))
+@register_custom_call("cusparse_csr_matmat", "hipsparse_csr_matmat", "cusparse_csr_matmat_ffi",
+                      "hipsparse_csr_matmat_ffi",
+                      prepare=kernel_prepare(_prepare_product, operands=4),
+                      info=_info("csr_matmat (SpMM)", "test_sparse_products"))
+def csr_product(ctx, op, data, indices, indptr, x, *result_shapes):
+    rows = _csr_rows(indptr, data.shape[0])
+    return op.params.out.pack([_product(op.params, data, rows, indices, x)])
+
+
+@register_custom_call("cusparse_coo_matvec", "hipsparse_coo_matvec", "cusparse_coo_matvec_ffi",
+                      "hipsparse_coo_matvec_ffi",
+                      prepare=kernel_prepare(_prepare_product, operands=4),
+                      info=_info("coo_matvec (SpMV)", "test_sparse_products"))
+@register_custom_call("cusparse_coo_matmat", "hipsparse_coo_matmat", "cusparse_coo_matmat_ffi",
+                      "hipsparse_coo_matmat_ffi",
+                      prepare=kernel_prepare(_prepare_product, operands=4),
+                      info=_info("coo_matmat (SpMM)", "test_sparse_products"))
+def coo_product(ctx, op, data, row, col, x, *result_shapes):
+    return op.params.out.pack([_product(op.params, data, row, col, x)])
 
 
 # ---------------------------------------------------------------- CPU CSR kernel
@@ -231,15 +240,16 @@ def _prepare_cpu_csr(op):
     return CpuCsrCall(Outputs.of(op))
 
 
-def cpu_csr_sparse_dense(params: CpuCsrCall, data, indptr, indices, rhs):
-    shape, dtype = params.out.types[0]
-    call = SparseCall(params.out, shape[0], rhs.shape[0], data.shape[0], np.dtype(indptr.dtype),
+@register_custom_call("cpu_csr_sparse_dense_ffi",
+                      prepare=kernel_prepare(_prepare_cpu_csr, operands=4),
+                      info=TargetInfo("CPU CSR sparse x dense (bcsr_dot_general)", forms=("FFI",),
+                                      jax="0.7.0 ..",
+                                      dtypes="i32, i64, f32, f64, c64, c128 (indices i32, i64)",
+                                      test=("tests/test_legacy_custom_calls.py::"
+                                            "test_cpu_csr_sparse_dense",)))
+def cpu_csr_sparse_dense(ctx, op, data, indptr, indices, rhs, *result_shapes):
+    out = op.params.out
+    shape, dtype = out.types[0]
+    call = SparseCall(out, shape[0], rhs.shape[0], data.shape[0], np.dtype(indptr.dtype),
                       np.dtype(dtype))
-    return params.out.pack([_product(call, data, _csr_rows(indptr, data.shape[0]), indices,
-                                     rhs)])
-
-
-legacy(["cpu_csr_sparse_dense_ffi"], cpu_csr_sparse_dense, _prepare_cpu_csr,
-       TargetInfo("CPU CSR sparse x dense (bcsr_dot_general)", forms=("FFI",), jax="0.7.0 ..",
-                  dtypes="i32, i64, f32, f64, c64, c128 (indices i32, i64)",
-                  test=("tests/test_legacy_custom_calls.py::test_cpu_csr_sparse_dense",)))
+    return out.pack([_product(call, data, _csr_rows(indptr, data.shape[0]), indices, rhs)])

@@ -12,50 +12,21 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.lax import linalg as L
 
 from shlo2jax import registry
-from shlo2jax._jax_internals import lax_geqp3, lax_geqrf
+from shlo2jax._jax_internals import lax_geqp3
+from shlo2jax.ops import _linalg as K
 from shlo2jax.ops._common import TriangularSolve, backend_config
+from shlo2jax.ops._descriptors import Outputs, known_int
 from shlo2jax.registry import Unsupported, register_custom_call
-from shlo2jax.types import TupleType
 
 # LAPACK character flags arrive as their ASCII codes (ui8 attributes).
-_L, _U, _N, _V, _A, _S, _O = (ord(c) for c in "LUNVASO")
-_T, _C, _R = ord("T"), ord("C"), ord("R")
-
-
-def _batch(x):
-    return x.shape[:-2]
-
-
-def _adjoint(x):
-    x = jnp.swapaxes(x, -1, -2)
-    return jnp.conj(x) if jnp.iscomplexobj(x) else x
-
-
-def _info(ok):
-    """LAPACK's `info`: 0 on success, a positive code otherwise."""
-    return lax.select(ok, jnp.zeros(ok.shape, np.int32), jnp.ones(ok.shape, np.int32))
-
-
-def _all_finite(x, batch_rank):
-    finite = jnp.isfinite(x)
-    axes = tuple(range(batch_rank, x.ndim))
-    return jnp.all(finite, axis=axes) if axes else finite
-
-
-def _uplo_lower(cfg):
-    if "lower" in cfg:
-        return bool(cfg["lower"])
-    uplo = cfg.get("uplo", _L)
-    if uplo not in (_L, _U):
-        raise Unsupported(f"uplo={uplo!r}")
-    return uplo == _L
+_L, _U, _N, _V, _A, _S = (ord(c) for c in "LUNVAS")
+_T, _C = ord("T"), ord("C")
 
 
 # ---------------------------------------------------------------- LU (getrf)
@@ -71,18 +42,7 @@ def _prepare_getrf(op):
                       "cublas_getrf_batched_ffi", "hipblas_getrf_batched_ffi",
                       prepare=_prepare_getrf)
 def getrf(ctx, op, a):
-    return _getrf(a)
-
-
-def _getrf(a):
-    lu, pivots, _ = L.lu(a)
-    k = min(a.shape[-2], a.shape[-1])
-    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)[..., :k]
-    zero = diag == 0
-    # info = i (1-based) for the first exactly-zero U(i, i), as LAPACK reports it.
-    first = jnp.argmax(zero, axis=-1).astype(np.int32) + 1
-    info = jnp.where(jnp.any(zero, axis=-1), first, 0).astype(np.int32)
-    return lu, (pivots + 1).astype(np.int32), info
+    return K.getrf(a)
 
 
 def _prepare_pivots_to_permutation(op):
@@ -117,17 +77,12 @@ def tpu_lu(ctx, op, a):
 
 # ---------------------------------------------------------------- QR
 
-def _geqrf(a):
-    # lax.linalg exports householder_product but not geqrf (its inverse step).
-    return tuple(lax_geqrf(a))
-
-
 # Qr: TPU's, the same (a, taus), as one tuple.
 @register_custom_call("lapack_sgeqrf_ffi", "lapack_dgeqrf_ffi", "lapack_cgeqrf_ffi",
                       "lapack_zgeqrf_ffi", "cusolver_geqrf_ffi", "hipsolver_geqrf_ffi",
                       "cublas_geqrf_batched_ffi", "hipblas_geqrf_batched_ffi", "Qr")
 def geqrf(ctx, op, a):
-    return _geqrf(a)
+    return K.geqrf(a)
 
 
 @register_custom_call("lapack_sorgqr_ffi", "lapack_dorgqr_ffi", "lapack_cungqr_ffi",
@@ -166,22 +121,14 @@ def ormqr(ctx, op, a, taus, c):
 # ---------------------------------------------------------------- Cholesky (potrf)
 
 def _prepare_potrf(op):
-    return _uplo_lower(backend_config(op))
+    return K.uplo_lower(backend_config(op))
 
 
 @register_custom_call("lapack_spotrf_ffi", "lapack_dpotrf_ffi", "lapack_cpotrf_ffi",
                       "lapack_zpotrf_ffi", "cusolver_potrf_ffi", "hipsolver_potrf_ffi",
                       prepare=_prepare_potrf)
 def potrf(ctx, op, a):
-    return _potrf(op.params, a)
-
-
-def _potrf(lower, a):
-    # Only the named triangle is read; the upper factor is the adjoint of the
-    # lower factor of the adjoint.
-    chol = L.cholesky(a if lower else _adjoint(a), symmetrize_input=False)
-    ok = _all_finite(chol, a.ndim - 2)
-    return (chol if lower else _adjoint(chol)), _info(ok)
+    return K.potrf(op.params, a)
 
 
 # ---------------------------------------------------------------- eigh (syevd/heevd)
@@ -190,15 +137,14 @@ def _prepare_syevd(op):
     cfg = backend_config(op)
     if cfg.get("mode", _V) != _V:
         raise Unsupported("syevd without eigenvectors (mode N)")
-    return _uplo_lower(cfg)
+    return K.uplo_lower(cfg)
 
 
 @register_custom_call("lapack_ssyevd_ffi", "lapack_dsyevd_ffi", "lapack_cheevd_ffi",
                       "lapack_zheevd_ffi", "cusolver_syevd_ffi", "hipsolver_syevd_ffi",
                       prepare=_prepare_syevd)
 def syevd(ctx, op, a):
-    v, w = L.eigh(a, lower=op.params, symmetrize_input=False, sort_eigenvalues=True)
-    return v, w, _info(_all_finite(w, a.ndim - 2))
+    return K.syevd(op.params, a)
 
 
 # The pre-FFI `hipsolver_syevd` / `cusolver_syevj` & co: custom_calls_legacy_gpu.py.
@@ -236,29 +182,16 @@ def _prepare_gesdd(op):
     return Svd(compute_uv=mode != _N, full_matrices=mode == _A)
 
 
-def _svd(a, compute_uv, full):
-    if not compute_uv:
-        s = L.svd(a, full_matrices=False, compute_uv=False)
-        return s, None, None
-    u, s, vh = L.svd(a, full_matrices=full, compute_uv=True)
-    return s, u, vh
-
-
 def _svd_outputs(op, a, s, u, vh):
-    ok = _all_finite(s, a.ndim - 2)
-    outs = [a, s]
-    for i, m in ((2, u), (3, vh)):
-        rtype = op.result_types[i]
-        outs.append(m if m is not None and m.shape == rtype.shape
-                    else jnp.zeros(rtype.shape, rtype.dtype))
-    return (*outs, _info(ok))
+    slots = [(t.shape, t.dtype) for t in op.result_types[2:4]]
+    return K.svd_results(a, s, u, vh, slots)
 
 
 @register_custom_call("lapack_sgesdd_ffi", "lapack_dgesdd_ffi", "lapack_cgesdd_ffi",
                       "lapack_zgesdd_ffi", "lapack_sgesvd_ffi", "lapack_dgesvd_ffi",
                       "lapack_cgesvd_ffi", "lapack_zgesvd_ffi", prepare=_prepare_gesdd)
 def gesdd(ctx, op, a):
-    s, u, vh = _svd(a, op.params.compute_uv, op.params.full_matrices)
+    s, u, vh = K.svd(a, op.params.compute_uv, op.params.full_matrices)
     return _svd_outputs(op, a, s, u, vh)
 
 
@@ -271,7 +204,7 @@ def _prepare_gpu_svd(op):
 @register_custom_call("cusolver_gesvd_ffi", "hipsolver_gesvd_ffi", "cusolver_gesdd_ffi",
                       "hipsolver_gesdd_ffi", prepare=_prepare_gpu_svd)
 def gpu_gesvd(ctx, op, a):
-    s, u, vh = _svd(a, op.params.compute_uv, op.params.full_matrices)
+    s, u, vh = K.svd(a, op.params.compute_uv, op.params.full_matrices)
     if op.params.transposed:
         # A wide matrix is handed over row-major, i.e. as its transpose: the
         # kernel's "U" slot then holds V^H of A and its "V^H" slot U of A.
@@ -283,8 +216,8 @@ def gpu_gesvd(ctx, op, a):
                       "hipsolver_gesvdp_ffi", prepare=_prepare_gpu_svd)
 def gpu_gesvdj(ctx, op, a):
     # gesvdj and gesvdp return V, not V^H
-    s, u, vh = _svd(a, op.params.compute_uv, op.params.full_matrices)
-    return _svd_outputs(op, a, s, u, None if vh is None else _adjoint(vh))
+    s, u, vh = K.svd(a, op.params.compute_uv, op.params.full_matrices)
+    return _svd_outputs(op, a, s, u, None if vh is None else K.adjoint(vh))
 
 # ---------------------------------------------------------------- eig (geev)
 
@@ -306,11 +239,7 @@ def _prepare_gpu_eig(op):
 @register_custom_call("lapack_sgeev_ffi", "lapack_dgeev_ffi", "lapack_cgeev_ffi",
                       "lapack_zgeev_ffi", prepare=_prepare_geev)
 def geev(ctx, op, a):
-    left, right = op.params
-    w, vl, vr = L.eig(a, compute_left_eigenvectors=True, compute_right_eigenvectors=True)
-    ok = _info(_all_finite(w, a.ndim - 2))
-    vl = vl if left else jnp.zeros_like(vl)
-    vr = vr if right else jnp.zeros_like(vr)
+    w, vl, vr, ok = K.geev(a, op.params.left, op.params.right)
     if len(op.result_types) == 4:  # complex input: one complex eigenvalue array
         return w, vl, vr, ok
     real = op.result_types[0].dtype
@@ -336,7 +265,7 @@ def _pack_conjugate_pairs(w, v):
 def cusolver_geev(ctx, op, a):
     left, right = op.params
     w, vl, vr = L.eig(a, compute_left_eigenvectors=True, compute_right_eigenvectors=True)
-    info = _info(_all_finite(w, a.ndim - 2))
+    info = K.info(K.all_finite(w, a.ndim - 2))
     out = []
     for wanted, v in ((left, vl), (right, vr)):
         if jnp.iscomplexobj(a):
@@ -358,37 +287,13 @@ def _prepare_gees(op):
     return cfg.get("mode", _V) == _V
 
 
-def _quasi_triangular_eigenvalues(t):
-    """(wr, wi) of a real Schur form, in diagonal order, as LAPACK lists them.
-
-    2x2 blocks are standardized (equal diagonal entries, off-diagonals of
-    opposite signs): their eigenvalues are a +- i sqrt(|b c|).
-    """
-    n = t.shape[-1]
-    wr = jnp.diagonal(t, axis1=-2, axis2=-1)
-    if n == 1:
-        return wr, jnp.zeros_like(wr)
-    sub = jnp.diagonal(t, offset=-1, axis1=-2, axis2=-1)
-    sup = jnp.diagonal(t, offset=1, axis1=-2, axis2=-1)
-    im = jnp.sqrt(jnp.abs(sub)) * jnp.sqrt(jnp.abs(sup))
-    pad = jnp.zeros(wr.shape[:-1] + (1,), wr.dtype)
-    starts = jnp.concatenate([jnp.where(sub != 0, im, 0), pad], axis=-1)
-    seconds = jnp.concatenate([pad, jnp.where(sub != 0, -im, 0)], axis=-1)
-    return wr, starts + seconds
-
-
 @register_custom_call("lapack_sgees_ffi", "lapack_dgees_ffi", "lapack_cgees_ffi",
                       "lapack_zgees_ffi", prepare=_prepare_gees)
 def gees(ctx, op, a):
-    t, vs = L.schur(a, compute_schur_vectors=True)
-    if not op.params:  # the Schur vectors are not wanted
-        vs = jnp.zeros_like(vs)
-    batch = _batch(a)
-    sdim = jnp.zeros(batch, np.int32)
-    info = _info(_all_finite(t, len(batch)))
+    t, vs, sdim, info = K.gees(a, op.params)  # params: whether the Schur vectors are wanted
     if len(op.result_types) == 5:  # complex input: one complex eigenvalue array
         return t, vs, jnp.diagonal(t, axis1=-2, axis2=-1), sdim, info
-    wr, wi = _quasi_triangular_eigenvalues(t)
+    wr, wi = K.quasi_triangular_eigenvalues(t)
     return t, vs, wr, wi, sdim, info
 
 
@@ -407,19 +312,18 @@ def _prepare_gehrd(op):
                       "lapack_zgehrd_ffi", prepare=_prepare_gehrd)
 def gehrd(ctx, op, a):
     h, taus = L.hessenberg(a)
-    return h, taus, jnp.zeros(_batch(a), np.int32)
+    return h, taus, jnp.zeros(K.batch_shape(a), np.int32)
 
 
 def _prepare_sytrd(op):
-    return _uplo_lower(backend_config(op))
+    return K.uplo_lower(backend_config(op))
 
 
 @register_custom_call("lapack_ssytrd_ffi", "lapack_dsytrd_ffi", "lapack_chetrd_ffi",
                       "lapack_zhetrd_ffi", "cusolver_sytrd_ffi", "hipsolver_sytrd_ffi",
                       prepare=_prepare_sytrd)
 def sytrd(ctx, op, a):
-    out, d, e, taus = L.tridiagonal(a, lower=op.params)
-    return out, d, e, taus, jnp.zeros(_batch(a), np.int32)
+    return K.sytrd(op.params, a)
 
 
 # ---------------------------------------------------------------- solves (trsm, gtsv)
@@ -446,7 +350,7 @@ def trsm(ctx, op, a, b, *alpha):
                       "lapack_zgtsv_ffi")
 def gtsv(ctx, op, dl, d, du, b):
     x = L.tridiagonal_solve(dl, d, du, b)
-    return dl, d, du, x, _info(_all_finite(x, dl.ndim - 1))
+    return dl, d, du, x, K.info(K.all_finite(x, dl.ndim - 1))
 
 
 @register_custom_call("tridiagonal_solve_perturbed_ffi", "cu_tridiagonal_solve_perturbed",
@@ -460,29 +364,7 @@ def tridiagonal_solve_perturbed(ctx, op, dl, d, du, b):
 
 @register_custom_call("cu_cholesky_update_ffi", "hip_cholesky_update_ffi")
 def cholesky_update(ctx, op, r, w):
-    """The rank-1 update kernel: Givens rotations of the upper factor's rows with w.
-
-    Row k is rotated from column k onwards (the kernel leaves the zeros left of the
-    diagonal alone); w comes back as the kernel leaves it (rotated to ~0).
-    """
-    n = r.shape[-1]
-    cols = lax.iota(np.int32, n)
-
-    def step(k, state):
-        r, w = state
-        rk = lax.dynamic_index_in_dim(r, k, axis=0, keepdims=False)
-        a, b = rk[k], w[k]
-        scale = jnp.maximum(jnp.abs(a), jnp.abs(b))
-        safe = jnp.where(b == 0, 1, scale)
-        rh = lax.rsqrt((a / safe) ** 2 + (b / safe) ** 2)
-        c = jnp.where(b == 0, 1, a / safe * rh)
-        s = jnp.where(b == 0, 0, -(b / safe) * rh)
-        active = cols >= k
-        new_rk = jnp.where(active, c * rk - s * w, rk)
-        w = jnp.where(active, s * rk + c * w, w)
-        return lax.dynamic_update_index_in_dim(r, new_rk, k, axis=0), w
-
-    return lax.fori_loop(0, n, step, (r, w))
+    return K.cholesky_update(r, w)
 
 
 def _prepare_syrk(op):
@@ -504,16 +386,8 @@ def syrk(ctx, op, a, c, alpha, beta):
 
 @register_custom_call("cusolver_csrlsvqr_ffi")
 def csrlsvqr(ctx, op, data, indices, indptr, b):
-    """jax.experimental.sparse.linalg.spsolve on GPU: A x = b, A square in CSR form.
-
-    Solved densely (duplicate entries add up, as in CSR); `reorder` only changes the
-    kernel's fill-in and `tol` its singularity test.
-    """
-    n = b.shape[0]
-    entries = lax.iota(np.int32, data.shape[0])
-    rows = jnp.searchsorted(indptr.astype(np.int32), entries, side="right") - 1
-    dense = jnp.zeros((n, n), data.dtype).at[rows, indices].add(data)
-    return jnp.linalg.solve(dense, b)
+    """jax.experimental.sparse.linalg.spsolve on GPU."""
+    return K.csr_solve(data, indices, indptr, b)
 
 
 @register_custom_call("cusparse_gtsv2_ffi", "hipsparse_gtsv2_ffi")
@@ -525,20 +399,18 @@ def sparse_gtsv2(ctx, op, dl, d, du, b):
 # Exports from jax before the FFI kernels (mid 2024 and earlier) call
 # `lapack_?getrf` & co with api_version 2: the flags and sizes are leading scalar
 # operands (constants), workspaces are extra results, and some producers return
-# everything as one tuple. The flags must be known while tracing.
+# everything as one tuple. The flags must be known while tracing. (The pre-FFI geev, gees,
+# gehrd and sytrd are in custom_calls_legacy.py.)
 
 def _flag(value):
-    if isinstance(value, jax.core.Tracer):
-        raise ValueError("a flag operand of a LAPACK call is computed from traced values")
-    return int(np.asarray(value).reshape(-1)[0])
+    return known_int(value, "a flag operand of a LAPACK call")
 
 
 class LegacyKernel(NamedTuple):
-    """How a pre-FFI kernel call runs: `compute(types, *operands)` gives its leading results
+    """How a pre-FFI kernel call runs: `compute(out, *operands)` gives its leading results
     (workspaces follow as zeros); or, for an FFI kernel exported under the old name, the FFI
     rule's handler on a view of the op with that rule's params."""
-    types: tuple
-    as_tuple: bool  # the results come as one tuple
+    out: Optional[Outputs] = None
     compute: Optional[Callable] = None
     ffi_handler: Optional[Callable] = None
     ffi_op: object = None
@@ -552,51 +424,43 @@ def _prepare_legacy(op):
         if rule is None:
             raise Unsupported(f"{target} with a typed backend_config (no FFI counterpart)")
         params = rule.prepare(op) if rule.prepare else op.attrs
-        return LegacyKernel((), False, ffi_handler=rule.handler, ffi_op=op.replaced(params=params))
-    types = op.result_types
-    as_tuple = len(types) == 1 and isinstance(types[0], TupleType)
-    return LegacyKernel(types[0].elements if as_tuple else types, as_tuple, _LEGACY[target])
+        return LegacyKernel(ffi_handler=rule.handler, ffi_op=op.replaced(params=params))
+    return LegacyKernel(Outputs.of(op), _LEGACY[target])
 
 
 def legacy_kernel(ctx, op, *operands):
     p = op.params
     if p.ffi_handler is not None:
         return p.ffi_handler(ctx, p.ffi_op, *operands)
-    outs = list(p.compute(p.types, *operands))
-    outs += [jnp.zeros(t.shape, t.dtype) for t in p.types[len(outs):]]
-    return tuple(outs) if p.as_tuple or len(outs) > 1 else outs[0]
+    return p.out.pack(p.compute(p.out, *operands))
 
 
-def _legacy_getrf(types, b, m, n, a):
-    return _getrf(a)
+def _legacy_getrf(out, b, m, n, a):
+    return K.getrf(a)
 
 
-def _legacy_geqrf(types, b, m, n, lwork, a):
-    return (*_geqrf(a), jnp.zeros(a.shape[:-2], np.int32))
+def _legacy_geqrf(out, b, m, n, lwork, a):
+    return (*K.geqrf(a), jnp.zeros(a.shape[:-2], np.int32))
 
 
-def _legacy_orgqr(types, b, m, n, k, lwork, a, taus):
+def _legacy_orgqr(out, b, m, n, k, lwork, a, taus):
     return L.householder_product(a, taus), jnp.zeros(a.shape[:-2], np.int32)
 
 
-def _legacy_potrf(types, lower, b, n, a):
-    return _potrf(bool(_flag(lower)), a)
+def _legacy_potrf(out, lower, b, n, a):
+    return K.potrf(bool(_flag(lower)), a)
 
 
-def _legacy_gesdd(types, full, compute_uv, b, m, n, lwork, a):
-    s, u, vh = _svd(a, bool(_flag(compute_uv)), bool(_flag(full)))
-    outs = [a, s]
-    for t, x in zip(types[2:4], (u, vh)):
-        outs.append(x if x is not None and x.shape == tuple(t.shape) else jnp.zeros(t.shape, t.dtype))
-    return (*outs, _info(_all_finite(s, a.ndim - 2)))
+def _legacy_gesdd(out, full, compute_uv, b, m, n, lwork, a):
+    s, u, vh = K.svd(a, bool(_flag(compute_uv)), bool(_flag(full)))
+    return K.svd_results(a, s, u, vh, out.types[2:4])
 
 
-def _legacy_syevd(types, lower, b, n, a, *shapes):
-    v, w = L.eigh(a, lower=bool(_flag(lower)), symmetrize_input=False, sort_eigenvalues=True)
-    return v, w, _info(_all_finite(w, a.ndim - 2))
+def _legacy_syevd(out, lower, b, n, a, *shapes):
+    return K.syevd(bool(_flag(lower)), a)
 
 
-def _legacy_trsm(types, left, lower, trans, diag, m, n, num_b, alpha, a, b):
+def _legacy_trsm(out, left, lower, trans, diag, m, n, num_b, alpha, a, b):
     trans = _flag(trans)
     return (L.triangular_solve(a, b * alpha, left_side=bool(_flag(left)),
                                lower=bool(_flag(lower)), transpose_a=trans != 0,

@@ -14,10 +14,14 @@ call's operands like any op's.
 
 Every name is written out literally where it is registered, so searching for
 `"stablehlo.cosine"` finds its rule.
+
+A built-in custom-call target also carries a `TargetInfo` (`info=` where it is registered, or
+`describe`): what the README's table of targets says about it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional
 
 from shlo2jax.errors import Unsupported  # noqa: F401  (what a `prepare` raises)
@@ -30,13 +34,41 @@ class OpRule:
         self.name, self.handler, self.prepare = name, handler, prepare
 
 
+@dataclasses.dataclass(frozen=True)
+class TargetInfo:
+    """What a custom-call kernel is (one entry for its several target names: dtypes,
+    CUDA/ROCm twins), as the README's table of targets shows it.
+
+    forms: how the kernel takes its parameters -- "FFI" (typed attributes in
+      `mhlo.backend_config`), "descriptor" (a packed C struct in `backend_config`),
+      "operands" (leading scalar operands), "attributes" (a plain string or dictionary
+      config), "none".
+    jax: the jax releases whose lowering emitted it.
+    dtypes: the element types it takes.
+    test: the tests covering it, `tests/<file>.py::<test>`.
+    """
+    kernel: str
+    forms: tuple
+    jax: str
+    dtypes: str
+    test: tuple
+
+
 OP_RULES: dict[str, OpRule] = {}
 CUSTOM_CALL_RULES: dict[str, OpRule] = {}
 COMPOSITE_RULES: dict[str, Callable] = {}
+# Custom-call target -> its description (kept apart from the rule: a target may be
+# described in another module than the one registering it).
+TARGET_INFO: dict[str, TargetInfo] = {}
 
 
 def _is_builtin(handler) -> bool:
     return getattr(handler, "__module__", "").startswith("shlo2jax.")
+
+
+def is_builtin(rule: OpRule) -> bool:
+    """Whether the rule is one of shlo2jax's own (not one a user registered)."""
+    return _is_builtin(rule.handler)
 
 
 def _register(table: dict, name: str, rule: OpRule) -> None:
@@ -66,12 +98,23 @@ def register_op(*names: str, prepare: Optional[Callable] = None):
     return _registration(OP_RULES, "register_op", names, prepare)
 
 
-def register_custom_call(*targets: str, prepare: Optional[Callable] = None):
+def register_custom_call(*targets: str, prepare: Optional[Callable] = None,
+                         info: Optional[TargetInfo] = None):
     """Decorator: `@register_custom_call("my_kernel")` registers a handler for
     `stablehlo.custom_call @my_kernel` (and the other targets named). The handler has the op
     contract, `handler(ctx, op, *operands)`, with `prepare(op)`'s result (else the call's
-    attributes) in `op.params`. A user's registration replaces the built-in one."""
-    return _registration(CUSTOM_CALL_RULES, "register_custom_call", targets, prepare)
+    attributes) in `op.params`; `info` describes the kernel (see `describe`). A user's
+    registration replaces the built-in one."""
+    register = _registration(CUSTOM_CALL_RULES, "register_custom_call", targets, prepare)
+    if info is not None:
+        describe(targets, info)
+    return register
+
+
+def describe(targets, info: TargetInfo) -> None:
+    """Attaches `info` to each of `targets` (custom-call target names)."""
+    for target in targets:
+        TARGET_INFO[target] = info
 
 
 def register_composite(name: str, fn: Optional[Callable] = None):

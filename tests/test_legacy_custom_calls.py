@@ -1382,25 +1382,36 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_readme_table_is_generated_from_the_registry():
-    from shlo2jax import custom_call_table
+    from shlo2jax.tools import custom_call_table
     readme = (ROOT / "README.md").read_text()
     assert custom_call_table.replace_in(readme, custom_call_table.table()) == readme, \
-        "README.md's custom-call table is stale: run python -m shlo2jax.custom_call_table --readme"
+        "README.md's custom-call table is stale: run python -m shlo2jax.tools.custom_call_table " \
+        "--readme"
+
+
+def test_table_tool_rewrites_a_readme(tmp_path):
+    from shlo2jax.tools import custom_call_table
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{custom_call_table.START}\nstale row\n{custom_call_table.END}\ntail\n")
+    assert custom_call_table.main(["--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "stale row" not in text and text.endswith(f"{custom_call_table.END}\ntail\n")
+    assert "| LAPACK geev (eig), pre-FFI | `lapack_{s,d,c,z}geev` |" in text
 
 
 def test_every_builtin_target_is_described():
-    import shlo2jax.ops  # noqa: F401
-    from shlo2jax.ops.custom_calls_catalog import CATALOG, builtin_targets
+    from shlo2jax import registry
+    from shlo2jax.tools.custom_call_table import builtin_targets
     targets = set(builtin_targets())
-    assert targets - set(CATALOG) == set()
-    assert set(CATALOG) - targets == set(), "catalog entries for targets nobody registers"
+    assert targets - set(registry.TARGET_INFO) == set()
+    assert set(registry.TARGET_INFO) - targets == set(), "descriptions of targets nobody registers"
 
 
 def test_catalog_names_existing_tests():
     import shlo2jax.ops  # noqa: F401
-    from shlo2jax.ops.custom_calls_catalog import CATALOG
+    from shlo2jax import registry
     missing = []
-    for info in set(CATALOG.values()):
+    for info in set(registry.TARGET_INFO.values()):
         assert info.test, info.kernel
         for ref in info.test:
             path, _, name = ref.partition("::")
@@ -1408,6 +1419,26 @@ def test_catalog_names_existing_tests():
             if not re.search(rf"^def {re.escape(name)}\(", source, re.M):
                 missing.append(ref)
     assert not missing, missing
+
+
+def test_declared_operand_counts_match_the_handlers():
+    # kernel_prepare(decode, operands=n) checks the count at load; the handler must read
+    # exactly those operands (then jax's result shapes), or one would be silently dropped.
+    import inspect
+    import shlo2jax.ops  # noqa: F401
+    from shlo2jax import registry
+    checked, wrong = 0, []
+    for name, rule in registry.CUSTOM_CALL_RULES.items():
+        declared = getattr(rule.prepare, "operands", None)
+        if declared is None:
+            continue
+        parameters = list(inspect.signature(rule.handler).parameters.values())[2:]
+        named = sum(p.kind == p.POSITIONAL_OR_KEYWORD for p in parameters)
+        rest = any(p.kind == p.VAR_POSITIONAL for p in parameters)
+        checked += 1
+        if named != declared[0] or not rest:
+            wrong.append(f"{name}: declared {declared}, handler reads {named} (+ *rest: {rest})")
+    assert checked > 80 and not wrong, wrong
 
 
 @pytest.mark.parametrize("target", ["__cudnn$fmhaSoftmax", "__cudnn$fmhaScaleBiasMaskSoftmaxBackward"])
