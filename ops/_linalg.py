@@ -12,8 +12,9 @@ import numpy as np
 from jax import lax
 from jax.lax import linalg as L
 
-from shlo2jax._jax_internals import lax_geqrf
 from shlo2jax.errors import Unsupported
+
+from shlo2jax.ops import _householder
 
 # LAPACK's uplo flag arrives as its ASCII code (a ui8 attribute).
 _LOWER, _UPPER = ord("L"), ord("U")
@@ -66,15 +67,21 @@ def getrf(a):
     diag = jnp.diagonal(lu, axis1=-2, axis2=-1)[..., :k]
     zero = diag == 0
     # info = i (1-based) for the first exactly-zero U(i, i), as LAPACK reports it.
-    first = jnp.argmax(zero, axis=-1).astype(np.int32) + 1
+    # lax.argmax, not jnp.argmax: jnp's is a jitted function whose index type follows the
+    # x64 flag at its own trace, which need not be the program's.
+    first = lax.argmax(zero, zero.ndim - 1, np.int32) + 1
     found = jnp.where(jnp.any(zero, axis=-1), first, 0).astype(np.int32)
     return lu, (pivots + 1).astype(np.int32), found
 
 
 def geqrf(a):
-    """(A with R and the reflectors below it, tau)."""
-    # lax.linalg exports householder_product but not geqrf (its inverse step).
-    return tuple(lax_geqrf(a))
+    """(A with R and the reflectors below it, tau), differentiable (ops/_householder.py)."""
+    return _householder.geqrf(a)
+
+
+def householder_product(a, taus):
+    """Q of orgqr / ungqr from the reflectors and taus, differentiable."""
+    return _householder.householder_product(a, taus)
 
 
 def potrf(lower: bool, a):

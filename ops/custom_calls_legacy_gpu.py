@@ -184,7 +184,7 @@ def _prepare_orgqr(op):
                       "0.4.1 .. 0.4.34 (`*_ffi` from 0.4.35, c0240764bc)", "test_gpu_geqrf_orgqr"))
 def orgqr(ctx, op, a, taus, *result_shapes):
     """(Q, info, workspace)."""
-    q = L.householder_product(a, taus)
+    q = K.householder_product(a, taus)
     return op.params.out.pack([q, jnp.zeros(a.shape[:-2], np.int32)])
 
 

@@ -89,7 +89,7 @@ def geqrf(ctx, op, a):
                       "lapack_zungqr_ffi", "cusolver_orgqr_ffi", "hipsolver_orgqr_ffi",
                       "ProductOfElementaryHouseholderReflectors")
 def householder_product(ctx, op, a, taus):
-    return L.householder_product(a, taus)
+    return K.householder_product(a, taus)
 
 
 @register_custom_call("lapack_sgeqp3_ffi", "lapack_dgeqp3_ffi", "lapack_cgeqp3_ffi",
@@ -444,7 +444,7 @@ def _legacy_geqrf(out, b, m, n, lwork, a):
 
 
 def _legacy_orgqr(out, b, m, n, k, lwork, a, taus):
-    return L.householder_product(a, taus), jnp.zeros(a.shape[:-2], np.int32)
+    return K.householder_product(a, taus), jnp.zeros(a.shape[:-2], np.int32)
 
 
 def _legacy_potrf(out, lower, b, n, a):
