@@ -218,7 +218,7 @@ def exported_argument_names(exported, module_names: Sequence[Optional[str]]) -> 
 
 def bind_keywords(names: Sequence[str], args: tuple, kwargs: dict, signature: str) -> tuple:
     """Positional arguments completed by keyword arguments given by argument name."""
-    if not kwargs:
+    if not kwargs and len(args) >= len(names):
         return args
     position = {name: i for i, name in enumerate(names)}
     full = list(args) + [_MISSING] * (len(names) - len(args))

@@ -87,9 +87,14 @@ class Function:
         return names.with_fallback(names.module_result_names(self.program, self.definition),
                                    "result")
 
+    @functools.cached_property
+    def _arity(self) -> int:
+        return len(self.in_avals)
+
     def bind_keywords(self, args: tuple, kwargs: dict) -> tuple:
-        """The positional arguments, completed by keyword arguments named by `arg_names`."""
-        if not kwargs:
+        """The positional arguments, completed by keyword arguments named by `arg_names`
+        (too few positional arguments: an error naming the missing ones)."""
+        if not kwargs and len(args) >= self._arity:
             return args
         from shlo2jax import names
         return names.bind_keywords(self.arg_names, args, kwargs, self.signature)
@@ -206,7 +211,9 @@ class Function:
         return False  # annotations only: the same values on one device
 
     def __call__(self, *args, **kwargs):
-        args = self.bind_keywords(args, kwargs)
+        return self._call_positional(*self.bind_keywords(args, kwargs))
+
+    def _call_positional(self, *args):
         self.check_arguments(args)
         args = self.coerce_f6(args)
         if not self._dynamic and self._runs_sharded():
@@ -374,7 +381,7 @@ class ExportedFunction(Function):
         return head + (TOKEN,) * self._tokens + tuple(args[i] for i in self._kept)
 
     def _call_module(self, *args):
-        outs = Function.__call__(self, *self.module_arguments(args))
+        outs = Function._call_positional(self, *self.module_arguments(args))
         outs = outs if isinstance(outs, tuple) and len(self.output_types) > 1 else (outs,)
         return tuple(outs[self._result_tokens:])
 
