@@ -9,6 +9,13 @@ from shlo2jax.registry import register_op
 
 @register_op("stablehlo.constant", "mhlo.constant", prepare=lambda op: op.attrs["value"])
 def constant(ctx, op):
+    # A constant lifted into a parameter (shlo2jax.params) reads its value from the parameters
+    # of the call being traced; the translator of such a call has `lifted` (op -> value or None).
+    lifted = getattr(ctx.translator, "lifted", None)
+    if lifted is not None:
+        value = lifted(op)
+        if value is not None:
+            return value
     # A numpy array: lax embeds it as a literal, with no device transfer while tracing.
     return op.params
 

@@ -5,6 +5,7 @@ from shlo2jax.errors import (ElidedDataError, HostIOError, LoadError, ShapeError
 from shlo2jax.host_transfers import HostIO, call_with_io, host_io
 from shlo2jax.probes import ProbeKey, probe
 from shlo2jax.loader import load
+from shlo2jax.params import bind_params, lift_params
 from shlo2jax.program import Function, Program
 from shlo2jax.registry import register_composite, register_custom_call, register_op
 from shlo2jax.translate import TOKEN, Token
@@ -12,7 +13,7 @@ from shlo2jax.translate import TOKEN, Token
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "compare", "Program", "Function", "register_op", "register_custom_call",
+    "load", "compare", "Program", "Function", "lift_params", "bind_params", "register_op", "register_custom_call",
     "register_composite", "TOKEN", "Token",
     "host_io", "HostIO", "HostIOError", "call_with_io", "probe", "ProbeKey",
     "Shlo2JaxError", "LoadError", "ElidedDataError", "UnsupportedError", "TranslationError", "ShapeError",

@@ -6,6 +6,7 @@ numpy arrays, and small records for the StableHLO structured attributes.
 
 from __future__ import annotations
 
+import binascii
 import re
 from typing import Any, NamedTuple
 
@@ -111,11 +112,27 @@ def _int_from_storage(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return values.astype(dtype)
 
 
-def _from_hex(hex_text: str, ttype: T.TensorType) -> np.ndarray:
-    raw = bytes.fromhex(hex_text)
+def aligned_copy(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `array` in 64-byte aligned memory. `jax.device_put` on CPU wraps
+    such an array without copying it, so a constant lifted into a parameter (shlo2jax.params)
+    is held once."""
+    array = np.asarray(array)
+    if array.nbytes < 64:
+        return np.array(array, copy=True, order="C")
+    storage = np.empty(array.nbytes + 64, np.uint8)
+    start = (-storage.ctypes.data) % 64
+    out = storage[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    np.copyto(out, array, casting="no")
+    return out
+
+
+def _from_hex(hex_text, ttype: T.TensorType) -> np.ndarray:
+    raw = binascii.unhexlify(hex_text)  # str, bytes or a memoryview of ASCII hex digits
     dtype = ttype.dtype
     if dtype in _NUMPY_BUFFER_DTYPES or T.is_complex(dtype) or dtype.itemsize * 8 == T.bit_width(dtype):
-        flat = np.frombuffer(raw, dtype=_bits_dtype(dtype) if not T.is_complex(dtype) else dtype)
+        flat = aligned_copy(np.frombuffer(
+            raw, dtype=_bits_dtype(dtype) if not T.is_complex(dtype) else dtype))
+        del raw
         if not T.is_complex(dtype):
             flat = flat.view(dtype)
     else:  # i1 and sub-byte types: one byte per element
@@ -197,19 +214,82 @@ def dense_elements(attr, ttype: T.TensorType) -> np.ndarray:
             return np.full(ttype.shape, np.array(attr.get_splat_value().value, dtype=ttype.dtype)
                            if ttype.dtype != np.bool_ else bool(attr.get_splat_value().value),
                            dtype=ttype.dtype)
-        return np.array(attr, copy=True).reshape(ttype.shape)
+        return aligned_copy(np.asarray(attr)).reshape(ttype.shape)
     return dense_from_text(str(attr), ttype)
 
 
-def dense_resource(text: str, ttype: T.TensorType, placeholder_rng=None) -> np.ndarray:
-    if "__elided__" in text:
+_RESOURCE_NAME_RE = re.compile(r'^dense_resource<(?:"((?:[^"\\]|\\.)*)"|([^>]*))>')
+
+
+def dense_resource(text: str, ttype: T.TensorType, placeholder_rng=None,
+                   blobs: "ResourceBlobs | None" = None) -> np.ndarray:
+    """`dense_resource<name>`: the blob `name` of the module's `dialect_resources` (read through
+    `blobs`), or placeholder data for `__elided__` when `placeholder_rng` is given."""
+    match = _RESOURCE_NAME_RE.match(text)
+    name = (match.group(1) if match.group(1) is not None else match.group(2)) if match else ""
+    if blobs is not None:
+        blobs.used.append(name)
+    if name == "__elided__":
         if placeholder_rng is None:
             raise ElidedDataError(
                 f"constant of type {ttype} is `dense_resource<__elided__>`: the file carries no "
                 "data for it. Load with placeholder_data=True (CLI: --placeholder-data) to fill "
                 "elided constants with seeded random data of the declared type.")
         return placeholder_array(ttype, placeholder_rng)
-    raise T.UnsupportedTypeError(f"dense_resource constant without elision: {text[:80]}")
+    hex_text = blobs.hex(name) if blobs is not None else None
+    if hex_text is None:
+        raise T.UnsupportedTypeError(f"dense_resource blob {name!r} is not in the module's "
+                                     f"dialect_resources: {text[:80]}")
+    # A blob is its alignment (a little-endian uint32), then the elements' bytes.
+    return _from_hex(hex_text[8:], ttype)
+
+
+class ResourceBlobs:
+    """The `builtin` `dialect_resources` blobs of a module (the data of its `dense_resource`
+    constants, as torch-mlir and other importers write them), read on first use: the MLIR
+    bindings give no access to a blob's bytes, so the module is printed once with its dense
+    elements elided and its resources in full. `used`: the blob names decoded, in order."""
+
+    def __init__(self, mlir_module):
+        self._module = mlir_module
+        self._text = None
+        self._spans: dict = {}
+        self.used: list = []
+
+    def hex(self, name: str):
+        """The blob's hex digits (a memoryview of the printed module), or None."""
+        if self._text is None:
+            self._text, self._spans = _resource_section(self._module)
+        span = self._spans.get(name)
+        return None if span is None else memoryview(self._text)[span[0]:span[1]]
+
+
+_RESOURCE_ENTRY_RE = re.compile(
+    rb'\s*(?:"((?:[^"\\]|\\.)*)"|([\w.$\-]+))\s*:\s*"0x([0-9A-Fa-f]*)"\s*,?')
+_BUILTIN_RESOURCES_RE = re.compile(rb"\bbuiltin\s*:\s*\{")
+
+
+def _resource_section(mlir_module) -> tuple:
+    """(the printed module, {blob name: (start, end) of its hex digits})."""
+    import io
+    out = io.BytesIO()
+    mlir_module.operation.print(large_elements_limit=1, large_resource_limit=(1 << 31) - 1,
+                                binary=True, file=out)
+    text = out.getvalue()
+    del out
+    start = text.find(b"{-#")
+    builtin = _BUILTIN_RESOURCES_RE.search(text, start) if start >= 0 else None
+    if builtin is None:
+        return b"", {}
+    spans, at = {}, builtin.end()
+    while True:
+        entry = _RESOURCE_ENTRY_RE.match(text, at)
+        if entry is None:
+            break
+        key = entry.group(1) if entry.group(1) is not None else entry.group(2)
+        spans[key.decode()] = entry.span(3)
+        at = entry.end()
+    return text, spans
 
 
 def placeholder_array(ttype: T.TensorType, rng: np.random.Generator) -> np.ndarray:
@@ -289,7 +369,7 @@ _STRUCTURED = (
 _DIALECT_ENUM_RE = re.compile(r"^#(?:mhlo|stablehlo)<\w+ (\w+)>$")
 
 
-def decode(attr, placeholder_rng=None) -> Any:
+def decode(attr, placeholder_rng=None, blobs: "ResourceBlobs | None" = None) -> Any:
     """Any attribute -> a plain Python value (recursively for arrays/dicts)."""
     if isinstance(attr, ir.BoolAttr):
         return bool(attr.value)
@@ -313,9 +393,9 @@ def decode(attr, placeholder_rng=None) -> Any:
     if isinstance(attr, ir.FlatSymbolRefAttr):
         return attr.value
     if isinstance(attr, ir.ArrayAttr):
-        return tuple(decode(a, placeholder_rng) for a in attr)
+        return tuple(decode(a, placeholder_rng, blobs) for a in attr)
     if isinstance(attr, ir.DictAttr):
-        return {named.name: decode(named.attr, placeholder_rng) for named in attr}
+        return {named.name: decode(named.attr, placeholder_rng, blobs) for named in attr}
     if isinstance(attr, ir.UnitAttr):
         return True
     if isinstance(attr, ir.TypeAttr):
@@ -329,11 +409,12 @@ def decode(attr, placeholder_rng=None) -> Any:
         return enum.group(1)
     if text.startswith("dense_resource<"):  # the bindings never downcast these
         type_text = text[text.rindex(":") + 1:].strip()
-        return dense_resource(text, T.parse_type(type_text), placeholder_rng)
+        return dense_resource(text, T.parse_type(type_text), placeholder_rng, blobs)
     return Opaque(text)
 
 
-def decode_op_attributes(operation, placeholder_rng=None) -> dict:
+def decode_op_attributes(operation, placeholder_rng=None,
+                         blobs: "ResourceBlobs | None" = None) -> dict:
     """All attributes of an operation; a complex-valued dense attribute that the
     bindings cannot downcast is recovered from the op's printed form.
 
@@ -348,7 +429,7 @@ def decode_op_attributes(operation, placeholder_rng=None) -> dict:
         except TypeError:
             result[name] = _decode_from_asm(operation, name)
             continue
-        value = decode(attr, placeholder_rng)
+        value = decode(attr, placeholder_rng, blobs)
         if placeholder_rng is not None and isinstance(value, np.ndarray) and \
                 str(attr).startswith("dense_resource<__elided__>"):
             # Write the placeholder into the module too, so the loaded program's MLIR

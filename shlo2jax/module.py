@@ -104,6 +104,9 @@ class ModuleDef:
         # run, and in those that never do (see _live_functions)
         self.problems: list = list(problems)
         self.dormant_problems: list = list(dormant_problems)
+        # op index -> the dense_resource blob a constant was decoded from (`__elided__` for
+        # placeholder data): weights, whatever their size (shlo2jax.params lifts them)
+        self.resource_constants: dict = {}
 
     def op_histogram(self) -> dict:
         hist: dict = {}
@@ -140,9 +143,11 @@ def format_location(loc, source_name: str) -> str:
 
 
 class _Decoder:
-    def __init__(self, source_name: str, placeholder_rng):
+    def __init__(self, source_name: str, placeholder_rng, blobs=None):
         self.source_name = source_name
         self.placeholder_rng = placeholder_rng
+        self.blobs = blobs  # the module's dense_resource data (attributes.ResourceBlobs)
+        self.resource_constants: dict = {}  # op index -> the dense_resource blob it reads
         self.value_ids: dict = {}
         self.next_id = 0
         self.problems: list = []
@@ -225,9 +230,11 @@ class _Decoder:
         if carried:
             self.carried.update(results)
         attrs = {}
+        blobs_before = len(self.blobs.used) if self.blobs is not None else 0
         if len(operation.attributes):
             try:
-                attrs = attributes.decode_op_attributes(operation, self.placeholder_rng)
+                attrs = attributes.decode_op_attributes(operation, self.placeholder_rng,
+                                                        self.blobs)
             except ElidedDataError as e:
                 raise ElidedDataError(f"{name} at {self.where(location)}: {e}") from None
             except (ValueError, T.UnsupportedTypeError) as e:
@@ -238,6 +245,8 @@ class _Decoder:
         op = Op(name, operands, results, result_types, attrs, regions, location, self.source_name)
         op.index = len(self.ops)
         self.ops.append(op)
+        if self.blobs is not None and len(self.blobs.used) > blobs_before:
+            self.resource_constants[op.index] = self.blobs.used[-1]
         if regions:
             used = set(operands)
             for r in regions:
@@ -388,7 +397,7 @@ def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool 
                   seed: int = 0, strict: bool = True) -> ModuleDef:
     """Walks an `ir.Module` once. With `strict`, every unsupported op/type is raised together."""
     rng = np.random.default_rng(seed) if placeholder_data else None
-    decoder = _Decoder(source_name, rng)
+    decoder = _Decoder(source_name, rng, attributes.ResourceBlobs(mlir_module))
     operation = mlir_module.operation
     module_attrs = {}
     module_attrs = attributes.decode_op_attributes(operation)
@@ -408,6 +417,7 @@ def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool 
                        problems=[p for f in functions if f in live for p in problems_in[f]],
                        dormant_problems=[p for f in functions if f not in live
                                          for p in problems_in[f]])
+    module.resource_constants = decoder.resource_constants
     if strict and module.problems:
         raise UnsupportedError(module.problems)
     if not functions:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-
+import functools
 from typing import Optional
 
 import jax
@@ -71,6 +71,34 @@ class Function:
     def __repr__(self):
         return f"<shlo2jax.Function {self.signature}>"
 
+    @functools.cached_property
+    def arg_names(self) -> tuple:
+        """Each argument's name as the module gives it (shlo2jax.names: jax's argument paths,
+        `tf_saved_model.index_path`, ...), else `arg_<i>`; unique. A call takes them as
+        keyword arguments."""
+        from shlo2jax import names
+        return names.with_fallback(names.module_argument_names(self.program, self.definition),
+                                   "arg")
+
+    @functools.cached_property
+    def result_names(self) -> tuple:
+        """Each result's name (`jax.result_info`, ...), else `result_<i>`; unique."""
+        from shlo2jax import names
+        return names.with_fallback(names.module_result_names(self.program, self.definition),
+                                   "result")
+
+    @functools.cached_property
+    def _arity(self) -> int:
+        return len(self.in_avals)
+
+    def bind_keywords(self, args: tuple, kwargs: dict) -> tuple:
+        """The positional arguments, completed by keyword arguments named by `arg_names`
+        (too few positional arguments: an error naming the missing ones)."""
+        if not kwargs and len(args) >= self._arity:
+            return args
+        from shlo2jax import names
+        return names.bind_keywords(self.arg_names, args, kwargs, self.signature)
+
     def check_arguments(self, args) -> None:
         if len(args) != len(self.input_types):
             raise TypeError(f"{self.signature} takes {len(self.input_types)} argument(s), "
@@ -102,16 +130,29 @@ class Function:
 
     def _traceable(self):
         if self._jitted is None:
-            translator = self.program.translator
-            body = translator.function_body(self.definition)
-            if any(isinstance(t, T.TensorType) and t.quant is not None for t in self.input_types):
-                from shlo2jax.quant import coerce_argument
-                types, plain_body = self.input_types, body
-
-                def body(*args):  # raw storage integers become quantized values
-                    return plain_body(*(coerce_argument(a, t) for a, t in zip(args, types)))
-            self._jitted = jax.jit(body)
+            body = self.program.translator.function_body(self.definition)
+            self._jitted = jax.jit(self.taking_storage_integers(body))
         return self._jitted
+
+    def taking_storage_integers(self, body):
+        """`body` (of this function's arguments), taking quantized arguments as their raw
+        storage integers too."""
+        if not any(isinstance(t, T.TensorType) and t.quant is not None for t in self.input_types):
+            return body
+        from shlo2jax.quant import coerce_argument
+        types = self.input_types
+
+        def coerced(*args):  # raw storage integers become quantized values
+            return body(*(coerce_argument(a, t) for a, t in zip(args, types)))
+        return coerced
+
+    def coerce_f6(self, args) -> tuple:
+        """ml_dtypes float6 arguments as F6Arrays (jax cannot hold f6); the others as given."""
+        if not self._f6_inputs:
+            return args
+        from shlo2jax.quant import coerce_argument
+        return tuple(coerce_argument(a, t) if isinstance(t, T.TensorType) else a
+                     for a, t in zip(args, self.input_types))
 
     # -- sharded programs
 
@@ -169,12 +210,12 @@ class Function:
             self.program.sharding.mesh  # raises: too few devices
         return False  # annotations only: the same values on one device
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        return self._call_positional(*self.bind_keywords(args, kwargs))
+
+    def _call_positional(self, *args):
         self.check_arguments(args)
-        if self._f6_inputs:
-            from shlo2jax.quant import coerce_argument
-            args = tuple(coerce_argument(a, t) if isinstance(t, T.TensorType) else a
-                         for a, t in zip(args, self.input_types))
+        args = self.coerce_f6(args)
         if not self._dynamic and self._runs_sharded():
             placed = [a if s is None else jax.device_put(a, s)
                       for a, s in zip(args, self.in_shardings)]
@@ -340,11 +381,28 @@ class ExportedFunction(Function):
         return head + (TOKEN,) * self._tokens + tuple(args[i] for i in self._kept)
 
     def _call_module(self, *args):
-        outs = Function.__call__(self, *self.module_arguments(args))
+        outs = Function._call_positional(self, *self.module_arguments(args))
         outs = outs if isinstance(outs, tuple) and len(self.output_types) > 1 else (outs,)
         return tuple(outs[self._result_tokens:])
 
-    def __call__(self, *args):
+    @functools.cached_property
+    def arg_names(self) -> tuple:
+        """The names of the exported function's flat arguments (see Function.arg_names; for
+        arguments jax dropped as unused, their `in_tree` path)."""
+        from shlo2jax import names
+        module_names = names.module_argument_names(self.program, self.definition)
+        skip = (self._platform_index is not None) + self._tokens
+        return names.with_fallback(
+            names.exported_argument_names(self.exported, module_names[skip:]), "arg")
+
+    @functools.cached_property
+    def result_names(self) -> tuple:
+        from shlo2jax import names
+        module_names = names.module_result_names(self.program, self.definition)
+        return names.with_fallback(module_names[self._result_tokens:], "result")
+
+    def __call__(self, *args, **kwargs):
+        args = self.bind_keywords(args, kwargs)
         if self.uses_producer_vjp:
             if self._with_vjp is None:
                 self._with_vjp = self._producer_vjp_call()

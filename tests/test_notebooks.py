@@ -28,6 +28,41 @@ def test_finetune_loss_goes_down():
     assert final < initial * 0.5, line
 
 
+def _stream_text(notebook) -> str:
+    return "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                   for out in cell.get("outputs", []) if out.get("output_type") == "stream")
+
+
+def _images(notebook) -> int:
+    return sum("image/png" in out.get("data", {}) for cell in notebook.cells
+               if cell.cell_type == "code" for out in cell.get("outputs", []))
+
+
+def test_finetune_baked_weights():
+    # the corpus's Flax CNN with closed-over weights: lifted, fine-tuned, written back out
+    notebook = run_notebook("finetune_baked_weights.ipynb")
+    text = _stream_text(notebook)
+    assert "LinenCNN/Conv_0/kernel" in text and "LinenCNN/Dense_0/kernel" in text
+    assert "apply == program, bit for bit" in text
+    line = next(l for l in text.splitlines() if l.startswith("loss ") and "->" in l)
+    initial, final = (float(v) for v in line[len("loss "):].split("->"))
+    assert final < initial * 0.1, line
+    accuracy = next(l for l in text.splitlines() if l.startswith("held-out accuracy"))
+    assert float(accuracy.split("->")[1]) >= 0.8, accuracy
+    assert "the fine-tuned kernels are constants of the new artifact: 3" in text
+    assert _images(notebook) == 1  # the loss curves
+
+
+def test_committed_notebooks_carry_their_outputs():
+    # notebooks/ are read on GitHub: committed executed, with their pictures
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        code = [c for c in notebook.cells if c.cell_type == "code"]
+        unexecuted = [i for i, c in enumerate(code) if c.get("execution_count") is None]
+        assert not unexecuted, f"{path.name}: code cells {unexecuted} are not executed"
+        assert _images(notebook) >= 1, f"{path.name} shows no picture"
+
+
 def test_compare_backends_notebook():
     notebook = run_notebook("compare_backends.ipynb")
     text = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
