@@ -15,7 +15,8 @@ from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import decode_module
 from shlo2jax.options import TranslationOptions
 from shlo2jax.program import Program
-from shlo2jax.safe_parse import BYTECODE_MAGIC, check_bytecode, check_text, parse_in_child
+from shlo2jax.safe_parse import (BYTECODE_MAGIC, check_bytecode, check_text, printed_problem,
+                                 parse_in_child)
 from shlo2jax.translate import gc_paused
 
 
@@ -46,7 +47,33 @@ def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str 
         if not child.ok:
             message = child.message.replace('"-":', f'"{source_name}":') if source_name else child.message
             raise LoadError(f"cannot read MLIR{where}: {message} ({verdict.why})")
-    return parse_mlir_unchecked(source, context, source_name)
+    if isinstance(source, bytes):
+        # A VHLO artifact is checked as the bytecode it is before it is converted (the
+        # conversion is where a location in an attribute's place crashes), and converted
+        # (its names are read from the StableHLO module); plain bytecode parsed here is
+        # the module. See `printed_problem` for what the checks look for.
+        with context:
+            try:
+                module = ir.Module.parse(source)
+            except Exception:  # noqa: BLE001 - parse_mlir_unchecked reports it
+                module = None
+        if module is not None:
+            _check_printed(module, where)
+            if not _is_vhlo(module):
+                return module
+    module = parse_mlir_unchecked(source, context, source_name)
+    _check_printed(module, where)
+    return module
+
+
+def _is_vhlo(module: ir.Module) -> bool:
+    return any(op.operation.name.startswith("vhlo.") for op in module.body.operations)
+
+
+def _check_printed(module: ir.Module, where: str) -> None:
+    problem = printed_problem(module)
+    if problem:
+        raise LoadError(f"cannot read MLIR{where} (corrupt input): {problem}")
 
 
 def parse_mlir_unchecked(source: Union[str, bytes], context: ir.Context,

@@ -245,6 +245,48 @@ def check_bytecode(data: bytes) -> Verdict:
     return SAFE
 
 
+# What parsing accepts but jaxlib aborts on when the decoder reads it, seen in the module's
+# printed form (printed without debug info, large constants elided: ~10 ms on a
+# 9M-parameter model):
+# * a location in an attribute's place (`value = #loc3`; a location is an attribute to
+#   MLIR, corrupt bytecode can put one anywhere). Handing it to Python as an attribute
+#   (`named.attr`, iterating an ArrayAttr) throws inside nanobind's cast, and the
+#   VHLO-to-StableHLO conversion of some ops dereferences it as the attribute it expects
+#   (SIGSEGV). Without debug info, no location prints except one used as a value: a
+#   `loc(...)` or a `#loc` alias outside string literals.
+# * an attribute or symbol name that is not UTF-8 (`{"\FF" = ...}`): reading
+#   `NamedAttribute.name` throws where nanobind cannot pass it on. String values may be
+#   binary (a kernel's config); names may not.
+_LOCATION_AS_VALUE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#loc\d*\b|\bloc\(')
+_NAME_LITERAL = re.compile(rb'(@?)("(?:[^"\\\n]|\\.)*")([ \t]*=)?')
+
+
+def printed_problem(module) -> Optional[str]:
+    """What in `module` (an `ir.Module`) would abort the process when it is decoded, or
+    None: a location in an attribute's place, a name that is not UTF-8."""
+    asm = module.operation.get_asm(binary=True, large_elements_limit=16,
+                                   enable_debug_info=False)
+    if _HIGH_ESCAPE.search(asm):
+        for m in _NAME_LITERAL.finditer(asm):
+            if (m.group(1) or m.group(3)) and _HIGH_ESCAPE.search(m.group(2)):
+                try:
+                    _unescaped(m.group(2)).decode("utf-8")
+                except UnicodeDecodeError:
+                    what = "symbol" if m.group(1) else "attribute"
+                    return (f"an {what} name is not UTF-8: "
+                            f"{m.group(2)[:60].decode('ascii', 'backslashreplace')}")
+    text = asm.decode("utf-8", "replace")
+    for m in _LOCATION_AS_VALUE.finditer(text):
+        if not m.group().startswith('"'):
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            line = text[start:end if end >= 0 else len(text)].strip()
+            if line.startswith("#loc"):  # an alias's definition: find its use instead
+                continue
+            return f"a location stands where an attribute value belongs: {line[:200]}"
+    return None
+
+
 # The child imports jaxlib's MLIR bindings only (0.4 s, not jax's 1.3 s), builds its context
 # as jax's `make_ir_context` and shlo2jax's `_jax_internals.make_ir_context` do (the same
 # dialects, unregistered ones allowed, `quant` loaded), and reads the input on the same path
