@@ -478,3 +478,52 @@ def test_reflowed_shared_conformance_checks_read_the_same(shared_dir):
         assert _generic_checks(_reflow_checks(text)) == original, path
         checked += len(original)
     assert checked > 400
+
+
+# ---------------------------------------------------------------- run_parallel infeed
+
+_RUN_PARALLEL_INFEED = textwrap.dedent("""\
+    func.func @queue0() -> tensor<2xi64> {
+      %0 = stablehlo.constant dense<[1, 2]> : tensor<2xi64>
+      func.return %0 : tensor<2xi64>
+    }
+    func.func @queue1() -> tensor<2xi64> {
+      %0 = stablehlo.constant dense<[3, 4]> : tensor<2xi64>
+      func.return %0 : tensor<2xi64>
+    }
+    func.func @proc(%x: tensor<2xi64>) -> tensor<2xi64> {
+      %t = stablehlo.create_token : !stablehlo.token
+      %r:2 = "stablehlo.infeed"(%t) : (!stablehlo.token) -> (tensor<2xi64>, !stablehlo.token)
+      %s = stablehlo.add %r#0, %x : tensor<2xi64>
+      func.return %s : tensor<2xi64>
+    }
+    func.func @main() {
+      %x = stablehlo.constant dense<[10, 20]> : tensor<2xi64>
+      %y = stablehlo.constant dense<[100, 200]> : tensor<2xi64>
+      %r:2 = "interpreter.run_parallel"(%x, %y) {infeed = INFEED,
+          programs = [[@proc], [@proc]]} : (tensor<2xi64>, tensor<2xi64>)
+          -> (tensor<2xi64>, tensor<2xi64>)
+      check.expect_eq_const %r#0, dense<[11, 22]> : tensor<2xi64>
+      check.expect_eq_const %r#1, dense<[103, 204]> : tensor<2xi64>
+      func.return
+    }
+    """)
+
+
+def test_run_parallel_processes_take_the_infeed_queue_in_process_order():
+    assert run(_RUN_PARALLEL_INFEED.replace("INFEED", "[@queue0, @queue1]")) == \
+        ("pass", "2 check(s) held")
+    swapped = run(_RUN_PARALLEL_INFEED.replace("INFEED", "[@queue1, @queue0]"))
+    assert swapped[0] == "fail" and "13 vs 11" in swapped[1]
+
+
+def test_run_parallel_infeed_left_unread_is_an_error():
+    import shlo2jax
+    text = _RUN_PARALLEL_INFEED.replace("INFEED", "[@queue0, @queue1, @queue0]")
+    assert run(text)[0] == "error"
+    main = text[text.index("func.func @main"):]
+    program = shlo2jax.load(text[:text.index("func.func @main")] + main[:main.index(
+        "  check.")].replace("func.func @main()", "func.func @main() -> tensor<2xi64>")
+        + "  func.return %r#0 : tensor<2xi64>\n}\n")
+    with pytest.raises(Exception, match="left 1 of its infeed values unread"):
+        np.asarray(program())
