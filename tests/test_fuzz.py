@@ -14,7 +14,7 @@ CI_SEEDS = "--count", "24", "--seed", "1000"
 
 def test_generated_programs_cover_the_families():
     texts = [fuzz.generate(seed).text() for seed in range(300)]
-    for needle in ("stablehlo.reduce", "stablehlo.while", "stablehlo.scatter",
+    for needle in ("stablehlo.reduce", "stablehlo.while", "stablehlo.scatter", "stablehlo.gather",
                    "stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice",
                    "stablehlo.dot_general", "stablehlo.convert", "stablehlo.select",
                    "stablehlo.transpose", "stablehlo.pad", "stablehlo.concatenate",

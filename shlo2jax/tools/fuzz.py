@@ -3,7 +3,7 @@
 `generate(seed)` writes a program: a chain of ops over the arguments of one tensor type
 (elementwise unary and binary ops, compare/select, conversions), then one op that may
 change the shape (reduce, transpose, reverse, slice, pad, concatenate, broadcast,
-dynamic_slice / dynamic_update_slice and scatter with starts that may be out of range,
+dynamic_slice / dynamic_update_slice, gather and scatter with starts that may be out of range,
 dot_general, a while loop, convert). Inputs mix ordinary values with NaN, +-inf, -0,
 subnormals and the integer extremes. `check(seed)` runs the program through the
 translation, XLA compiling the module directly and, when it is small, the reference
@@ -154,7 +154,7 @@ def _tail(rng: random.Random, x: str, shape: tuple, element: str, t: str, is_flo
     kinds = ["none", "reduce", "while", "broadcast"]
     if rank:
         kinds += ["transpose", "reverse", "slice", "pad", "concatenate", "dynamic_slice",
-                  "dynamic_update_slice", "scatter", "dot"]
+                  "dynamic_update_slice", "scatter", "gather", "dot"]
     kind = rng.choice(kinds)
     scalar = _tensor((), element)
     if kind == "none":
@@ -274,6 +274,20 @@ def _tail(rng: random.Random, x: str, shape: tuple, element: str, t: str, is_flo
                  f"{update_dims}, inserted_window_dims = [], scatter_dims_to_operand_dims = [0], "
                  f"index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false}} "
                  f": ({t}, {it}, {ut}) -> {t}"], t)
+    if kind == "gather":
+        # windows of rows of dim 0; starts out of range are clamped so the window fits
+        window = (rng.randint(1, shape[0]),) + shape[1:]
+        idx = [rng.choice([-2147483648, -3, -1, 0, 1, 3, 9, 2147483647]) for _ in range(2)]
+        it = _tensor((2, 1), "i32")
+        ot = _tensor((2,) + window, element)
+        offset_dims = list(range(1, len(window) + 1))
+        sizes = ", ".join(str(w) for w in window)
+        return ([f"%idx = stablehlo.constant dense<{[[i] for i in idx]}> : {it}",
+                 f'%out = "stablehlo.gather"({x}, %idx) {{dimension_numbers = '
+                 f"#stablehlo.gather<offset_dims = {offset_dims}, collapsed_slice_dims = [], "
+                 f"start_index_map = [0], index_vector_dim = 1>, slice_sizes = "
+                 f"array<i64: {sizes}>, indices_are_sorted = false}} : ({t}, {it}) -> {ot}"],
+                ot)
     # dot: contract the last dim with itself (x . x^T over the other dims' batch)
     last = rank - 1
     ot = _tensor(shape[:-1], element)
