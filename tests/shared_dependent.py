@@ -21,9 +21,12 @@ def shared_dependent() -> list:
         if rel in ALWAYS:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append((rel, node))
+            elif isinstance(node, ast.ClassDef):  # test classes: Class::method
+                functions += [(f"{rel}::{node.name}", f) for f in node.body
+                              if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
     needs = {"shared_dir"}
     while True:  # fixtures that take a fixture needing ../shared need it too
         more = {f.name for _, f in functions if not f.name.startswith("test_")
