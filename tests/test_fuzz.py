@@ -48,3 +48,15 @@ def test_fixed_seeds_agree_on_every_backend():
     assert done.returncode == 0
     interpreted = int(lines[-2].split("; ")[1].split()[0])
     assert interpreted >= 5, lines[-2]  # the reference interpreter took part
+
+
+def test_xla_flushing_subnormals_is_listed_apart_not_hidden():
+    program = fuzz.generate(1000)
+    tiny = np.array([1e-45, 1.0], np.float32)  # a subnormal input
+    normal = np.array([1e-3, 1.0], np.float32)
+    spec, flushed = [np.array([-1.0], np.float32)], [np.array([0.0], np.float32)]
+    xla_alone = {"cpu": spec, "xla-direct": flushed, "interpreter": spec}
+    assert fuzz._explained_by_flushing(program._replace(inputs=[tiny]), xla_alone)
+    assert not fuzz._explained_by_flushing(program._replace(inputs=[normal]), xla_alone)
+    translation_alone = {"cpu": flushed, "xla-direct": spec, "interpreter": spec}
+    assert not fuzz._explained_by_flushing(program._replace(inputs=[tiny]), translation_alone)
