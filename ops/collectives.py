@@ -19,14 +19,17 @@ the default) is one process: the collectives act on groups of one process.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.experimental import io_callback
 
 from shlo2jax import grid as G
+from shlo2jax import host_transfers
 from shlo2jax import types as T
 from shlo2jax.errors import SpmdUnsupported, UnsupportedError
 from shlo2jax.ops._common import single_or_tuple
@@ -423,20 +426,42 @@ def collective_broadcast(ctx, op, x):
 
 # ---------------------------------------------------------------- interpreter.run_parallel
 
+class RunParallel(NamedTuple):
+    programs: tuple   # rows (replicas) of function names (partitions)
+    infeed: tuple     # functions whose values feed the processes' infeed ops, in order
+
+
 def _prepare_run_parallel(op):
-    if "infeed" in op.attrs:
-        raise Unsupported("run_parallel with `infeed` (per-process infeed queues) is not "
-                          "modelled")
     programs = op.attrs.get("programs")
     if not programs or len({len(row) for row in programs}) != 1 or not programs[0]:
         raise Unsupported(f"programs must be a non-empty rectangle, got {programs!r}")
-    return tuple(tuple(row) for row in programs)
+    return RunParallel(tuple(tuple(row) for row in programs), tuple(op.attrs.get("infeed", ())))
 
 
 @register_op("interpreter.run_parallel", prepare=_prepare_run_parallel)
 def run_parallel(ctx, op, *operands):
+    p = op.params
     try:
-        outs = G.run_parallel_traced(ctx.translator.module, op.params, operands)
+        if not p.infeed:
+            return single_or_tuple(op, G.run_parallel_traced(ctx.translator.module, p.programs,
+                                                             operands))
+        # The reference interpreter's processes pop one shared queue of the infeed
+        # functions' values, each infeed op the next, in whatever order its threads reach
+        # them; here the processes run one after another in process order (replica-major)
+        # and take them in that order. A collective would need them to run together.
+        module = ctx.translator.module
+        for name in sorted({name for row in p.programs for name in row}):
+            found = G.collective_in(module, name)
+            if found:
+                raise SpmdUnsupported(f"run_parallel with an infeed queue and a collective "
+                                      f"(@{name} has {found}): the processes take the queue "
+                                      "one after another")
+        values = [ctx.translator.callee(name)()[0] for name in p.infeed]
+        site = f"{op.name} at {op.location}"
+        io_callback(host_transfers.begin_run_parallel_infeed, None, *values, ordered=True)
+        outs = G.run_parallel_traced(module, p.programs, operands, sequential=True)
+        io_callback(functools.partial(host_transfers.end_run_parallel_infeed, site), None,
+                    ordered=True)
     except SpmdUnsupported as e:
         raise UnsupportedError([(op.name, op.location, str(e))]) from None
     return single_or_tuple(op, outs)

@@ -22,7 +22,7 @@ The mesh needs num_replicas * num_partitions devices. On CPU, set
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -65,6 +65,12 @@ _COLLECTIVES = frozenset({
     "mhlo.collective_broadcast"})
 
 
+def collective_in(module, name: str) -> Optional[str]:
+    """A collective op that function `name` (or a function it calls) has, or None."""
+    found = _op_names(module.functions[name].body, module, {name}) & _COLLECTIVES
+    return min(found) if found else None
+
+
 def _op_names(region, module, seen) -> set:
     names = set()
     for op in region.ops:
@@ -78,9 +84,11 @@ def _op_names(region, module, seen) -> set:
     return names
 
 
-def grid_function(module, programs: Sequence[Sequence]):
+def grid_function(module, programs: Sequence[Sequence], sequential: bool = False):
     """A traceable `f(per_process_args) -> per-process outputs` for a grid of FunctionDefs
-    (or names): `programs[r][p]` runs as replica r, partition p."""
+    (or names): `programs[r][p]` runs as replica r, partition p. `sequential`: run the
+    processes one after another in process order (they share a host queue), whatever
+    they contain."""
     rows = [[module.functions[f] if isinstance(f, str) else f for f in row] for row in programs]
     R, P = len(rows), len(rows[0])
     if any(len(row) != P for row in rows):
@@ -89,7 +97,7 @@ def grid_function(module, programs: Sequence[Sequence]):
     n = R * P
     distinct = list({f.name: f for f in flat}.values())
     ops = {f.name: _op_names(f.body, module, {f.name}) for f in distinct}
-    if n > 1 and any(ops[f.name] & _SEND_RECV for f in distinct):
+    if sequential or (n > 1 and any(ops[f.name] & _SEND_RECV for f in distinct)):
         return _sequential_grid(module, rows, flat, distinct, ops)
     if len(distinct) > 1:
         for f in distinct:
@@ -191,10 +199,10 @@ def _sequential_grid(module, rows, flat, distinct, ops):
     return run, (len(rows), len(rows[0])), flat
 
 
-def run_parallel_traced(module, programs, operands) -> list:
+def run_parallel_traced(module, programs, operands, sequential: bool = False) -> list:
     """interpreter.run_parallel: operands are the processes' arguments one process after
     another (replica-major); the results come back the same way."""
-    run, _, flat = grid_function(module, programs)
+    run, _, flat = grid_function(module, programs, sequential)
     per_process, at = [], 0
     for f in flat:
         k = len(f.input_types)

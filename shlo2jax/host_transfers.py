@@ -125,7 +125,34 @@ def _typed(io: HostIO, site: str, item, types) -> list:
     return out
 
 
+# `interpreter.run_parallel(...) {infeed = [@f, @g]}`: the processes' infeed ops take the
+# values of @f, @g, ... from one queue they share, ahead of any host feed. The op pushes
+# the queue before its processes run and pops it after (ordered callbacks, in that order).
+_RUN_PARALLEL_INFEED: list = []
+
+
+def begin_run_parallel_infeed(*values) -> None:
+    _RUN_PARALLEL_INFEED.append(collections.deque(np.asarray(v) for v in values))
+
+
+def end_run_parallel_infeed(site: str) -> None:
+    left = _RUN_PARALLEL_INFEED.pop()
+    if left:
+        raise HostIOError(f"{site}: its processes left {len(left)} of its infeed values "
+                          "unread")
+
+
 def take_infeed(site: str, types) -> list:
+    if _RUN_PARALLEL_INFEED:
+        queue = _RUN_PARALLEL_INFEED[-1]
+        if not queue:
+            raise HostIOError(f"{site}: the run_parallel infeed queue is exhausted")
+        item = queue.popleft()
+        if len(types) != 1 or item.dtype != types[0].dtype or \
+                item.shape != tuple(types[0].shape):
+            raise HostIOError(f"{site} takes ({', '.join(map(str, types))}); the "
+                              f"run_parallel infeed gave {item.dtype}{list(item.shape)}")
+        return [item]
     io = _active(site)
     if not io.infeed:
         io._fail(f"{site}: infeed exhausted: the op wants ({', '.join(map(str, types))}) but "

@@ -15,9 +15,10 @@ from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import decode_module
 from shlo2jax.options import TranslationOptions
 from shlo2jax.program import Program
+from shlo2jax.safe_parse import (BYTECODE_MAGIC, check_bytecode, check_text, printed_problem,
+                                 parse_in_child)
 from shlo2jax.translate import gc_paused
 
-_MLIR_BYTECODE_MAGIC = b"ML\xefR"
 
 
 def _diagnostic(e: Exception, source_name: str) -> str:
@@ -26,10 +27,62 @@ def _diagnostic(e: Exception, source_name: str) -> str:
 
 
 def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str = "") -> ir.Module:
-    """MLIR text, MLIR bytecode or a VHLO portable artifact -> a verified `ir.Module`."""
+    """MLIR text, MLIR bytecode or a VHLO portable artifact -> a verified `ir.Module`.
+
+    Malformed input raises `LoadError`, never aborts the process: the input is checked
+    before jaxlib parses it (see `shlo2jax.safe_parse`)."""
+    where = f" {source_name}" if source_name else ""
+    if isinstance(source, bytes) and not source.startswith(BYTECODE_MAGIC):
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise LoadError(f"cannot read{where}: neither MLIR bytecode (no `ML\\xefR` magic) "
+                            f"nor UTF-8 text (byte 0x{source[e.start]:02x} at offset "
+                            f"{e.start})") from None
+    verdict = check_bytecode(source) if isinstance(source, bytes) else check_text(source)
+    if verdict.error:
+        raise LoadError(f"cannot read MLIR{where}: {verdict.error}")
+    if not verdict.safe:
+        child = parse_in_child(source, source_name)
+        if not child.ok:
+            message = child.message.replace('"-":', f'"{source_name}":') if source_name else child.message
+            raise LoadError(f"cannot read MLIR{where}: {message} ({verdict.why})")
+    if isinstance(source, bytes):
+        # A VHLO artifact is checked as the bytecode it is before it is converted (the
+        # conversion is where a location in an attribute's place crashes), and converted
+        # (its names are read from the StableHLO module); plain bytecode parsed here is
+        # the module. See `printed_problem` for what the checks look for.
+        with context:
+            try:
+                module = ir.Module.parse(source)
+            except Exception:  # noqa: BLE001 - parse_mlir_unchecked reports it
+                module = None
+        if module is not None:
+            _check_printed(module, where)
+            if not _is_vhlo(module):
+                return module
+    module = parse_mlir_unchecked(source, context, source_name)
+    _check_printed(module, where)
+    return module
+
+
+def _is_vhlo(module: ir.Module) -> bool:
+    return any(op.operation.name.startswith("vhlo.") for op in module.body.operations)
+
+
+def _check_printed(module: ir.Module, where: str) -> None:
+    problem = printed_problem(module)
+    if problem:
+        raise LoadError(f"cannot read MLIR{where} (corrupt input): {problem}")
+
+
+def parse_mlir_unchecked(source: Union[str, bytes], context: ir.Context,
+                         source_name: str = "") -> ir.Module:
+    """`parse_mlir` without the check: input that makes jaxlib emit a diagnostic with bytes
+    that are not UTF-8 aborts the process."""
     where = f" {source_name}" if source_name else ""
     with context:
-        if isinstance(source, bytes) and source.startswith(_MLIR_BYTECODE_MAGIC):
+        if isinstance(source, bytes):
             try:
                 module = stablehlo.deserialize_portable_artifact(context, source)
             except Exception as vhlo_error:  # not VHLO: plain (stablehlo) bytecode
@@ -39,9 +92,8 @@ def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str 
                     raise LoadError(f"cannot read MLIR bytecode{where}: {_diagnostic(e, source_name)} "
                                     f"(as a VHLO artifact: {_diagnostic(vhlo_error, source_name)})") from None
         else:
-            text = source.decode("utf-8") if isinstance(source, bytes) else source
             try:
-                module = ir.Module.parse(text)
+                module = ir.Module.parse(source)
             except Exception as e:
                 raise LoadError(f"cannot parse MLIR{where}: {_diagnostic(e, source_name)}") from None
     # No separate `verify()`: parsing (text or bytecode) verifies the module, and so does the
@@ -98,7 +150,7 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
         source = bytes(source)
     if isinstance(source, str) and "\n" not in source and source.endswith((".mlir", ".bc")):
         raise LoadError(f"no such file: {source}")
-    if isinstance(source, bytes) and not source.startswith(_MLIR_BYTECODE_MAGIC):
+    if isinstance(source, bytes) and not source.startswith(BYTECODE_MAGIC):
         exported = _try_deserialize_exported(source)
         if exported is not None:
             return _from_exported(exported, options)
@@ -110,7 +162,7 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
         context = make_ir_context()
         mlir_module = parse_mlir(source, context, source_name)
         with context:
-            decode = functools.partial(decode_module, mlir_module, source_name=source_name,
+            decode = functools.partial(_decode, mlir_module, source_name=source_name,
                                        placeholder_data=placeholder_data, seed=seed, strict=False)
             module = decode()
             missing_chlo = {name for name, _, _ in module.problems if name.startswith("chlo.")}
@@ -123,6 +175,25 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
                                                         max_loop_trips=max_loop_trips)
         return Program(module, mlir_module, source_name,
                        {k: v for k, v in options.items() if k != "strict"})
+
+
+def _decode(mlir_module, **kwargs):
+    """`decode_module`, reporting a name that is not UTF-8 (an op, a symbol, a type) as the
+    malformed input it is. jaxlib raises a RuntimeError ("conversion error") reading one."""
+    try:
+        return decode_module(mlir_module, **kwargs)
+    except UnicodeDecodeError as e:
+        raise LoadError(f"cannot read{_where(kwargs)}: a name in the module is not UTF-8 "
+                        f"({e.object[max(0, e.start - 20):e.end + 20]!r})") from None
+    except RuntimeError as e:
+        if "conversion error" not in str(e):
+            raise
+        raise LoadError(f"cannot read{_where(kwargs)}: a name or string in the module is not "
+                        "UTF-8") from None
+
+
+def _where(kwargs) -> str:
+    return f" {kwargs['source_name']}" if kwargs.get("source_name") else ""
 
 
 def _load_builtin_rules() -> None:

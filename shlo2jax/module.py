@@ -231,6 +231,7 @@ class _Decoder:
             self.carried.update(results)
         attrs = {}
         blobs_before = len(self.blobs.used) if self.blobs is not None else 0
+        undecodable = False
         if len(operation.attributes):
             try:
                 attrs = attributes.decode_op_attributes(operation, self.placeholder_rng,
@@ -239,6 +240,7 @@ class _Decoder:
                 raise ElidedDataError(f"{name} at {self.where(location)}: {e}") from None
             except (ValueError, T.UnsupportedTypeError) as e:
                 self.problems.append((name, self.where(location), f"cannot decode attributes: {e}"))
+                undecodable = True
         mlir_regions = operation.regions
         regions = tuple([self.region(r, name, location) for r in mlir_regions]) \
             if len(mlir_regions) else ()
@@ -256,7 +258,8 @@ class _Decoder:
         if not carried and self.carried:  # a program with no such value skips the scan
             carried = not self.carried.isdisjoint(operands) or any(
                 _is_carried(t) for r in regions for t in r.arg_types)
-        self.resolve(op, carried)
+        if not undecodable:  # (reported above; its rule would look for the attributes)
+            self.resolve(op, carried)
         return op, used
 
     def resolve(self, op: Op, carried: bool = False):

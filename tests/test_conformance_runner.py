@@ -404,3 +404,126 @@ def test_gate_floor_and_known_failures(corpus, tmp_path, capsys):
     known.write_text(json.dumps({"known_failures": {}}))
     assert C.main(base + ["--floor", str(floor), "--known-failures", str(known)]) == 1
     assert "bad/wrong.mlir: fail and not a known failure" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- check syntax layout
+
+def _reflow_checks(text):
+    """The check ops of `text` laid out differently: a line break and a comment after each
+    comma and before the types' colon (outside brackets), blank lines between."""
+    out = []
+    for line in text.split("\n"):
+        if not line.lstrip().startswith(("check.expect", "interpreter.print")):
+            out.append(line)
+            continue
+        depth, pieces = 0, []
+        for i, ch in enumerate(line):
+            if ch in "<([{":
+                depth += 1
+            elif ch in ">)]}" and not (ch == ">" and line[i - 1] == "-"):
+                depth -= 1
+            if ch == "," and depth == 0:
+                pieces.append(",  // an operand\n\n      ")
+            elif ch == ":" and depth == 0:
+                pieces.append("\n      // its types\n      :")
+            else:
+                pieces.append(ch)
+        out.append("".join(pieces))
+    return "\n".join(out)
+
+
+def _generic_checks(text):
+    import re
+    return re.findall(r'"(?:check|interpreter)\.\w+"\(.*?-> \(\)', C.rewrite_check_syntax(text),
+                      re.S)
+
+
+def test_check_syntax_is_read_independently_of_layout(tmp_path):
+    text = textwrap.dedent("""\
+        func.func @almost() {
+          %0 = stablehlo.constant dense<[1.0, 2.0]> : tensor<2xf64>
+          %1 = stablehlo.constant dense<[1.05, 2.0]> : tensor<2xf64>
+          check.expect_almost_eq %0, %1, tolerance = 0.1 : tensor<2xf64>
+          check.expect_eq_const %1, dense<[1.05, 2.0]> : tensor<2xf64>
+          check.expect_close %0, %0, max_ulp_difference = 0 : tensor<2xf64>, tensor<2xf64>
+          func.return
+        }
+        """)
+    reflowed = _reflow_checks(text)
+    assert reflowed.count("\n") > text.count("\n") + 6  # it is laid out differently
+    assert _generic_checks(reflowed) == _generic_checks(text) and len(_generic_checks(text)) == 3
+    (tmp_path / "a.mlir").write_text(text)
+    (tmp_path / "b.mlir").write_text(reflowed)
+    results = {r["id"]: r["outcome"] for r in C.run_cases(C.discover([str(tmp_path)]), 0, 60)}
+    assert results == {"a.mlir": "pass", "b.mlir": "pass"}
+
+
+def test_check_statement_ends_where_nothing_continues_it():
+    text = ("  check.expect_eq_const %1, dense<1> : tensor<i32> // trailing\n"
+            "  %2 = stablehlo.add %1, %1 : tensor<i32>\n")
+    rewritten = C.rewrite_check_syntax(text)
+    assert "// trailing\n  %2 = stablehlo.add" in rewritten
+    assert rewritten.startswith('  "check.expect_eq_const"(%1) {value = dense<1> : tensor<i32>}')
+
+
+def test_reflowed_shared_conformance_checks_read_the_same(shared_dir):
+    """Every check op of the shared corpus, reflowed, rewrites to the same generic op."""
+    paths = sorted((shared_dir / "conformance").rglob("*.mlir"))
+    checked = 0
+    for path in paths:
+        text = path.read_text()
+        if "check.expect" not in text:
+            continue
+        original = _generic_checks(text)
+        assert _generic_checks(_reflow_checks(text)) == original, path
+        checked += len(original)
+    assert checked > 400
+
+
+# ---------------------------------------------------------------- run_parallel infeed
+
+_RUN_PARALLEL_INFEED = textwrap.dedent("""\
+    func.func @queue0() -> tensor<2xi64> {
+      %0 = stablehlo.constant dense<[1, 2]> : tensor<2xi64>
+      func.return %0 : tensor<2xi64>
+    }
+    func.func @queue1() -> tensor<2xi64> {
+      %0 = stablehlo.constant dense<[3, 4]> : tensor<2xi64>
+      func.return %0 : tensor<2xi64>
+    }
+    func.func @proc(%x: tensor<2xi64>) -> tensor<2xi64> {
+      %t = stablehlo.create_token : !stablehlo.token
+      %r:2 = "stablehlo.infeed"(%t) : (!stablehlo.token) -> (tensor<2xi64>, !stablehlo.token)
+      %s = stablehlo.add %r#0, %x : tensor<2xi64>
+      func.return %s : tensor<2xi64>
+    }
+    func.func @main() {
+      %x = stablehlo.constant dense<[10, 20]> : tensor<2xi64>
+      %y = stablehlo.constant dense<[100, 200]> : tensor<2xi64>
+      %r:2 = "interpreter.run_parallel"(%x, %y) {infeed = INFEED,
+          programs = [[@proc], [@proc]]} : (tensor<2xi64>, tensor<2xi64>)
+          -> (tensor<2xi64>, tensor<2xi64>)
+      check.expect_eq_const %r#0, dense<[11, 22]> : tensor<2xi64>
+      check.expect_eq_const %r#1, dense<[103, 204]> : tensor<2xi64>
+      func.return
+    }
+    """)
+
+
+def test_run_parallel_processes_take_the_infeed_queue_in_process_order():
+    assert run(_RUN_PARALLEL_INFEED.replace("INFEED", "[@queue0, @queue1]")) == \
+        ("pass", "2 check(s) held")
+    swapped = run(_RUN_PARALLEL_INFEED.replace("INFEED", "[@queue1, @queue0]"))
+    assert swapped[0] == "fail" and "13 vs 11" in swapped[1]
+
+
+def test_run_parallel_infeed_left_unread_is_an_error():
+    import shlo2jax
+    text = _RUN_PARALLEL_INFEED.replace("INFEED", "[@queue0, @queue1, @queue0]")
+    assert run(text)[0] == "error"
+    main = text[text.index("func.func @main"):]
+    program = shlo2jax.load(text[:text.index("func.func @main")] + main[:main.index(
+        "  check.")].replace("func.func @main()", "func.func @main() -> tensor<2xi64>")
+        + "  func.return %r#0 : tensor<2xi64>\n}\n")
+    with pytest.raises(Exception, match="left 1 of its infeed values unread"):
+        np.asarray(program())

@@ -167,6 +167,12 @@ def main(argv=None) -> int:
     if argv and argv[0] == "conformance":
         from shlo2jax.tools.conformance import main as conformance_main
         return conformance_main(argv[1:])
+    if argv and argv[0] == "fuzz":
+        from shlo2jax.tools.fuzz import main as fuzz_main
+        return fuzz_main(argv[1:])
+    if argv and argv[0] == "mutate":
+        from shlo2jax.tools.mutate import main as mutate_main
+        return mutate_main(argv[1:])
     parser = argparse.ArgumentParser(prog="shlo2jax", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="functions, signatures, op histogram and unsupported ops; "
@@ -206,5 +212,9 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(func=_export)
     sub.add_parser("conformance", help="run StableHLO conformance cases (see --help)")
+    sub.add_parser("fuzz", help="random well-typed programs: the translation against XLA and "
+                                "the reference interpreter; exit 1 on a mismatch or crash")
+    sub.add_parser("mutate", help="load and call malformed mutants of the bundled modules; "
+                                  "exit 1 on a crash or an error not the library's (see --help)")
     args = parser.parse_args(argv)
     return args.func(args)

@@ -157,31 +157,70 @@ _CUSTOM_OP_RE = re.compile(r"(?<![\w.\"@])(check\.expect_\w+|interpreter\.print)
 _GENERIC_PROPS_RE = re.compile(r'("(?:check|interpreter)\.\w+"\([^()]*\)\s*)<\{')
 
 
-def _scan_statement(text: str, start: int) -> int:
-    """End of the op statement starting at `start`: the first newline or `//` comment
-    outside brackets (dense literals may span lines)."""
-    depth, i, in_str = 0, start, False
-    while i < len(text):
+def _next_significant(text: str, i: int) -> str:
+    """The first character at or after `i` that is neither whitespace nor in a comment."""
+    n = len(text)
+    while i < n:
+        if text[i].isspace():
+            i += 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        else:
+            return text[i]
+    return ""
+
+
+def _scan_statement(text: str, start: int) -> tuple[int, str]:
+    """The op statement starting at `start`, read independently of its layout: (its end, its
+    text with comments dropped and newlines as spaces). Operands, values and types may span
+    lines and have comments between them; the statement ends at a newline outside brackets
+    where nothing continues it (its text so far does not end in `,` `:` `=`, the next
+    significant character is not `,` `:` `=` `{`, and its types have begun). A comment
+    trailing its last line stays where it is."""
+    depth, i, in_str, typed = 0, start, False, False
+    body: list[str] = []
+    n = len(text)
+
+    def ends_here(at: int) -> bool:
+        last = "".join(body).rstrip()[-1:]
+        return typed and last not in (",", ":", "=") and \
+            _next_significant(text, at) not in (",", ":", "=", "{")
+
+    while i < n:
         ch = text[i]
         if in_str:
-            if ch == "\\":
+            body.append(ch)
+            if ch == "\\" and i + 1 < n:
+                body.append(text[i + 1])
                 i += 1
             elif ch == '"':
                 in_str = False
         elif ch == '"':
             in_str = True
-        elif ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            # `->` is not a closing bracket
-            if not (ch == ">" and i > 0 and text[i - 1] == "-"):
-                depth -= 1
-        elif ch == "\n" and depth <= 0:
-            return i
-        elif ch == "/" and text.startswith("//", i) and depth <= 0:
-            return i  # a trailing comment stays where it is
+            body.append(ch)
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            if depth <= 0 and ends_here(j):
+                return i, "".join(body)
+            body.append(" ")
+            i = j
+            continue
+        elif ch == "\n":
+            if depth <= 0 and ends_here(i):
+                return i, "".join(body)
+            body.append(" ")
+        else:
+            if ch in "<([{":
+                depth += 1
+            elif ch in ">)]}" and not (ch == ">" and i > 0 and text[i - 1] == "-"):
+                depth -= 1  # (`->` is not a closing bracket)
+            elif ch == ":" and depth <= 0:
+                typed = True
+            body.append(ch)
         i += 1
-    return len(text)
+    return n, "".join(body)
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -215,7 +254,8 @@ def _attr_value(value: str) -> str:
 
 def _generic_check(name: str, body: str) -> str:
     """`check.expect_* <body>` (custom syntax, op name stripped) -> the generic op."""
-    head, _, tail = body.partition(" : ") if " : " in body else (body, "", "")
+    head, *rest = _split_top(body, ":")  # at the first `:` outside brackets
+    tail = " : ".join(rest)
     items = [p for p in _split_top(head, ",") if p]
     tail = tail.strip()
     extra = ""
@@ -271,9 +311,9 @@ def rewrite_check_syntax(text: str) -> str:
         prefix = text[line_start:m.start()]
         if prefix.strip() or "//" in prefix:
             continue  # inside a comment or another construct
-        end = _scan_statement(text, m.end())
+        end, body = _scan_statement(text, m.end())
         out.append(text[pos:m.start()])
-        out.append(_generic_check(m.group(1), text[m.end():end].strip()))
+        out.append(_generic_check(m.group(1), body.strip()))
         pos = end
     out.append(text[pos:])
     text = "".join(out)

@@ -553,3 +553,69 @@ def test_indexing_ops_every_element_type(element):
     expected[[1, 3]] = x[[3, 0]]
     _bits_equal(outs[3], expected)
     _bits_equal(outs[4], np.where(p, x, x[::-1]))
+
+
+_SCATTER_ROWS = """
+func.func @main(%x: tensor<5x3xf32>, %i: tensor<2x1xi32>, %u: tensor<2x2x3xf32>) -> tensor<5x3xf32> {
+  %0 = "stablehlo.scatter"(%x, %i, %u) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      BODY
+  }) {scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1, 2],
+      inserted_window_dims = [], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>,
+      indices_are_sorted = SORTED, unique_indices = SORTED}
+    : (tensor<5x3xf32>, tensor<2x1xi32>, tensor<2x2x3xf32>) -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}
+"""
+_SCATTER_BODIES = {
+    "replace": ("stablehlo.return %b : tensor<f32>", lambda a, b: b),
+    "add": ("%s = stablehlo.add %a, %b : tensor<f32>\n      stablehlo.return %s : tensor<f32>",
+            lambda a, b: a + b),
+    "general": ("%s = stablehlo.subtract %b, %a : tensor<f32>\n"
+                "      stablehlo.return %s : tensor<f32>", lambda a, b: b - a),
+}
+
+
+def _scatter_rows_reference(x, starts, updates, combine):
+    """The spec: each update element whose full index falls outside the operand is skipped
+    (a window partly outside keeps its inside elements); starts are not clamped."""
+    out = x.copy()
+    for k, start in enumerate(starts):
+        for r in range(updates.shape[1]):
+            row = start + r
+            if 0 <= row < x.shape[0]:
+                out[row] = combine(out[row], updates[k, r])
+    return out
+
+
+@pytest.mark.parametrize("body", sorted(_SCATTER_BODIES))
+@pytest.mark.parametrize("starts", [(-1, 4), (-2, 5), (-7, 2), (3, -1), (2147483647, -2147483648)])
+def test_scatter_out_of_range_starts_on_every_path(body, starts):
+    """Negative and past-the-end starts: jit, vmap (operand or indices batched) and grad
+    give the spec's result, never a trace-time slice error."""
+    import jax
+    text, combine = _SCATTER_BODIES[body]
+    sorted_ = "true" if starts[0] <= starts[1] and starts[0] != starts[1] else "false"
+    program = shlo2jax.load(_SCATTER_ROWS.replace("BODY", text).replace("SORTED", sorted_))
+    fn = program.entry
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    u = rng.standard_normal((2, 2, 3)).astype(np.float32)
+    i = np.array(starts, np.int32).reshape(2, 1)
+    expected = _scatter_rows_reference(x, starts, u, combine)
+    np.testing.assert_allclose(np.asarray(fn(x, i, u)), expected, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jax.jit(fn)(x, i, u)), expected, rtol=1e-6)
+    batched = jax.vmap(fn, (0, None, None))(np.stack([x, 2 * x]), i, u)
+    np.testing.assert_allclose(np.asarray(batched[1]),
+                               _scatter_rows_reference(2 * x, starts, u, combine), rtol=1e-6)
+    other = np.array([[0], [1]], np.int32)
+    batched = jax.vmap(fn, (None, 0, None))(x, np.stack([i, other]), u)
+    np.testing.assert_allclose(np.asarray(batched[0]), expected, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(batched[1]),
+                               _scatter_rows_reference(x, (0, 1), u, combine), rtol=1e-6)
+    if body != "general":  # a general body is not differentiable (a named error)
+        grad_u = jax.grad(lambda u: fn(x, i, u).sum())(u)
+        landed = np.array([[0 <= s + r < 5 for r in range(2)] for s in starts], np.float32)
+        # no two updates target one row here: each lands (derivative 1) or is dropped (0)
+        np.testing.assert_array_equal(np.asarray(grad_u),
+                                      np.broadcast_to(landed[:, :, None], u.shape))

@@ -1,0 +1,372 @@
+"""Reading untrusted MLIR without letting jaxlib abort the process.
+
+jaxlib's MLIR bindings turn every diagnostic of a failed parse into a Python string inside
+a C callback (`ir.Module.parse` collects them for its exception). When a diagnostic holds
+bytes that are not UTF-8 (a dialect, op or symbol name read from a corrupt bytecode string
+table, a string literal with `\\FF` escapes in text), nanobind's conversion throws a C++
+exception through that callback and the process ends in `std::terminate`. A Python `try`
+cannot catch that, so the input is checked before it reaches the parser:
+
+* MLIR bytecode: the framing is read (header, section headers, the string table, the
+  attribute/type offset table) the way MLIR's reader reads it. A framing error is reported
+  here (the parser would only fail on it); every shared string must be UTF-8, and every
+  attribute/type entry kept as assembly text is checked like text.
+* Text: every `\\XX` escape that writes a byte >= 0x80 must, with its string literal, still
+  form valid UTF-8 (raw text is UTF-8 by construction).
+
+Input that passes is parsed in this process; parsing it cannot put a non-UTF-8 byte in a
+diagnostic. Input that does not pass (a string that is not UTF-8, say) is not necessarily
+malformed: it is parsed once in a child process first (`parse_in_child`), which reports how
+jaxlib fared; only a clean parse there is repeated here (parsing is deterministic). The check
+reads the file's headers and tables, not its IR: it costs a few milliseconds on a large model.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from typing import NamedTuple, Optional
+
+BYTECODE_MAGIC = b"ML\xefR"
+
+# MLIR's bytecode sections (mlir/Bytecode/Encoding.h)
+_STRING, _DIALECT, _ATTR_TYPE, _ATTR_TYPE_OFFSET, _IR = 0, 1, 2, 3, 4
+_NUM_SECTIONS = 9
+_ALIGNMENT_BYTE = 0xCB
+
+
+class Verdict(NamedTuple):
+    """What the check says about an input: `error` (it is malformed: the message), or
+    `safe` (the in-process parser may see it), or neither (a child process must parse it
+    first; `why` says what made the check inconclusive)."""
+    safe: bool
+    error: Optional[str] = None
+    why: str = ""
+
+
+SAFE = Verdict(True)
+
+
+class _Framing(Exception):
+    pass
+
+
+class _Reader:
+    __slots__ = ("data", "pos", "end")
+
+    def __init__(self, data, pos: int = 0, end: Optional[int] = None):
+        self.data, self.pos = data, pos
+        self.end = len(data) if end is None else end
+
+    def byte(self) -> int:
+        if self.pos >= self.end:
+            raise _Framing("a byte is read past the end of the bytecode")
+        b = self.data[self.pos]
+        self.pos += 1
+        return b
+
+    def bytes(self, n: int) -> bytes:
+        if n > self.end - self.pos:
+            raise _Framing(f"{n} bytes are read where {self.end - self.pos} remain")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def varint(self) -> int:
+        first = self.byte()
+        if first & 1:
+            return first >> 1
+        if first == 0:
+            return int.from_bytes(self.bytes(8), "little")
+        n = (first & -first).bit_length() - 1  # trailing zeros: the extra bytes
+        value = int.from_bytes(bytes([first]) + self.bytes(n), "little")
+        return value >> (n + 1)
+
+    def cstring(self) -> bytes:
+        nul = self.data.find(b"\0", self.pos, self.end)
+        if nul < 0:
+            raise _Framing("a string has no terminating NUL")
+        out = self.data[self.pos:nul]
+        self.pos = nul + 1
+        return out
+
+    def empty(self) -> bool:
+        return self.pos >= self.end
+
+
+def _sections(data: bytes) -> tuple[int, bytes, dict]:
+    """(version, producer, {section id: (start, end)}) of a bytecode file."""
+    r = _Reader(data, len(BYTECODE_MAGIC))
+    version = r.varint()
+    producer = r.cstring()
+    sections = {}
+    while not r.empty():
+        head = r.byte()
+        length = r.varint()
+        section, aligned = head & 0x7F, head & 0x80
+        if section >= _NUM_SECTIONS:
+            raise _Framing(f"invalid section id {section}")
+        if section in sections:
+            raise _Framing(f"section {section} appears twice")
+        if aligned:
+            alignment = r.varint()
+            if alignment == 0 or alignment & (alignment - 1):
+                raise _Framing(f"section {section}: alignment {alignment} is not a power of two")
+            # MLIR pads to an absolute address; a buffer that is not aligned that far is
+            # refused by its reader, so in a readable file the padding ends at an offset
+            # that is a multiple of the alignment.
+            while r.pos % alignment:
+                if r.byte() != _ALIGNMENT_BYTE:
+                    raise _Framing(f"section {section}: a padding byte is not 0xCB")
+        if length > r.end - r.pos:
+            raise _Framing(f"section {section} ({length} bytes) runs past the end of the file")
+        sections[section] = (r.pos, r.pos + length)
+        r.pos += length
+    for required in (_STRING, _DIALECT, _ATTR_TYPE, _ATTR_TYPE_OFFSET, _IR):
+        if required not in sections:
+            raise _Framing(f"required section {required} is missing")
+    return version, producer, sections
+
+
+def _strings(data: bytes, start: int, end: int) -> list[bytes]:
+    r = _Reader(data, start, end)
+    count = r.varint()
+    if count > end - start:
+        raise _Framing(f"the string table claims {count} strings in {end - start} bytes")
+    sizes = [r.varint() for _ in range(count)]  # last string first
+    data_end = end
+    strings = []
+    for size in sizes:
+        if size < 1 or data_end - size < r.pos:
+            raise _Framing("a string's size exceeds the string table")
+        strings.append(data[data_end - size:data_end - 1])
+        data_end -= size
+    if data_end != r.pos:
+        raise _Framing("unexpected data between the string sizes and the strings")
+    strings.reverse()
+    return strings
+
+
+def _asm_entries(data: bytes, sections: dict) -> list[bytes]:
+    """The attribute and type entries stored as assembly text (not custom encoded)."""
+    r = _Reader(data, *sections[_ATTR_TYPE_OFFSET])
+    start, end = sections[_ATTR_TYPE]
+    num_attrs, num_types = r.varint(), r.varint()
+    if num_attrs + num_types > end - start + 1 + (r.end - r.pos):
+        raise _Framing("the attribute/type table claims more entries than it has bytes")
+    offset, texts = start, []
+    for count in (num_attrs, num_types):
+        done = 0
+        while done < count:
+            r.varint()  # the dialect of the group
+            group = r.varint()
+            if group > count - done:
+                raise _Framing("an attribute/type group runs past its table")
+            for _ in range(group):
+                flagged = r.varint()
+                size, custom = flagged >> 1, flagged & 1
+                if size > end - offset:
+                    raise _Framing("an attribute/type entry runs past its section")
+                if not custom:
+                    entry = data[offset:offset + size]
+                    nul = entry.find(b"\0")
+                    texts.append(entry if nul < 0 else entry[:nul])
+                offset += size
+            done += group
+    if not r.empty():
+        raise _Framing("unexpected data after the attribute/type offset table")
+    return texts
+
+
+_HIGH_ESCAPE = re.compile(rb"\\[89a-fA-F][0-9a-fA-F]")
+_TOKENS = re.compile(rb'//[^\n]*|"(?:[^"\\\n]|\\.)*"')
+_ESCAPE = re.compile(rb"\\([0-9a-fA-F]{2}|.)", re.S)
+_SIMPLE_ESCAPES = {b"n": b"\n", b"t": b"\t", b'"': b'"', b"\\": b"\\"}
+
+
+def _unescaped(literal: bytes) -> bytes:
+    def one(m):
+        code = m.group(1)
+        return bytes([int(code, 16)]) if len(code) == 2 else _SIMPLE_ESCAPES.get(code, code)
+    return _ESCAPE.sub(one, literal[1:-1])
+
+
+def _bad_string_literal(text: bytes) -> Optional[str]:
+    """The first string literal whose escapes write bytes that are not UTF-8, or None."""
+    if not _HIGH_ESCAPE.search(text):
+        return None
+    for m in _TOKENS.finditer(text):
+        token = m.group()
+        if token.startswith(b'"') and _HIGH_ESCAPE.search(token):
+            try:
+                _unescaped(token).decode("utf-8")
+            except UnicodeDecodeError:
+                line = text.count(b"\n", 0, m.start()) + 1
+                return f"line {line}: {token[:60].decode('ascii', 'backslashreplace')}"
+    return None
+
+
+def check_text(text: str) -> Verdict:
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return Verdict(False, error=f"the text is not encodable as UTF-8 ({e.reason} at "
+                                    f"character {e.start})")
+    bad = _bad_string_literal(raw)
+    if bad:
+        return Verdict(False, why=f"a string literal's escapes write bytes that are not UTF-8 "
+                                  f"({bad})")
+    return SAFE
+
+
+def check_bytecode(data: bytes) -> Verdict:
+    try:
+        _, producer, sections = _sections(data)
+        strings = _strings(data, *sections[_STRING])
+        asm = _asm_entries(data, sections)
+    except _Framing as e:
+        return Verdict(False, error=f"corrupt MLIR bytecode: {e}")
+    for i, s in enumerate([producer] + strings):
+        try:
+            s.decode("utf-8")
+        except UnicodeDecodeError:
+            what = "the producer string" if i == 0 else f"shared string #{i - 1}"
+            return Verdict(False, why=f"{what} is not UTF-8 ({s[:40]!r})")
+    for text in asm:
+        try:
+            text.decode("utf-8")
+        except UnicodeDecodeError:
+            return Verdict(False, why=f"an attribute or type entry is not UTF-8 ({text[:40]!r})")
+        bad = _bad_string_literal(text)
+        if bad:
+            return Verdict(False, why=f"an attribute or type entry writes bytes that are not "
+                                      f"UTF-8 ({bad})")
+    return SAFE
+
+
+# What parsing accepts but jaxlib aborts on when the decoder reads it, seen in the module's
+# printed form (printed without debug info, large constants elided: ~10 ms on a
+# 9M-parameter model):
+# * a location in an attribute's place (`value = #loc3`; a location is an attribute to
+#   MLIR, corrupt bytecode can put one anywhere). Handing it to Python as an attribute
+#   (`named.attr`, iterating an ArrayAttr) throws inside nanobind's cast, and the
+#   VHLO-to-StableHLO conversion of some ops dereferences it as the attribute it expects
+#   (SIGSEGV). Without debug info, no location prints except one used as a value: a
+#   `loc(...)` or a `#loc` alias outside string literals.
+# * an attribute or symbol name that is not UTF-8 (`{"\FF" = ...}`): reading
+#   `NamedAttribute.name` throws where nanobind cannot pass it on. String values may be
+#   binary (a kernel's config); names may not.
+_LOCATION_AS_VALUE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#loc\d*\b|\bloc\(')
+_NAME_LITERAL = re.compile(rb'(@?)("(?:[^"\\\n]|\\.)*")([ \t]*=)?')
+
+
+def printed_problem(module) -> Optional[str]:
+    """What in `module` (an `ir.Module`) would abort the process when it is decoded, or
+    None: a location in an attribute's place, a name that is not UTF-8."""
+    asm = module.operation.get_asm(binary=True, large_elements_limit=16,
+                                   enable_debug_info=False)
+    if _HIGH_ESCAPE.search(asm):
+        for m in _NAME_LITERAL.finditer(asm):
+            if (m.group(1) or m.group(3)) and _HIGH_ESCAPE.search(m.group(2)):
+                try:
+                    _unescaped(m.group(2)).decode("utf-8")
+                except UnicodeDecodeError:
+                    what = "symbol" if m.group(1) else "attribute"
+                    return (f"an {what} name is not UTF-8: "
+                            f"{m.group(2)[:60].decode('ascii', 'backslashreplace')}")
+    text = asm.decode("utf-8", "replace")
+    for m in _LOCATION_AS_VALUE.finditer(text):
+        if not m.group().startswith('"'):
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            line = text[start:end if end >= 0 else len(text)].strip()
+            if line.startswith("#loc"):  # an alias's definition: find its use instead
+                continue
+            return f"a location stands where an attribute value belongs: {line[:200]}"
+    return None
+
+
+# The child imports jaxlib's MLIR bindings only (0.4 s, not jax's 1.3 s), builds its context
+# as jax's `make_ir_context` and shlo2jax's `_jax_internals.make_ir_context` do (the same
+# dialects, unregistered ones allowed, `quant` loaded), and reads the input on the same path
+# as `shlo2jax.loader.parse_mlir_unchecked`: a VHLO artifact first (that path has no Python
+# diagnostic handler), then `ir.Module.parse`. Exit status 0: parsed; 3: a Python exception,
+# its message on stdout; anything else: the parser killed it.
+_CHILD = """
+import sys
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import chlo, mhlo, mpmd, sdy, stablehlo
+from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+
+class Context(ir.Context):
+    def __init__(self):  # (skips ir.Context.__init__, which loads every linked dialect)
+        super(ir.Context, self).__init__()
+
+registry = ir.DialectRegistry()
+_jax_mlir_ext.register_dialects(registry)
+context = Context()
+context.append_dialect_registry(registry)
+context.load_all_available_dialects()
+sdy.register_dialect(context)
+mpmd.register_dialect(context)
+mhlo.register_mhlo_dialect(context)
+chlo.register_dialect(context)
+stablehlo.register_dialect(context)
+context.allow_unregistered_dialects = True
+with context:
+    stablehlo.deserialize_portable_artifact(context, bytes(stablehlo.serialize_portable_artifact_str(
+        sys.argv[2], stablehlo.get_minimum_version())))
+data = sys.stdin.buffer.read()
+try:
+    with context:
+        if sys.argv[1] == "bytes":
+            try:
+                stablehlo.deserialize_portable_artifact(context, data)
+            except Exception:
+                ir.Module.parse(data)
+        else:
+            ir.Module.parse(data.decode("utf-8"))
+except Exception as e:
+    sys.stdout.write(str(e))
+    sys.exit(3)
+"""
+
+
+class ChildParse(NamedTuple):
+    ok: bool
+    message: str = ""
+
+
+def _quant_warmup() -> str:
+    from shlo2jax import _jax_internals
+    return _jax_internals._QUANT_WARMUP
+
+
+def parse_in_child(source, source_name: str = "", timeout: float = 600.0) -> ChildParse:
+    """Parses `source` (text or bytes) in a child process: did jaxlib read it, and if not,
+    what did it say (an exception's message, or how the process died)?"""
+    kind = "bytes" if isinstance(source, bytes) else "text"
+    data = source if isinstance(source, bytes) else source.encode("utf-8")
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CHILD, kind, _quant_warmup()], input=data,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return ChildParse(False, f"parsing ran past {timeout:.0f} s in a child process")
+    if proc.returncode == 0:
+        return ChildParse(True)
+    out = proc.stdout.decode("utf-8", "backslashreplace").strip()
+    if proc.returncode == 3:
+        return ChildParse(False, out)
+    err = proc.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
+    tail = " | ".join(line.strip() for line in err[-3:] if line.strip())
+    how = _signal_name(proc.returncode) if proc.returncode < 0 else f"exit status {proc.returncode}"
+    return ChildParse(False, f"jaxlib's MLIR parser aborts on this input ({how}): {tail}")
+
+
+def _signal_name(code: int) -> str:
+    import signal
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"

@@ -1,0 +1,481 @@
+"""Differential fuzzing: random well-typed StableHLO programs run three ways.
+
+`generate(seed)` writes a program: a chain of ops over the arguments of one tensor type
+(elementwise unary and binary ops, compare/select, conversions), then one op that may
+change the shape (reduce, transpose, reverse, slice, pad, concatenate, broadcast,
+dynamic_slice / dynamic_update_slice, gather and scatter with starts that may be out of range,
+dot_general, a while loop, convert). Inputs mix ordinary values with NaN, +-inf, -0,
+subnormals and the integer extremes. `check(seed)` runs the program through the
+translation, XLA compiling the module directly and, when it is small, the reference
+interpreter (a child process), and compares every output: integers bit for bit, floats
+within 3 ULP or 1e-4 (the corpus's tolerances against the interpreter), non-finite values
+exactly. A mismatch is minimised to the shortest prefix of the chain that still
+mismatches and written out as a regression case with its seed. XLA on CPU flushes
+subnormal floats to zero and the interpreter does not: a difference from the interpreter
+alone that flushing the inputs' subnormals reproduces is listed apart ("flushed"), not
+counted as a mismatch.
+
+    python -m shlo2jax fuzz --count 200 --seed 0 [--json out.json] [--cases DIR]
+
+Last line: `fuzz: N programs, M mismatches, K crashes`; exit status 1 when M or K is not 0.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+_FLOATS = ("f32", "bf16", "f16")
+_INTS = ("i32", "i8", "ui8", "i64")
+_NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i8": np.int8,
+       "ui8": np.uint8, "i64": np.int64}
+
+_UNARY_FLOAT = ("abs", "negate", "exponential", "log", "sqrt", "rsqrt", "tanh", "sine",
+                "cosine", "floor", "ceil", "sign", "round_nearest_even",
+                "round_nearest_afz", "logistic", "exponential_minus_one", "log_plus_one",
+                "cbrt")
+_UNARY_INT = ("abs", "negate", "not", "popcnt", "sign", "count_leading_zeros")
+_BINARY_FLOAT = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power",
+                 "atan2", "remainder")
+_BINARY_INT = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
+               "and", "or", "xor", "shift_left", "shift_right_logical",
+               "shift_right_arithmetic")
+_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
+_SHAPES = ((4,), (2, 3), (3, 1, 2), (5,), ())
+_INFINITIES = {"f32": ("0xFF800000", "0x7F800000"), "f16": ("0xFC00", "0x7C00"),
+               "bf16": ("0xFF80", "0x7F80")}
+
+
+class Program(NamedTuple):
+    seed: int
+    element: str
+    shape: tuple
+    n_args: int
+    chain: list         # op lines, each defining %v<k> of the argument type
+    tail: list          # lines of the last op (may change the shape); [] for none
+    result_type: str    # the type of what @main returns
+    inputs: list
+
+    def text(self, length: Optional[int] = None) -> str:
+        """The module; `length`: only the first `length` ops of the chain, no tail."""
+        t = _tensor(self.shape, self.element)
+        chain = self.chain if length is None else self.chain[:length]
+        tail = self.tail if length is None else []
+        result = self.result_type if length is None else t
+        last = (f"%v{len(chain)}" if chain else "%a0") if not tail else "%out"
+        args = ", ".join(f"%a{i}: {t}" for i in range(self.n_args))
+        body = "\n".join("    " + line for line in chain + tail)
+        return (f"// fuzz seed {self.seed}\n"
+                f"func.func public @main({args}) -> {result} {{\n"
+                f"{body}\n    return {last} : {result}\n}}\n")
+
+
+def _tensor(shape, element) -> str:
+    return "tensor<" + "".join(f"{d}x" for d in shape) + element + ">"
+
+
+def _special_values(element: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    if element in _FLOATS:
+        import ml_dtypes
+        dtype = _float_dtype(element)
+        info = ml_dtypes.finfo(dtype)
+        pool = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 0.5, 2.0, 3.0,
+                         float(info.max), float(info.tiny), float(info.smallest_subnormal),
+                         -float(info.smallest_subnormal) * 3, 1e-3, 100.0], np.float64)
+        normal = rng.standard_normal(n) * 4
+        values = np.where(rng.random(n) < 0.35, rng.choice(pool, n), normal)
+        return values.astype(dtype)
+    dtype = np.dtype(_NP[element])
+    info = np.iinfo(dtype)
+    pool = np.array([info.min, info.max, 0, 1, -1 if info.min < 0 else 2, 2, 7,
+                     info.bits - 1, info.bits, info.bits + 1], np.int64)
+    ordinary = rng.integers(max(info.min, -50), min(info.max, 50), n, endpoint=True)
+    values = np.where(rng.random(n) < 0.35, rng.choice(pool, n), ordinary)
+    return values.astype(dtype)
+
+
+def _float_dtype(element: str):
+    if element == "bf16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return _NP[element]
+
+
+def generate(seed: int) -> Program:
+    rng = random.Random(seed)
+    element = rng.choice(_FLOATS + _INTS)
+    is_float = element in _FLOATS
+    shape = rng.choice(_SHAPES)
+    t = _tensor(shape, element)
+    i1 = _tensor(shape, "i1")
+    n_args = rng.randint(1, 3)
+    values = [f"%a{i}" for i in range(n_args)]
+    chain: list = []
+    for k in range(1, rng.randint(1, 5) + 1):
+        kind = rng.choice(["unary", "binary", "binary", "select", "convert"])
+        a, b = rng.choice(values), rng.choice(values)
+        v = f"%v{k}"
+        if kind == "unary":
+            ops = _UNARY_FLOAT if is_float else _UNARY_INT
+            if element.startswith("u"):  # abs and sign take signed integers only
+                ops = tuple(o for o in ops if o not in ("abs", "sign"))
+            op = rng.choice(ops)
+            chain.append(f"{v} = stablehlo.{op} {a} : {t}")
+        elif kind == "binary":
+            op = rng.choice(_BINARY_FLOAT if is_float else _BINARY_INT)
+            chain.append(f"{v} = stablehlo.{op} {a}, {b} : {t}")
+        elif kind == "select":
+            d = rng.choice(_DIRECTIONS)
+            compare_type = "FLOAT" if is_float else ("UNSIGNED" if element.startswith("u")
+                                                     else "SIGNED")
+            chain.append(f"{v}c = stablehlo.compare {d}, {a}, {b}, {compare_type} : "
+                         f"({t}, {t}) -> {i1}")
+            chain[-1] += f"\n    {v} = stablehlo.select {v}c, {a}, {b} : {i1}, {t}"
+        else:  # a round trip through another type
+            other = rng.choice([e for e in _FLOATS + _INTS if e != element])
+            to = _tensor(shape, other)
+            chain.append(f"{v}x = stablehlo.convert {a} : ({t}) -> {to}\n"
+                         f"    {v} = stablehlo.convert {v}x : ({to}) -> {t}")
+        values.append(v)
+    x = values[-1]
+    tail, result = _tail(rng, x, shape, element, t, is_float)
+    inputs_rng = np.random.default_rng(seed)
+    size = int(np.prod(shape)) if shape else 1
+    inputs = [_special_values(element, inputs_rng, size).reshape(shape) for _ in range(n_args)]
+    return Program(seed, element, shape, n_args, chain, tail, result, inputs)
+
+
+def _tail(rng: random.Random, x: str, shape: tuple, element: str, t: str, is_float: bool):
+    """The last op (or none): returns (lines, result type)."""
+    rank = len(shape)
+    kinds = ["none", "reduce", "while", "broadcast"]
+    if rank:
+        kinds += ["transpose", "reverse", "slice", "pad", "concatenate", "dynamic_slice",
+                  "dynamic_update_slice", "scatter", "gather", "dot"]
+    kind = rng.choice(kinds)
+    scalar = _tensor((), element)
+    if kind == "none":
+        return [], t
+    if kind == "reduce":
+        dims = sorted(rng.sample(range(rank), rng.randint(0, rank))) if rank else []
+        out_shape = tuple(d for i, d in enumerate(shape) if i not in dims)
+        body = rng.choice(["add", "maximum", "minimum", "multiply"])
+        init = {"add": "0", "multiply": "1"}.get(body)
+        if init is None:  # the identity: -inf / +inf, the integer extremes
+            if is_float:
+                init = _INFINITIES[element][body == "minimum"]
+            else:
+                info = np.iinfo(_NP[element])
+                init = str(info.min if body == "maximum" else info.max)
+        elif is_float:
+            init += ".0"
+        ot = _tensor(out_shape, element)
+        return ([f"%init = stablehlo.constant dense<{init}> : {scalar}",
+                 f"%out = stablehlo.reduce({x} init: %init) applies stablehlo.{body} "
+                 f"across dimensions = {dims} : ({t}, {scalar}) -> {ot}"], ot)
+    if kind == "while":
+        trips = rng.randint(0, 3)
+        return ([f"%n = stablehlo.constant dense<{trips}> : tensor<i32>",
+                 "%zero = stablehlo.constant dense<0> : tensor<i32>",
+                 "%one = stablehlo.constant dense<1> : tensor<i32>",
+                 f"%w:2 = stablehlo.while(%i = %zero, %acc = {x}) : tensor<i32>, {t}",
+                 " cond {",
+                 "  %c = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>",
+                 "  stablehlo.return %c : tensor<i1>",
+                 "} do {",
+                 "  %i1 = stablehlo.add %i, %one : tensor<i32>",
+                 f"  %s = stablehlo.add %acc, %acc : {t}",
+                 f"  stablehlo.return %i1, %s : tensor<i32>, {t}",
+                 "}",
+                 f"%out = stablehlo.add %w#1, %w#1 : {t}"], t)
+    if kind == "broadcast":
+        out_shape = (2,) + shape
+        ot = _tensor(out_shape, element)
+        dims = list(range(1, rank + 1))
+        return [f"%out = stablehlo.broadcast_in_dim {x}, dims = {dims} : ({t}) -> {ot}"], ot
+    if kind == "transpose":
+        perm = list(range(rank))
+        rng.shuffle(perm)
+        ot = _tensor(tuple(shape[p] for p in perm), element)
+        return [f"%out = stablehlo.transpose {x}, dims = {perm} : ({t}) -> {ot}"], ot
+    if kind == "reverse":
+        dims = sorted(rng.sample(range(rank), rng.randint(1, rank)))
+        return [f"%out = stablehlo.reverse {x}, dims = {dims} : {t}"], t
+    if kind == "slice":
+        starts = [rng.randint(0, d - 1) for d in shape]
+        limits = [rng.randint(s + 1, d) for s, d in zip(starts, shape)]
+        strides = [rng.randint(1, 2) for _ in shape]
+        out_shape = tuple(-(-(lim - s) // st) for s, lim, st in zip(starts, limits, strides))
+        ot = _tensor(out_shape, element)
+        return [f"%out = stablehlo.slice {x} [" + ", ".join(
+            f"{s}:{lim}:{st}" for s, lim, st in zip(starts, limits, strides)) + f"] : ({t}) -> {ot}"], ot
+    if kind == "pad":
+        low = [rng.randint(-1, 2) for _ in shape]
+        high = [rng.randint(-1, 2) for _ in shape]
+        interior = [rng.randint(0, 1) for _ in shape]
+        out_shape = tuple(lo + hi + d + max(d - 1, 0) * it
+                          for lo, hi, d, it in zip(low, high, shape, interior))
+        if min(out_shape) < 0:
+            return [], t
+        ot = _tensor(out_shape, element)
+        return [f"%pv = stablehlo.constant dense<{'1.0' if is_float else '1'}> : {scalar}",
+                f"%out = stablehlo.pad {x}, %pv, low = {low}, high = {high}, "
+                f"interior = {interior} : ({t}, {scalar}) -> {ot}"], ot
+    if kind == "concatenate":
+        dim = rng.randrange(rank)
+        out_shape = tuple(d * 2 if i == dim else d for i, d in enumerate(shape))
+        ot = _tensor(out_shape, element)
+        return [f"%out = stablehlo.concatenate {x}, %a0, dim = {dim} : ({t}, {t}) -> {ot}"], ot
+    starts = [rng.choice([-5, -1, 0, 1, 2, 7, 2147483647, -2147483648]) for _ in shape]
+    consts = [f"%s{i} = stablehlo.constant dense<{s}> : tensor<i32>" for i, s in enumerate(starts)]
+    names = ", ".join(f"%s{i}" for i in range(rank))
+    if kind == "dynamic_slice":
+        sizes = [rng.randint(1, d) for d in shape]
+        ot = _tensor(tuple(sizes), element)
+        return consts + [f"%out = stablehlo.dynamic_slice {x}, {names}, sizes = {sizes} : "
+                         f"({t}, {', '.join(['tensor<i32>'] * rank)}) -> {ot}"], ot
+    if kind == "dynamic_update_slice":
+        sizes = tuple(rng.randint(1, d) for d in shape)
+        ut = _tensor(sizes, element)
+        return consts + [f"%u = stablehlo.slice %a0 [" + ", ".join(f"0:{s}" for s in sizes)
+                         + f"] : ({t}) -> {ut}",
+                         f"%out = stablehlo.dynamic_update_slice {x}, %u, {names} : "
+                         f"({t}, {ut}, {', '.join(['tensor<i32>'] * rank)}) -> {t}"], t
+    if kind == "scatter":
+        # rows of dim 0 from starts that may lie outside: each update element that falls
+        # outside is dropped (a partly-inside window keeps its inside elements)
+        window = (rng.randint(1, shape[0]),) + shape[1:]
+        n_updates = 2
+        # XLA drops a window that is partly outside whole, the translation only its
+        # outside elements (ops/indexing.py): starts that leave it wholly in or wholly
+        # out, so that the two can be compared
+        n, w = shape[0], window[0]
+        starts = [s for s in range(-w - 3, n + 4) if 0 <= s <= n - w or s + w <= 0 or s >= n]
+        idx = [rng.choice(starts) for _ in range(n_updates)]
+        it = _tensor((n_updates, 1), "i32")
+        ut = _tensor((n_updates,) + window, element)
+        body = rng.choice(["add", "maximum", "replace"])
+        ret = "%b" if body == "replace" else "%r"
+        region = ([] if body == "replace" else
+                  [f"  %r = stablehlo.{body} %a, %b : {scalar}"])
+        update_dims = list(range(1, len(window) + 1))
+        return ([f"%idx = stablehlo.constant dense<{[[i] for i in idx]}> : {it}",
+                 f"%ub = stablehlo.slice %a0 [" + ", ".join(f"0:{w}" for w in window) +
+                 f"] : ({t}) -> {_tensor(window, element)}",
+                 f"%u = stablehlo.broadcast_in_dim %ub, dims = {update_dims} : "
+                 f"({_tensor(window, element)}) -> {ut}",
+                 f'%out = "stablehlo.scatter"({x}, %idx, %u) ({{',
+                 f"^bb0(%a: {scalar}, %b: {scalar}):"] + region +
+                [f"  stablehlo.return {ret} : {scalar}",
+                 f"}}) {{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = "
+                 f"{update_dims}, inserted_window_dims = [], scatter_dims_to_operand_dims = [0], "
+                 f"index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false}} "
+                 f": ({t}, {it}, {ut}) -> {t}"], t)
+    if kind == "gather":
+        # windows of rows of dim 0; starts out of range are clamped so the window fits
+        window = (rng.randint(1, shape[0]),) + shape[1:]
+        idx = [rng.choice([-2147483648, -3, -1, 0, 1, 3, 9, 2147483647]) for _ in range(2)]
+        it = _tensor((2, 1), "i32")
+        ot = _tensor((2,) + window, element)
+        offset_dims = list(range(1, len(window) + 1))
+        sizes = ", ".join(str(w) for w in window)
+        return ([f"%idx = stablehlo.constant dense<{[[i] for i in idx]}> : {it}",
+                 f'%out = "stablehlo.gather"({x}, %idx) {{dimension_numbers = '
+                 f"#stablehlo.gather<offset_dims = {offset_dims}, collapsed_slice_dims = [], "
+                 f"start_index_map = [0], index_vector_dim = 1>, slice_sizes = "
+                 f"array<i64: {sizes}>, indices_are_sorted = false}} : ({t}, {it}) -> {ot}"],
+                ot)
+    # dot: contract the last dim with itself (x . x^T over the other dims' batch)
+    last = rank - 1
+    ot = _tensor(shape[:-1], element)
+    batch = list(range(last))
+    return ([f"%out = stablehlo.dot_general {x}, %a0, batching_dims = {batch} x {batch}, "
+             f"contracting_dims = [{last}] x [{last}] : ({t}, {t}) -> {ot}"], ot)
+
+
+# ---------------------------------------------------------------- running one
+
+_SMALL = 64  # elements: the reference interpreter evaluates element by element
+
+
+def _compare_outputs(a: list, b: list) -> Optional[str]:
+    from shlo2jax.tools.numerics import compare_with_reference
+    if len(a) != len(b):
+        return f"{len(a)} outputs vs {len(b)}"
+    for k, (x, y) in enumerate(zip(a, b)):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return f"output {k}: {x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}"
+        problem = compare_with_reference(x, y)
+        if problem:
+            return f"output {k}: {problem}"
+    return None
+
+
+def _run_backends(text: str, inputs: list, interpreter: bool) -> dict:
+    """{backend: outputs or ("unavailable", why)}; other exceptions propagate."""
+    import shlo2jax
+    from shlo2jax.errors import BackendUnavailable
+    from shlo2jax.tools.compare import (InterpreterBackend, TranslatedBackend,
+                                        XlaDirectBackend)
+    program = shlo2jax.load(text)
+    backends = [TranslatedBackend("cpu"), XlaDirectBackend()]
+    if interpreter:
+        backends.append(InterpreterBackend(timeout=120))
+    out = {}
+    for backend in backends:
+        try:
+            out[backend.name] = [np.asarray(o) for o in backend.run(program, "main", inputs)]
+        except BackendUnavailable as e:
+            out[backend.name] = ("unavailable", str(e))
+    return out
+
+
+def _mismatch(results: dict) -> Optional[str]:
+    got = results["cpu"]
+    for name, other in results.items():
+        if name == "cpu" or isinstance(other, tuple):
+            continue
+        problem = _compare_outputs(got, other)
+        if problem:
+            return f"translation vs {name}: {problem}"
+    return None
+
+
+def check(seed: int) -> dict:
+    """Generates program `seed`, runs it on every backend, compares: what happened."""
+    program = generate(seed)
+    size = max(int(np.prod(program.shape)) if program.shape else 1, 1)
+    interpreter = size * (len(program.chain) + 2) <= _SMALL
+    results = _run_backends(program.text(), program.inputs, interpreter)
+    problem = _mismatch(results)
+    out = {"seed": seed, "backends": sorted(k for k, v in results.items()
+                                            if not isinstance(v, tuple)),
+           "mismatch": problem, "flushed": None}
+    if problem and _explained_by_flushing(program, results):
+        out["mismatch"], out["flushed"] = None, problem
+    elif problem:
+        out["minimal"] = _minimise(program, interpreter) or program.text()
+    return out
+
+
+def _flush_subnormals(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind != "f" and "bfloat16" not in str(x.dtype):
+        return x
+    import ml_dtypes
+    tiny = float(ml_dtypes.finfo(x.dtype).tiny)
+    wide = x.astype(np.float64)
+    return np.where(np.abs(wide) < tiny, np.copysign(0.0, wide), wide).astype(x.dtype)
+
+
+def _explained_by_flushing(program: Program, results: dict) -> bool:
+    """XLA on CPU flushes subnormal floats to zero (inputs and results of float ops); the
+    reference interpreter keeps them. With subnormals in the inputs, the difference is
+    XLA's flushing, not the translation's, and is reported apart, not as a mismatch, when
+    either the translation and XLA agree, the interpreter alone differs and the interpreter
+    run on the inputs with their subnormals flushed agrees with the translation; or the
+    translation agrees with the interpreter and XLA alone differs."""
+    if isinstance(results.get("interpreter"), tuple) or "interpreter" not in results:
+        return False
+    flushed = [_flush_subnormals(x) for x in program.inputs]
+    if all(np.array_equal(a.view(np.uint8), b.view(np.uint8))
+           for a, b in zip(flushed, program.inputs)):
+        return False
+    if _compare_outputs(results["cpu"], results["xla-direct"]) is not None:
+        # XLA alone differs while the translation agrees with the interpreter: where XLA
+        # fuses ops it flushes subnormals the translation's separate ops keep
+        return _compare_outputs(results["cpu"], results["interpreter"]) is None
+    from shlo2jax.tools.compare import InterpreterBackend
+    import shlo2jax
+    again = InterpreterBackend(timeout=120).run(shlo2jax.load(program.text()), "main", flushed)
+    return _compare_outputs(results["cpu"], [np.asarray(o) for o in again]) is None
+
+
+def _minimise(program: Program, interpreter: bool) -> Optional[str]:
+    """The shortest prefix of the chain (no tail) that still mismatches, as module text."""
+    for length in range(1, len(program.chain) + 1):
+        text = program.text(length)
+        try:
+            if _mismatch(_run_backends(text, program.inputs, interpreter)):
+                return text
+        except Exception:  # noqa: BLE001 - the full program is reported regardless
+            return None
+    return None
+
+
+# ---------------------------------------------------------------- a run over many
+
+class Report(NamedTuple):
+    count: int
+    mismatches: list   # [{seed, mismatch, minimal}]
+    crashes: list      # [{seed, status, detail}]
+    flushed: list      # [{seed, flushed}]: the interpreter alone differs, by XLA's flushing
+    interpreted: int   # programs the reference interpreter also ran
+    seconds: float
+
+    def summary(self) -> str:
+        return (f"fuzz: {self.count} programs, {len(self.mismatches)} mismatches, "
+                f"{len(self.crashes)} crashes")
+
+
+def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
+    import time
+    from shlo2jax.tools.isolated import run_isolated
+    start = time.time()
+    mismatches, crashes, flushed, interpreted = [], [], [], 0
+    for index, status, value in run_isolated("shlo2jax.tools.fuzz:check", seeds, jobs=jobs,
+                                             timeout=timeout):
+        if status != "ok":
+            crashes.append({"seed": seeds[index], "status": status, "detail": str(value)[-3000:]})
+        else:
+            interpreted += "interpreter" in value["backends"]
+            if value["mismatch"]:
+                mismatches.append(value)
+            if value["flushed"]:
+                flushed.append(value)
+    mismatches.sort(key=lambda m: m["seed"])
+    crashes.sort(key=lambda c: c["seed"])
+    flushed.sort(key=lambda m: m["seed"])
+    return Report(len(seeds), mismatches, crashes, flushed, interpreted, time.time() - start)
+
+
+def main(argv=None) -> int:
+    """`shlo2jax fuzz`: random programs, translation vs XLA vs the reference interpreter."""
+    import argparse
+    import json
+    parser = argparse.ArgumentParser(prog="shlo2jax fuzz", description=main.__doc__)
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0, help="programs SEED .. SEED+COUNT-1")
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser.add_argument("--json", help="write the report to this file")
+    parser.add_argument("--cases", default="fuzz-cases",
+                        help="folder for a mismatch's minimised regression case "
+                             "(default: %(default)s)")
+    args = parser.parse_args(argv)
+    report = run(list(range(args.seed, args.seed + args.count)), jobs=args.jobs)
+    for m in report.mismatches:
+        os.makedirs(args.cases, exist_ok=True)
+        path = os.path.join(args.cases, f"fuzz_{m['seed']}.mlir")
+        with open(path, "w") as f:
+            f.write(f"// {m['mismatch']}\n" + "\n".join(
+                "// input: " + np.array2string(x, threshold=64).replace("\n", " ")
+                for x in generate(m["seed"]).inputs) + "\n" + m["minimal"])
+        print(f"mismatch: seed {m['seed']}: {m['mismatch']} (written to {path})")
+    for c in report.crashes:
+        lines = c["detail"].strip().splitlines()
+        print(f"crash: seed {c['seed']} ({c['status']}): {lines[-1] if lines else ''}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"seed": args.seed, "count": report.count, "seconds": report.seconds,
+                       "interpreted": report.interpreted, "mismatches": report.mismatches,
+                       "crashes": report.crashes, "flushed": report.flushed}, f, indent=2)
+    for m in report.flushed:
+        print(f"flushed: seed {m['seed']}: XLA flushes subnormals, the interpreter keeps "
+              f"them ({m['flushed'][:160]})")
+    print(f"{report.seconds:.0f} s; {report.interpreted} also on the reference interpreter, "
+          f"{len(report.flushed)} differing from it only by XLA's subnormal flushing")
+    print(report.summary())
+    return 1 if report.mismatches or report.crashes else 0

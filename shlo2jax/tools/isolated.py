@@ -1,0 +1,178 @@
+"""Running work that may kill its process (an abort in jaxlib or XLA, a hang) in a pool of
+worker processes, so that the caller always gets an answer per item.
+
+    for index, status, value in run_isolated("pkg.module:function", items, jobs=2, timeout=60):
+        ...   # status: "ok" (value: what the function returned), "raised" (value: the
+              # exception's traceback text), "crashed" (value: how the worker died and
+              # the end of its log) or "timeout"
+
+Each worker imports the function once and calls it on item after item (items and results
+are pickled); a worker that dies or runs past `timeout` is replaced and the rest of the
+work goes on. Results come in completion order.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Iterable, Iterator, Optional
+
+from shlo2jax.tools.reference import crash_reason, signal_name
+
+_WORKER_CMD = "from shlo2jax.tools.isolated import _worker_main; _worker_main()"
+
+
+def _worker_main() -> None:
+    import importlib
+    import traceback
+    from multiprocessing.connection import Connection
+    conn_in = Connection(os.dup(0), writable=False)
+    conn_out = Connection(os.dup(1), readable=False)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # what the work prints goes to the log, not into the result pipe
+    module, _, name = sys.argv[1].partition(":")
+    function = getattr(importlib.import_module(module), name)
+    conn_out.send(("ready",))
+    while True:
+        try:
+            msg = conn_in.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        index, item = msg
+        try:  # a fresh log per item, so that a crash message belongs to its item
+            os.ftruncate(2, 0)
+            os.lseek(2, 0, os.SEEK_SET)
+        except OSError:
+            pass
+        try:
+            conn_out.send((index, "ok", function(item)))
+        except Exception:
+            conn_out.send((index, "raised", traceback.format_exc()))
+
+
+class _Worker:
+    def __init__(self, target: str, env: dict):
+        from multiprocessing.connection import Connection
+        self.log = tempfile.TemporaryFile(prefix="shlo2jax-isolated-")
+        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER_CMD, target],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, env=env)
+        self.send_conn = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
+        self.recv_conn = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        self.ready = False
+        self.started = time.time()
+        self.index: Optional[int] = None
+        self.deadline = 0.0
+        self.done = 0
+
+    def send(self, index: int, item, timeout: float):
+        self.index, self.deadline = index, time.time() + timeout
+        self.send_conn.send((index, item))
+
+    def death(self) -> str:
+        self.proc.wait()
+        code = self.proc.returncode
+        how = signal_name(code) if code is not None and code < 0 else f"exit status {code}"
+        try:
+            self.log.seek(0)
+            tail = crash_reason(self.log.read()[-20000:].decode("utf-8", "replace"))
+        except (OSError, ValueError):
+            tail = ""
+        return f"the worker died ({how})" + (f": {tail}" if tail else "")
+
+    def close(self, kill: bool = False):
+        if kill:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+        else:
+            try:
+                self.send_conn.send(None)
+            except OSError:
+                pass
+        for c in (self.send_conn, self.recv_conn):
+            try:
+                c.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def run_isolated(target: str, items: Iterable, jobs: int = 2, timeout: float = 120.0,
+                 env: Optional[dict] = None, items_per_worker: int = 500) -> Iterator[tuple]:
+    """Calls `target` ("module:function") on every item in worker processes; yields
+    (index, status, value) per item as they finish (see the module docstring)."""
+    from multiprocessing.connection import wait
+    env = dict(os.environ if env is None else env)
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    pending = collections.deque(enumerate(items))
+    workers: list[_Worker] = []
+    startup_limit = max(300.0, timeout)
+    failed_starts = 0
+    try:
+        while pending or any(w.index is not None for w in workers):
+            busy = sum(1 for w in workers if w.index is not None)
+            while len(workers) < min(max(1, jobs), len(pending) + busy):
+                workers.append(_Worker(target, env))
+            for w in workers:
+                if w.ready and w.index is None and pending:
+                    w.send(*pending.popleft(), timeout)
+            deadlines = [w.deadline if w.index is not None else w.started + startup_limit
+                         for w in workers]
+            ready = wait([w.recv_conn for w in workers],
+                         timeout=max(0.0, min(deadlines) - time.time()))
+            for w in list(workers):
+                if w.recv_conn in ready:
+                    try:
+                        msg = w.recv_conn.recv()
+                    except (EOFError, OSError):
+                        msg = None
+                    if msg is None:
+                        why = w.death()
+                        if w.index is not None:
+                            yield w.index, "crashed", why
+                        elif not w.ready:
+                            failed_starts += 1
+                            if failed_starts >= 3:
+                                raise RuntimeError(f"workers fail to start: {why}")
+                        w.close(kill=True)
+                        workers.remove(w)
+                        continue
+                    if msg[0] == "ready":
+                        w.ready, failed_starts = True, 0
+                        continue
+                    index, status, value = msg
+                    w.index = None
+                    w.done += 1
+                    yield index, status, value
+                    if w.done >= items_per_worker:  # jax's caches grow with every jit
+                        w.close()
+                        workers.remove(w)
+                elif w.index is not None and time.time() >= w.deadline:
+                    yield w.index, "timeout", f"ran past {timeout:g} s (worker killed)"
+                    w.close(kill=True)
+                    workers.remove(w)
+                elif w.index is None and not w.ready and time.time() >= w.started + startup_limit:
+                    failed_starts += 1
+                    w.close(kill=True)
+                    workers.remove(w)
+                    if failed_starts >= 3:
+                        raise RuntimeError("workers do not start")
+    finally:
+        for w in workers:
+            w.close(kill=w.index is not None)

@@ -1,0 +1,387 @@
+"""Malformed inputs made from real ones, and what loading and calling them does.
+
+`mutants(sources, count, seed)` makes byte-level mutants of bytecode and serialized exports
+(truncations, bytes flipped after the `ML\\xefR` magic, bytes that break UTF-8, deleted,
+repeated and zeroed ranges) and text-level mutants of MLIR text (element types and shapes
+changed, arguments and results added or dropped, lines deleted, repeated or swapped, values,
+op names and numbers replaced, string literals whose escapes are not UTF-8, truncations).
+`check_mutant` loads one and, when it loads, calls its entry function on seeded inputs; it
+reports what happened, and whether that is allowed: a library error (`Shlo2JaxError`: a
+`LoadError`, `UnsupportedError`, `TranslationError`, `ShapeError`, ...) or the `TypeError`
+of a call whose arguments do not match the signature. Run it through
+`shlo2jax.tools.isolated.run_isolated` so that a crash is seen as one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import traceback
+from typing import NamedTuple, Union
+
+
+class Source(NamedTuple):
+    name: str
+    data: Union[bytes, str]  # bytes: bytecode or a serialized jax.export; str: MLIR text
+
+
+def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> list:
+    """The bundled example, the corpus's exports (serialized, their VHLO modules, and the
+    printed text of their bytecode modules), and `shared`/models/*.mlir.bc when present."""
+    from jaxlib.mlir import ir
+    from shlo2jax._jax_internals import make_ir_context
+    sources = []
+    with open(os.path.join(root, "examples", "mlp.mlir"), encoding="utf-8") as f:
+        sources.append(Source("examples/mlp.mlir", f.read()))
+    corpus = os.path.join(root, "tests", "corpus")
+    found = []
+    for dirpath, dirnames, filenames in os.walk(corpus):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name in ("exported.bin", "model.mlir.bc"):
+                found.append(os.path.join(dirpath, name))
+    if shared:
+        models = os.path.join(shared, "models")
+        if os.path.isdir(models):
+            found += [os.path.join(models, n) for n in sorted(os.listdir(models))
+                      if n.endswith(".mlir.bc")]
+    for path in found:
+        if os.path.getsize(path) > max_bytes:
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        rel = os.path.relpath(path, root)
+        sources.append(Source(rel, data))
+        with make_ir_context() as context:
+            if path.endswith(".bin"):
+                from jax import export
+                inner = bytes(export.deserialize(bytearray(data)).mlir_module_serialized)
+                sources.append(Source(rel + ":vhlo", inner))
+                text = str(_stablehlo_module(context, inner))
+            else:
+                text = str(ir.Module.parse(data))
+        sources.append(Source(rel + ":text", text))
+    return sources
+
+
+def _stablehlo_module(context, vhlo: bytes):
+    from jaxlib.mlir.dialects import stablehlo
+    return stablehlo.deserialize_portable_artifact(context, vhlo)
+
+
+# ---------------------------------------------------------------- byte-level mutations
+
+_UTF8_BREAKERS = (0xFF, 0xFE, 0x80, 0xC3, 0xE2, 0xF0, 0xC0)
+
+
+def _mutate_bytes(data: bytes, rng: random.Random) -> tuple[str, bytes]:
+    b = bytearray(data)
+    start = 4 if data.startswith(b"ML\xefR") else 0
+    n = len(b)
+    pos = lambda: rng.randrange(start, n)  # noqa: E731
+    kind = rng.choice(["truncate", "flip", "flip", "flip_many", "utf8", "delete", "repeat",
+                       "zero", "swap"])
+    if kind == "truncate":
+        return kind, bytes(b[:rng.randrange(start, n)])
+    if kind == "flip":
+        i = pos()
+        b[i] = rng.randrange(256)
+        return f"flip@{i}", bytes(b)
+    if kind == "flip_many":
+        for _ in range(rng.randrange(2, 17)):
+            b[pos()] = rng.randrange(256)
+        return kind, bytes(b)
+    if kind == "utf8":
+        i = pos()
+        b[i] = rng.choice(_UTF8_BREAKERS)
+        return f"utf8@{i}", bytes(b)
+    i = pos()
+    length = rng.randrange(1, max(2, min(64, n - i)))
+    if kind == "delete":
+        del b[i:i + length]
+    elif kind == "repeat":
+        b[i:i] = b[i:i + length]
+    elif kind == "zero":
+        b[i:i + length] = bytes(len(b[i:i + length]))
+    else:  # swap two ranges
+        j = pos()
+        chunk_i, chunk_j = bytes(b[i:i + length]), bytes(b[j:j + length])
+        if len(chunk_i) == len(chunk_j):
+            b[i:i + length], b[j:j + length] = chunk_j, chunk_i
+    return f"{kind}@{i}+{length}", bytes(b)
+
+
+# ---------------------------------------------------------------- text-level mutations
+
+_TENSOR_RE = re.compile(r"tensor<((?:[0-9?]+x)*)([a-z][a-z0-9]*)>")
+_ELEMENT_TYPES = ("f32", "f16", "bf16", "f64", "i1", "i8", "i32", "i64", "ui8", "complex<f32>",
+                  "f8E4M3FN", "index", "!stablehlo.token")
+_SSA_RE = re.compile(r"%[\w#]+")
+_OP_RE = re.compile(r"\b(?:stablehlo|chlo|mhlo|func)\.[a-z_]+\b")
+_OP_NAMES = ("stablehlo.add", "stablehlo.multiply", "stablehlo.reshape", "stablehlo.transpose",
+             "stablehlo.while", "stablehlo.frobnicate", "chlo.erf", "mhlo.add", "func.call",
+             "stablehlo.custom_call", "stablehlo.scatter")
+_INT_RE = re.compile(r"(?<![\w%#.])-?\d+(?![\w.])")
+_NUMBERS = ("0", "1", "-1", "2", "3", "7", "64", "-3", "2147483647", "-2147483648",
+            "9223372036854775807", "99999999999999999999999")
+_BAD_STRINGS = ('"\\FF\\FE"', '"a\\C3"', '"\\80"', '"\\F0\\9F\\98"', '"\\00\\FF"')
+_SIGNATURE_RE = re.compile(r"(func\.func\s+(?:public\s+|private\s+)?@[\w.$\"]+)\(([^)]*)\)")
+
+
+def _mutate_text(text: str, rng: random.Random) -> tuple[str, str]:
+    lines = text.split("\n")
+    kind = rng.choice(["element_type", "element_type", "shape", "shape", "signature",
+                       "signature", "return", "delete_line", "repeat_line", "swap_lines",
+                       "value", "op_name", "number", "number", "bad_string", "junk",
+                       "truncate", "bytes"])
+    if kind == "element_type" or kind == "shape":
+        matches = list(_TENSOR_RE.finditer(text))
+        if matches:
+            m = rng.choice(matches)
+            dims, element = m.group(1), m.group(2)
+            if kind == "element_type":
+                element = rng.choice(_ELEMENT_TYPES)
+            else:
+                parts = [d for d in dims.split("x") if d]
+                if parts and rng.random() < 0.7:
+                    k = rng.randrange(len(parts))
+                    parts[k] = rng.choice(["0", "1", "3", "5", "?", "1000000"])
+                elif parts and rng.random() < 0.5:
+                    del parts[rng.randrange(len(parts))]
+                else:
+                    parts.insert(0, rng.choice(["1", "2"]))
+                dims = "".join(p + "x" for p in parts)
+            return (f"{kind}@{m.start()}",
+                    text[:m.start()] + f"tensor<{dims}{element}>" + text[m.end():])
+    if kind == "signature":
+        matches = list(_SIGNATURE_RE.finditer(text))
+        if matches:
+            m = rng.choice(matches)
+            args = [a for a in m.group(2).split(", ") if a.strip()]
+            if args and rng.random() < 0.5:
+                del args[rng.randrange(len(args))]
+                what = "drop_arg"
+            else:
+                args.insert(rng.randrange(len(args) + 1) if args else 0,
+                            f"%extra: {rng.choice(['tensor<2xf32>', 'tensor<i32>', 'tensor<8x16xf32>'])}")
+                what = "add_arg"
+            return (f"{what}@{m.start()}",
+                    text[:m.start()] + f"{m.group(1)}({', '.join(args)})" + text[m.end():])
+    if kind == "return":
+        idx = [i for i, ln in enumerate(lines) if ln.strip().startswith(("return", "stablehlo.return", "func.return"))]
+        if idx:
+            i = rng.choice(idx)
+            line = lines[i]
+            head, _, types = line.partition(" : ")
+            values = head.split(",")
+            if len(values) > 1:
+                lines[i] = ",".join(values[:-1]) + " : " + ",".join(types.split(",")[:-1])
+            else:
+                lines[i] = line.replace(":", ", %0 :", 1) if ":" in line else line + " %0"
+            return f"return@line{i + 1}", "\n".join(lines)
+    if kind in ("delete_line", "repeat_line", "swap_lines") and len(lines) > 2:
+        i = rng.randrange(len(lines))
+        if kind == "delete_line":
+            del lines[i]
+        elif kind == "repeat_line":
+            lines.insert(i, lines[i])
+        else:
+            j = rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        return f"{kind}@line{i + 1}", "\n".join(lines)
+    if kind == "value":
+        matches = list(_SSA_RE.finditer(text))
+        if len(matches) > 1:
+            m, other = rng.choice(matches), rng.choice(matches)
+            return f"value@{m.start()}", text[:m.start()] + other.group() + text[m.end():]
+    if kind == "op_name":
+        matches = list(_OP_RE.finditer(text))
+        if matches:
+            m = rng.choice(matches)
+            return (f"op_name@{m.start()}",
+                    text[:m.start()] + rng.choice(_OP_NAMES) + text[m.end():])
+    if kind == "number":
+        matches = list(_INT_RE.finditer(text))
+        if matches:
+            m = rng.choice(matches)
+            return f"number@{m.start()}", text[:m.start()] + rng.choice(_NUMBERS) + text[m.end():]
+    if kind == "bad_string":
+        bad = rng.choice(_BAD_STRINGS)
+        where = rng.choice(["symbol", "attribute", "location", "call"])
+        if where == "symbol":
+            m = re.search(r"@(main|relu|\w+)\(", text)
+            if m:
+                return "bad_symbol", text[:m.start()] + f"@{bad}(" + text[m.end():]
+        if where == "attribute":
+            m = re.search(r"(stablehlo\.\w+)(\s)", text)
+            if m:
+                return ("bad_attribute",
+                        text[:m.end(1)] + f" {{note = {bad}}}" + text[m.end(1):])
+        if where == "call":
+            m = re.search(r"call @(\w+)", text)
+            if m:
+                return "bad_callee", text[:m.start()] + f"call @{bad}" + text[m.end():]
+        m = re.search(r"\n(\s*)return", text)
+        if m:
+            return "bad_location", text[:m.start()] + f"\n{m.group(1)}return loc({bad}:1:2)" + \
+                text[m.end():]
+    if kind == "junk":
+        i = rng.randrange(len(text))
+        junk = rng.choice(["{", "}", "(", ")", "<", ">", ":", ",", "%", "@", "\"", "\\",
+                           "é", "\x00", "dense<", "tensor<", "// ", "#loc"])
+        return f"junk@{i}", text[:i] + junk + text[i:]
+    if kind == "bytes":
+        label, data = _mutate_bytes(text.encode("utf-8"), rng)
+        return f"text_{label}", data.decode("utf-8", "surrogateescape") \
+            if rng.random() < 0.2 else data  # mostly bytes, which need not be UTF-8
+    i = rng.randrange(len(text))
+    return f"truncate@{i}", text[:i]
+
+
+def mutants(sources: list, count: int, seed: int = 0) -> list:
+    """`count` mutants, byte-level and text-level in turn, each kind spread over its
+    sources: [(source name, mutation, input)]."""
+    rng = random.Random(seed)
+    binary = [s for s in sources if isinstance(s.data, bytes)]
+    text = [s for s in sources if isinstance(s.data, str)]
+    kinds = [k for k in (binary, text) if k]
+    out = []
+    for k in range(count):
+        group = kinds[k % len(kinds)]
+        source = group[(k // len(kinds)) % len(group)]
+        if isinstance(source.data, bytes):
+            label, data = _mutate_bytes(source.data, rng)
+        else:
+            label, data = _mutate_text(source.data, rng)
+        out.append((source.name, label, data))
+    return out
+
+
+# ---------------------------------------------------------------- loading and calling one
+
+def _allowed(e: BaseException) -> bool:
+    """A library error, or the TypeError of a call whose arguments do not fit."""
+    from shlo2jax.errors import Shlo2JaxError
+    if isinstance(e, Shlo2JaxError):
+        return True
+    if isinstance(e, TypeError):
+        frames = traceback.extract_tb(e.__traceback__)
+        return bool(frames) and frames[-1].filename.endswith(os.path.join("shlo2jax", "program.py"))
+    return False
+
+
+def check_mutant(mutant: tuple, seed: int = 0) -> dict:
+    """Loads the mutant, calls its entry on seeded inputs when it loads: what happened."""
+    import jax
+    import shlo2jax
+    from shlo2jax.tools.inputs import seeded_inputs
+    _, _, data = mutant
+    try:
+        program = shlo2jax.load(data)
+    except Exception as e:  # noqa: BLE001 - the point is to see every kind
+        return _outcome("load", e)
+    try:
+        fn = program.entry
+    except Exception as e:  # noqa: BLE001
+        return _outcome("entry", e)
+    try:
+        inputs = seeded_inputs(fn)
+    except ValueError as e:  # tokens, `?` dimensions: no seeded inputs (not the library's)
+        return {"stage": "inputs", "outcome": "loaded", "allowed": True, "error": str(e)[:200]}
+    try:
+        jax.block_until_ready(fn(*inputs))
+    except Exception as e:  # noqa: BLE001
+        return _outcome("call", e)
+    return {"stage": "call", "outcome": "ran", "allowed": True, "error": ""}
+
+
+def _outcome(stage: str, e: BaseException) -> dict:
+    allowed = _allowed(e)
+    out = {"stage": stage, "outcome": type(e).__name__, "allowed": allowed,
+           "error": str(e)[:300]}
+    if not allowed:
+        out["traceback"] = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-3000:]
+    return out
+
+
+# ---------------------------------------------------------------- a run over many
+
+class Report(NamedTuple):
+    count: int
+    outcomes: dict          # "stage:outcome" -> how many
+    failures: list          # [{source, mutation, status, detail}]: crashes, timeouts, errors
+                            # that are not the library's
+    seconds: float
+
+    def summary(self) -> str:
+        crashes = sum(1 for f in self.failures if f["status"] in ("crashed", "timeout"))
+        return (f"mutate: {self.count} mutants, {crashes} crashes, "
+                f"{len(self.failures) - crashes} unexpected errors")
+
+
+def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0) -> Report:
+    """Checks every mutant in worker processes (`run_isolated`): a mutant that kills its
+    worker is reported as a crash, not as the end of the run."""
+    import collections
+    import time
+    from shlo2jax.tools.isolated import run_isolated
+    start = time.time()
+    outcomes: collections.Counter = collections.Counter()
+    failures = []
+    for index, status, value in run_isolated("shlo2jax.tools.mutate:check_mutant", mutant_list,
+                                             jobs=jobs, timeout=timeout):
+        source, mutation, _ = mutant_list[index]
+        if status == "ok":
+            outcomes[f"{value['stage']}:{value['outcome']}"] += 1
+            if value["allowed"]:
+                continue
+            detail = value.get("traceback") or value["error"]
+            status = "error"
+        else:
+            outcomes[status] += 1
+            detail = str(value)
+        failures.append({"index": index, "source": source, "mutation": mutation,
+                         "status": status, "detail": detail[-3000:]})
+    failures.sort(key=lambda f: f["index"])
+    return Report(len(mutant_list), dict(sorted(outcomes.items())), failures,
+                  time.time() - start)
+
+
+def main(argv=None) -> int:
+    """`shlo2jax mutate`: load and call mutants of the bundled modules; exit status 1 on a
+    crash or an error that is not the library's."""
+    import argparse
+    import json
+    parser = argparse.ArgumentParser(prog="shlo2jax mutate", description=main.__doc__)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser.add_argument("--root", default=".",
+                        help="the checkout whose examples/ and tests/corpus/ are mutated")
+    parser.add_argument("--shared", default="",
+                        help="also mutate SHARED/models/*.mlir.bc (at most 200 kB each)")
+    parser.add_argument("--json", help="write the outcomes and every failure to this file")
+    parser.add_argument("--save", help="write each failing mutant to this folder")
+    args = parser.parse_args(argv)
+    mutant_list = mutants(default_sources(args.root, args.shared), args.count, args.seed)
+    report = run_mutants(mutant_list, jobs=args.jobs)
+    for name, n in report.outcomes.items():
+        print(f"  {name}: {n}")
+    for f in report.failures:
+        print(f"{f['status']}: {f['source']} {f['mutation']} (mutant {f['index']}, seed "
+              f"{args.seed}): {f['detail'].strip().splitlines()[-1] if f['detail'].strip() else ''}")
+        if args.save:
+            os.makedirs(args.save, exist_ok=True)
+            data = mutant_list[f["index"]][2]
+            name = os.path.join(args.save, f"mutant_{args.seed}_{f['index']}")
+            with open(name + (".mlir" if isinstance(data, str) else ".bin"),
+                      "w" if isinstance(data, str) else "wb") as out:
+                out.write(data)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"seed": args.seed, "count": report.count, "seconds": report.seconds,
+                       "outcomes": report.outcomes, "failures": report.failures}, out, indent=2)
+    print(f"{report.seconds:.0f} s")
+    print(report.summary())
+    return 1 if report.failures else 0

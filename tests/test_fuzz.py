@@ -1,0 +1,62 @@
+"""The differential fuzzer (shlo2jax.tools.fuzz): a fixed set of seeds must agree on the
+translation, XLA compiling the module directly and (small programs) the reference
+interpreter; CI-sized (about a minute on 2 cores)."""
+
+import subprocess
+import sys
+
+import numpy as np
+
+from shlo2jax.tools import fuzz
+
+CI_SEEDS = "--count", "24", "--seed", "1000"
+
+
+def test_generated_programs_cover_the_families():
+    texts = [fuzz.generate(seed).text() for seed in range(300)]
+    for needle in ("stablehlo.reduce", "stablehlo.while", "stablehlo.scatter", "stablehlo.gather",
+                   "stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice",
+                   "stablehlo.dot_general", "stablehlo.convert", "stablehlo.select",
+                   "stablehlo.transpose", "stablehlo.pad", "stablehlo.concatenate",
+                   "stablehlo.broadcast_in_dim", "stablehlo.slice", "stablehlo.reverse",
+                   "tensor<bf16>", "xi8>", "xui8>", "xi64>", "-2147483648"):
+        assert any(needle in t for t in texts), needle
+    inputs = np.concatenate([x.astype(np.float64).ravel() for seed in range(100)
+                             for x in fuzz.generate(seed).inputs if x.dtype.kind == "f"])
+    assert np.isnan(inputs).any() and np.isinf(inputs).any()
+    assert (np.signbit(inputs) & (inputs == 0)).any()  # -0
+
+
+def test_a_difference_is_a_mismatch():
+    same = {"cpu": [np.array([1.0, np.nan], np.float32)],
+            "xla-direct": [np.array([1.0, np.nan], np.float32)]}
+    assert fuzz._mismatch(same) is None
+    assert fuzz._mismatch({"cpu": [np.array([1.0, np.nan], np.float32)],
+                           "xla-direct": [np.array([1.0, 2.0], np.float32)]})
+    assert fuzz._mismatch({"cpu": [np.array([-128], np.int8)],
+                           "interpreter": [np.array([127], np.int8)]})
+    assert fuzz._mismatch({"cpu": [np.array([0.0], np.float32)],
+                           "interpreter": ("unavailable", "no")}) is None
+
+
+def test_fixed_seeds_agree_on_every_backend():
+    done = subprocess.run([sys.executable, "-m", "shlo2jax", "fuzz", *CI_SEEDS],
+                          capture_output=True, text=True, timeout=600)
+    lines = done.stdout.strip().splitlines()
+    assert lines and lines[-1] == "fuzz: 24 programs, 0 mismatches, 0 crashes", \
+        done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0
+    interpreted = int(lines[-2].split("; ")[1].split()[0])
+    assert interpreted >= 5, lines[-2]  # the reference interpreter took part
+
+
+def test_xla_flushing_subnormals_is_listed_apart_not_hidden():
+    program = fuzz.generate(1000)
+    tiny = np.array([1e-45, 1.0], np.float32)  # a subnormal input
+    normal = np.array([1e-3, 1.0], np.float32)
+    spec, flushed = [np.array([-1.0], np.float32)], [np.array([0.0], np.float32)]
+    xla_alone = {"cpu": spec, "xla-direct": flushed, "interpreter": spec}
+    assert fuzz._explained_by_flushing(program._replace(inputs=[tiny]), xla_alone)
+    assert not fuzz._explained_by_flushing(program._replace(inputs=[normal]), xla_alone)
+    translation_alone = {"cpu": flushed, "xla-direct": spec, "interpreter": spec}
+    assert not fuzz._explained_by_flushing(program._replace(inputs=[tiny]), translation_alone)

@@ -1,0 +1,100 @@
+"""Malformed input never kills the process: mutants of the bundled modules (byte-level and
+text-level, shlo2jax.tools.mutate) are loaded and called in worker processes, where a crash
+shows as one instead of ending pytest. Every mutant must load and run, or fail with one of
+the library's errors (or the TypeError of a call whose arguments do not fit).
+
+This runs a fixed sample; `python -m shlo2jax mutate --count 1000` runs the full set."""
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from shlo2jax.tools.mutate import default_sources, mutants, run_mutants
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def sources():
+    return default_sources(str(ROOT))
+
+
+def test_sources_are_bytes_and_text(sources):
+    assert sum(isinstance(s.data, bytes) for s in sources) >= 20
+    assert sum(isinstance(s.data, str) for s in sources) >= 20
+
+
+def test_mutants_raise_only_library_errors(sources):
+    sample = mutants(sources, 200, seed=20)
+    assert len({label.split("@")[0] for _, label, _ in sample}) >= 15  # a spread of kinds
+    report = run_mutants(sample, jobs=2, timeout=120)
+    failures = "\n".join(f"{f['status']}: {f['source']} {f['mutation']} (mutant {f['index']}, "
+                         f"seed 20)\n{f['detail']}" for f in report.failures)
+    assert not report.failures, f"{report.summary()}\n{failures}"
+    assert report.outcomes.get("load:LoadError", 0) > 50, report.outcomes
+    assert report.outcomes.get("call:ran", 0) > 0, report.outcomes  # some still run
+
+
+# A location is an attribute to MLIR: corrupt input can put one where a value belongs.
+# jaxlib aborts on such an attribute (nanobind cannot cast it; the VHLO conversion of a
+# constant dereferences it); both were found by the mutants above. Loaded in a child process,
+# since without the check they end it.
+_LOAD_IN_CHILD = """
+import sys
+import shlo2jax
+from shlo2jax.errors import LoadError
+data = sys.stdin.buffer.read()
+try:
+    shlo2jax.load(data if data.startswith(b"ML\\xefR") else data.decode())
+except LoadError as e:
+    print("LoadError:", e)
+"""
+
+
+def _load_in_child(data: bytes) -> str:
+    done = subprocess.run([sys.executable, "-c", _LOAD_IN_CHILD], input=data,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    return done.stdout.decode()
+
+
+def test_location_as_an_attribute_value_in_text():
+    text = """
+func.func public @main(%x: tensor<2xf32>) -> (tensor<2xf32> {jax.result_info = loc("r")}) {
+  return %x : tensor<2xf32>
+}
+"""
+    out = _load_in_child(text.encode())
+    assert "LoadError" in out and "location stands where an attribute value belongs" in out
+
+
+def test_attribute_name_that_is_not_utf8():
+    text = r"""
+func.func public @main(%x: tensor<2xf32>) -> (tensor<2xf32> {"ja\F2.result_info" = 1 : i32}) {
+  return %x : tensor<2xf32>
+}
+"""
+    out = _load_in_child(text.encode())
+    assert "LoadError" in out and "an attribute name is not UTF-8" in out
+
+
+def test_location_as_a_vhlo_constant_value():
+    from jax import export
+    from jaxlib.mlir import ir
+    from shlo2jax._jax_internals import make_ir_context
+    exported = export.deserialize(bytearray(
+        (ROOT / "tests" / "corpus" / "jax" / "mlp" / "exported.bin").read_bytes()))
+    with make_ir_context():
+        vhlo = ir.Module.parse(bytes(exported.mlir_module_serialized))
+        asm = vhlo.operation.get_asm(print_generic_op_form=True)
+        start = asm.index("{value = #vhlo.tensor_v1<") + len("{value = ")
+        end = asm.index("}>", start)
+        corrupt = ir.Module.parse(asm[:start] + 'loc("here")' + asm[end:])
+        assert "vhlo.constant_v1" in str(corrupt)
+        import io
+        buffer = io.BytesIO()
+        corrupt.operation.write_bytecode(buffer)
+    out = _load_in_child(buffer.getvalue())
+    assert "LoadError" in out and "vhlo.constant_v1" in out
