@@ -232,7 +232,9 @@ def bind_keywords(names: Sequence[str], args: tuple, kwargs: dict, signature: st
         full[i] = value
     missing = [names[i] for i, v in enumerate(full) if v is _MISSING]
     if missing:
-        raise TypeError(f"{signature}: missing argument(s) {', '.join(map(repr, missing))}")
+        given = len(args) + len(kwargs)
+        raise TypeError(f"{signature} takes {len(names)} argument(s), got {given}: missing "
+                        f"{', '.join(map(repr, missing))}")
     return tuple(full)
 
 

@@ -412,7 +412,7 @@ def test_argument_and_result_names():
                                   np.asarray(by_position[0]))
     with pytest.raises(TypeError, match="no argument named 'w'"):
         fn(x, w=w, x=x, scale=np.float32(2))
-    with pytest.raises(TypeError, match="missing argument"):
+    with pytest.raises(TypeError, match="missing "):
         fn(x, w)
     # TensorFlow's signature names; unnamed MLIR arguments and results
     tf = shlo2jax.load(ROOT / "tests/corpus/tensorflow/tf_cnn/model.mlir.bc").entry

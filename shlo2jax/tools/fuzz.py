@@ -317,11 +317,11 @@ def _compare_outputs(a: list, b: list) -> Optional[str]:
 
 def _run_backends(text: str, inputs: list, interpreter: bool) -> dict:
     """{backend: outputs or ("unavailable", why)}; other exceptions propagate."""
-    import shlo2jax
+    from shlo2jax.loader import load
     from shlo2jax.errors import BackendUnavailable
     from shlo2jax.tools.compare import (InterpreterBackend, TranslatedBackend,
                                         XlaDirectBackend)
-    program = shlo2jax.load(text)
+    program = load(text)
     backends = [TranslatedBackend("cpu"), XlaDirectBackend()]
     if interpreter:
         backends.append(InterpreterBackend(timeout=120))
@@ -389,8 +389,8 @@ def _explained_by_flushing(program: Program, results: dict) -> bool:
         # fuses ops it flushes subnormals the translation's separate ops keep
         return _compare_outputs(results["cpu"], results["interpreter"]) is None
     from shlo2jax.tools.compare import InterpreterBackend
-    import shlo2jax
-    again = InterpreterBackend(timeout=120).run(shlo2jax.load(program.text()), "main", flushed)
+    from shlo2jax.loader import load
+    again = InterpreterBackend(timeout=120).run(load(program.text()), "main", flushed)
     return _compare_outputs(results["cpu"], [np.asarray(o) for o in again]) is None
 
 

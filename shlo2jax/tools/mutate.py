@@ -267,18 +267,19 @@ def _allowed(e: BaseException) -> bool:
         return True
     if isinstance(e, TypeError):
         frames = traceback.extract_tb(e.__traceback__)
-        return bool(frames) and frames[-1].filename.endswith(os.path.join("shlo2jax", "program.py"))
+        return bool(frames) and frames[-1].filename.endswith(
+            tuple(os.path.join("shlo2jax", f) for f in ("program.py", "names.py")))
     return False
 
 
 def check_mutant(mutant: tuple, seed: int = 0) -> dict:
     """Loads the mutant, calls its entry on seeded inputs when it loads: what happened."""
     import jax
-    import shlo2jax
+    from shlo2jax.loader import load
     from shlo2jax.tools.inputs import seeded_inputs
     _, _, data = mutant
     try:
-        program = shlo2jax.load(data)
+        program = load(data)
     except Exception as e:  # noqa: BLE001 - the point is to see every kind
         return _outcome("load", e)
     try:
