@@ -55,9 +55,7 @@ import fnmatch
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from typing import Callable, Iterable, Optional
@@ -65,11 +63,11 @@ from typing import Callable, Iterable, Optional
 import numpy as np
 
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported, LoadError, UnsupportedError
-from shlo2jax.tools import reference
+from shlo2jax.tools import isolated, reference
 from shlo2jax.tools.numerics import check_values, compare_with_reference
-from shlo2jax.tools.reference import (crash_reason as _tail, join_complex as _join_complex,
+from shlo2jax.tools.reference import (join_complex as _join_complex,
                                 interpreter_module_text as _reference_module_text,
-                                signal_name as _signal_name, split_complex as _split_complex)
+                                split_complex as _split_complex)
 
 OUTCOMES = ("pass", "fail", "unsupported", "error")
 
@@ -599,12 +597,7 @@ def _with_host_devices(env) -> dict:
 def _worker_main() -> None:
     """Worker: reads cases from stdin, writes outcomes to stdout (pickled frames). Anything
     the case prints goes to stderr (a log the parent reads when the worker dies)."""
-    from multiprocessing.connection import Connection
-    conn_in = Connection(os.dup(0), writable=False)
-    conn_out = Connection(os.dup(1), readable=False)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)
+    conn_in, conn_out = isolated.worker_connections()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     _with_host_devices(os.environ)
     import jax  # noqa: F401  (imported once per worker, not per case)
@@ -620,77 +613,27 @@ def _worker_main() -> None:
         if msg is None:
             return
         case, timeout = msg
-        try:  # a fresh log per case, so a crash message belongs to its case
-            os.ftruncate(2, 0)
-            os.lseek(2, 0, os.SEEK_SET)
-        except OSError:
-            pass
+        isolated.fresh_log()
         start = time.time()
         outcome, message = run_case(case, timeout)
         conn_out.send((case["id"], outcome, message, time.time() - start))
 
 
-class _Worker:
+class _Worker(isolated.WorkerProcess):
     def __init__(self, plugins=()):
-        from multiprocessing.connection import Connection
-        self.log = tempfile.TemporaryFile(prefix="shlo2jax-worker-")
         env = {**_with_host_devices(dict(os.environ)),
                "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
                "PYTHONUNBUFFERED": "1",
                _PLUGINS_ENV: os.pathsep.join(os.path.abspath(p) if p.endswith(".py") else p
                                              for p in plugins)}
-        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER_CMD], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, env=env)
-        self.send_conn = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
-        self.recv_conn = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
-        self.proc.stdin.close()
-        self.proc.stdout.close()
-        self.ready = False
-        self.started = time.time()
+        super().__init__([sys.executable, "-c", _WORKER_CMD], env, "shlo2jax-worker-")
         self.case: Optional[dict] = None
         self.case_start = 0.0
-        self.deadline = 0.0
-        self.done = 0
 
     def send(self, case: dict, timeout: float):
         self.case, self.case_start = case, time.time()
         self.deadline = self.case_start + timeout
         self.send_conn.send((case, timeout))
-
-    def log_tail(self) -> str:
-        try:
-            self.log.seek(0)
-            data = self.log.read()[-20000:].decode("utf-8", "replace")
-        except (OSError, ValueError):
-            return ""
-        return _tail(data)
-
-    def kill(self):
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        self.close()
-
-    def close(self):
-        for c in (self.send_conn, self.recv_conn):
-            try:
-                c.close()
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-    def stop(self):
-        try:
-            self.send_conn.send(None)
-        except OSError:
-            pass
-        self.close()
 
 
 def run_cases(cases: list[Case], jobs: int, timeout: float,
@@ -735,10 +678,7 @@ def run_cases(cases: list[Case], jobs: int, timeout: float,
                     except (EOFError, OSError):
                         msg = None
                     if msg is None:  # the worker died
-                        w.proc.wait()
-                        code = w.proc.returncode
-                        how = _signal_name(code) if code is not None and code < 0 else \
-                            f"exit status {code}"
+                        how = w.exit_description()
                         tail = w.log_tail()
                         if w.case:
                             finish(w.case, "error", f"the worker died ({how}) running this case"
@@ -760,7 +700,7 @@ def run_cases(cases: list[Case], jobs: int, timeout: float,
                     finish(case, outcome, message, seconds)
                     w.done += 1
                     if w.done >= _CASES_PER_WORKER:
-                        w.stop()
+                        w.close()
                         workers.remove(w)
                 elif time.time() >= (w.deadline if w.case else w.started + startup_limit):
                     if w.case:
@@ -771,14 +711,14 @@ def run_cases(cases: list[Case], jobs: int, timeout: float,
                         if failed_starts >= 3:
                             raise RuntimeError("conformance workers do not start: "
                                                f"{w.log_tail()}")
-                    w.kill()
+                    w.close(kill=True)
                     workers.remove(w)
     finally:
         for w in workers:
             if w.case:
-                w.kill()
+                w.close(kill=True)
             else:
-                w.stop()
+                w.close()
     return results
 
 

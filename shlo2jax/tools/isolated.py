@@ -26,43 +26,36 @@ from shlo2jax.tools.reference import crash_reason, signal_name
 _WORKER_CMD = "from shlo2jax.tools.isolated import _worker_main; _worker_main()"
 
 
-def _worker_main() -> None:
-    import importlib
-    import traceback
+def worker_connections():
+    """In a worker process: (conn_in, conn_out) on the stdin/stdout pipes its parent made.
+    Afterwards stdin reads /dev/null and what the work prints goes to stderr (the log), not
+    into the result pipe."""
     from multiprocessing.connection import Connection
     conn_in = Connection(os.dup(0), writable=False)
     conn_out = Connection(os.dup(1), readable=False)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    os.dup2(2, 1)  # what the work prints goes to the log, not into the result pipe
-    module, _, name = sys.argv[1].partition(":")
-    function = getattr(importlib.import_module(module), name)
-    conn_out.send(("ready",))
-    while True:
-        try:
-            msg = conn_in.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        index, item = msg
-        try:  # a fresh log per item, so that a crash message belongs to its item
-            os.ftruncate(2, 0)
-            os.lseek(2, 0, os.SEEK_SET)
-        except OSError:
-            pass
-        try:
-            conn_out.send((index, "ok", function(item)))
-        except Exception:
-            conn_out.send((index, "raised", traceback.format_exc()))
+    os.dup2(2, 1)
+    return conn_in, conn_out
 
 
-class _Worker:
-    def __init__(self, target: str, env: dict):
+def fresh_log() -> None:
+    """Empties the worker's log (its stderr), so that a crash message belongs to the next item."""
+    try:
+        os.ftruncate(2, 0)
+        os.lseek(2, 0, os.SEEK_SET)
+    except OSError:
+        pass
+
+
+class WorkerProcess:
+    """The parent's side of one worker: the child runs `argv` with pickled-frame connections
+    on its stdin/stdout and its stderr in a temporary log file."""
+
+    def __init__(self, argv: list, env: dict, log_prefix: str):
         from multiprocessing.connection import Connection
-        self.log = tempfile.TemporaryFile(prefix="shlo2jax-isolated-")
-        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER_CMD, target],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.log = tempfile.TemporaryFile(prefix=log_prefix)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, env=env)
         self.send_conn = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
         self.recv_conn = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
@@ -70,26 +63,24 @@ class _Worker:
         self.proc.stdout.close()
         self.ready = False
         self.started = time.time()
-        self.index: Optional[int] = None
         self.deadline = 0.0
         self.done = 0
 
-    def send(self, index: int, item, timeout: float):
-        self.index, self.deadline = index, time.time() + timeout
-        self.send_conn.send((index, item))
-
-    def death(self) -> str:
+    def exit_description(self) -> str:
+        """How the dead worker ended: the signal's name or its exit status."""
         self.proc.wait()
         code = self.proc.returncode
-        how = signal_name(code) if code is not None and code < 0 else f"exit status {code}"
+        return signal_name(code) if code is not None and code < 0 else f"exit status {code}"
+
+    def log_tail(self) -> str:
         try:
             self.log.seek(0)
-            tail = crash_reason(self.log.read()[-20000:].decode("utf-8", "replace"))
+            return crash_reason(self.log.read()[-20000:].decode("utf-8", "replace"))
         except (OSError, ValueError):
-            tail = ""
-        return f"the worker died ({how})" + (f": {tail}" if tail else "")
+            return ""
 
     def close(self, kill: bool = False):
+        """Ends the worker: killed, or asked to stop (it returns at the next read)."""
         if kill:
             try:
                 self.proc.kill()
@@ -111,6 +102,44 @@ class _Worker:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+
+
+def _worker_main() -> None:
+    import importlib
+    import traceback
+    conn_in, conn_out = worker_connections()
+    module, _, name = sys.argv[1].partition(":")
+    function = getattr(importlib.import_module(module), name)
+    conn_out.send(("ready",))
+    while True:
+        try:
+            msg = conn_in.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        index, item = msg
+        fresh_log()
+        try:
+            conn_out.send((index, "ok", function(item)))
+        except Exception:
+            conn_out.send((index, "raised", traceback.format_exc()))
+
+
+class _Worker(WorkerProcess):
+    def __init__(self, target: str, env: dict):
+        super().__init__([sys.executable, "-c", _WORKER_CMD, target], env,
+                         "shlo2jax-isolated-")
+        self.index: Optional[int] = None
+
+    def send(self, index: int, item, timeout: float):
+        self.index, self.deadline = index, time.time() + timeout
+        self.send_conn.send((index, item))
+
+    def death(self) -> str:
+        how = self.exit_description()  # (waits for the end, so the log is complete)
+        tail = self.log_tail()
+        return f"the worker died ({how})" + (f": {tail}" if tail else "")
 
 
 def run_isolated(target: str, items: Iterable, jobs: int = 2, timeout: float = 120.0,
