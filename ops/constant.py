@@ -11,7 +11,7 @@ from shlo2jax.registry import register_op
 def constant(ctx, op):
     # A constant lifted into a parameter (shlo2jax.params) reads its value from the parameters
     # of the call being traced; the translator of such a call has `lifted` (op -> value or None).
-    lifted = getattr(ctx.translator, "lifted", None)
+    lifted = ctx.translator.lifted
     if lifted is not None:
         value = lifted(op)
         if value is not None:

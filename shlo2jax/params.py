@@ -354,14 +354,8 @@ class _LiftedTranslator(Translator):
         self._environment = environment
         self._needs = needs  # function -> the parameter names it uses, itself or its callees
 
-    def derived(self, **changes) -> Translator:
-        key = tuple(sorted(changes.items(), key=lambda item: item[0]))
-        translator = self._derived.get(key)
-        if translator is None:
-            translator = _LiftedTranslator(self.module, dataclasses.replace(self.mode, **changes),
-                                           self._environment, self._needs)
-            self._derived[key] = translator
-        return translator
+    def in_mode(self, mode: TranslatorMode) -> Translator:
+        return _LiftedTranslator(self.module, mode, self._environment, self._needs)
 
     def callee(self, name: str) -> Callable:
         needed = tuple(sorted(self._needs.get(name, ())))

@@ -78,6 +78,10 @@ _DEFAULT_MODE = TranslatorMode()
 class Translator:
     """Per-program translation state: its mode, the traced callees and the region plans."""
 
+    # The constant rule's hook for constants lifted into parameters (shlo2jax.params):
+    # op -> the value of its parameter in the call being traced, or None.
+    lifted: Optional[Callable] = None
+
     def __init__(self, module: ModuleDef, mode: TranslatorMode = _DEFAULT_MODE):
         self.module = module
         self.mode = mode
@@ -95,9 +99,13 @@ class Translator:
         key = tuple(sorted(changes.items(), key=lambda item: item[0]))
         translator = self._derived.get(key)
         if translator is None:
-            translator = Translator(self.module, dataclasses.replace(self.mode, **changes))
+            translator = self.in_mode(dataclasses.replace(self.mode, **changes))
             self._derived[key] = translator
         return translator
+
+    def in_mode(self, mode: TranslatorMode) -> "Translator":
+        """A new translator like this one in `mode` (a subclass keeps its own state)."""
+        return Translator(self.module, mode)
 
     def callee(self, name: str) -> Callable:
         """A func.call target: traced once per signature, reused at every call site."""
