@@ -24,6 +24,18 @@ def reshape(ctx, op, x):
 @register_op("stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim",
              prepare=lambda op: ints(op.attrs["broadcast_dimensions"]))
 def broadcast_in_dim(ctx, op, x):
+    if isinstance(x, np.ndarray):
+        # A constant is a literal to JAX, emitted again at every use: exporters write one
+        # constant broadcast at many sites (jax: a scalar per weak-typed Python number), so
+        # one broadcast per region evaluation keeps the lowered program the source's size
+        # (XLA's CSE merges them in the direct compile too).
+        key = (id(x), op.params, op.result_types[0])
+        hit = ctx.shared.get(key)
+        if hit is not None and hit[0] is x:
+            return hit[1]
+        out = lax.broadcast_in_dim(x, result_shape(op), op.params)
+        ctx.shared[key] = (x, out)
+        return out
     return lax.broadcast_in_dim(x, result_shape(op), op.params)
 
 

@@ -152,11 +152,14 @@ class gc_paused:
 
 
 class Scope:
-    """What a handler may need beyond its operands: regions as callables, the translator."""
-    __slots__ = ("translator", "env")
+    """What a handler may need beyond its operands: regions as callables, the translator,
+    and `shared`: values a rule computes once per region evaluation and reuses (e.g. the
+    broadcast of a constant), keyed as the rule chooses. It lives as long as the evaluation,
+    under one trace, so no tracer outlives its trace."""
+    __slots__ = ("translator", "env", "shared")
 
     def __init__(self, translator: Translator, env: dict):
-        self.translator, self.env = translator, env
+        self.translator, self.env, self.shared = translator, env, {}
 
     def region(self, region: Region) -> Callable:
         """The region as a function of its block arguments returning a list of outputs."""

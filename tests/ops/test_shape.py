@@ -250,3 +250,44 @@ def test_data_movement_every_element_type(element):
                 x[::-1, :, ::-1]]
     for out, want in zip(results, expected):
         assert_same_bits(out, np.ascontiguousarray(want))
+
+
+# ------------------------------------------------------------------ broadcast of a constant
+
+def _mlir_ops(text: str) -> dict:
+    """Operation names -> counts in a module's text (one op per `name` occurrence)."""
+    import re
+    counts = {}
+    for name in re.findall(r"\b(stablehlo\.[a-z_]+|func\.call|call)\b(?=[ (@%])", text):
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def test_constant_broadcast_once_per_region_not_per_use():
+    """jax writes one scalar constant and a broadcast of it at each use; JAX re-emits a
+    literal at every use, so the translation shares the broadcast: the lowered translation
+    has no more constants and broadcasts than the export (real producer: jax.export)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import export as jax_export
+
+    import shlo2jax
+
+    def model(x):
+        for _ in range(12):
+            x = jnp.tanh(x * 0.5 + 1.0) * 0.5
+        return x
+
+    exported = jax_export.export(jax.jit(model))(jax.ShapeDtypeStruct((8,), jnp.float32))
+    program = shlo2jax.load(exported.serialize())
+    source = _mlir_ops(exported.mlir_module())
+    lowered = _mlir_ops(jax.jit(program.entry).lower(jnp.ones(8, jnp.float32)).as_text())
+    assert source["stablehlo.constant"] <= 3
+    assert lowered["stablehlo.constant"] <= source["stablehlo.constant"]
+    assert lowered["stablehlo.broadcast_in_dim"] <= source["stablehlo.broadcast_in_dim"]
+    x = jnp.linspace(-2, 2, 8, dtype=jnp.float32)
+    np.testing.assert_allclose(program.entry(x), model(x), rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(lambda v: program.entry(v).sum())(x),
+                               jax.grad(lambda v: model(v).sum())(x), rtol=1e-5)
+    xs = jnp.stack([x, -x])
+    np.testing.assert_allclose(jax.vmap(program.entry)(xs), jax.vmap(model)(xs), rtol=1e-6)
