@@ -58,14 +58,17 @@ def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str 
             except Exception:  # noqa: BLE001 - parse_mlir_unchecked reports it
                 module = None
         if module is not None:
-            _check_printed(module, where)
+            escaped = _check_printed(module, where)
             if not _is_vhlo(module):
                 return module
-            # The StableHLO module converted from a VHLO module that passed the check
-            # carries the same names and no location in an attribute's place (the
-            # conversion would have crashed on it): a second print and scan (~0.4 s on
-            # a 50k-op model) finds nothing new.
-            return parse_mlir_unchecked(source, context, source_name)
+            converted = parse_mlir_unchecked(source, context, source_name)
+            # A VHLO module prints its names as string values: where some string holds
+            # bytes outside ASCII, the converted module's names are checked again. Where
+            # none does, a second print and scan (~0.4 s on a 50k-op model) finds nothing
+            # (and a location in an attribute's place would have failed the conversion).
+            if escaped:
+                _check_printed(converted, where)
+            return converted
     module = parse_mlir_unchecked(source, context, source_name)
     _check_printed(module, where)
     return module
@@ -75,10 +78,13 @@ def _is_vhlo(module: ir.Module) -> bool:
     return any(op.operation.name.startswith("vhlo.") for op in module.body.operations)
 
 
-def _check_printed(module: ir.Module, where: str) -> None:
-    problem = printed_problem(module)
+def _check_printed(module: ir.Module, where: str) -> bool:
+    """Raises LoadError for what would abort the process; -> whether a string holds bytes
+    outside ASCII (see `printed_problem`)."""
+    problem, escaped = printed_problem(module)
     if problem:
         raise LoadError(f"cannot read MLIR{where} (corrupt input): {problem}")
+    return escaped
 
 
 def parse_mlir_unchecked(source: Union[str, bytes], context: ir.Context,

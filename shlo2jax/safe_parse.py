@@ -261,12 +261,19 @@ _LOCATION_AS_VALUE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#loc\d*\b|\bloc\(')
 _NAME_LITERAL = re.compile(rb'(@?)("(?:[^"\\\n]|\\.)*")([ \t]*=)?')
 
 
-def printed_problem(module) -> Optional[str]:
-    """What in `module` (an `ir.Module`) would abort the process when it is decoded, or
-    None: a location in an attribute's place, a name that is not UTF-8."""
+def printed_problem(module) -> tuple:
+    """(what in `module`, an `ir.Module`, would abort the process when it is decoded, or
+    None: a location in an attribute's place, a name that is not UTF-8; whether any string
+    in it holds bytes outside ASCII). A VHLO module's names print as string values, so the
+    second answer says whether its StableHLO conversion needs the name check again."""
     asm = module.operation.get_asm(binary=True, large_elements_limit=16,
                                    enable_debug_info=False)
-    if _HIGH_ESCAPE.search(asm):
+    escaped = _HIGH_ESCAPE.search(asm) is not None
+    return _printed_problem(asm, escaped), escaped
+
+
+def _printed_problem(asm: bytes, escaped: bool) -> Optional[str]:
+    if escaped:
         for m in _NAME_LITERAL.finditer(asm):
             if (m.group(1) or m.group(3)) and _HIGH_ESCAPE.search(m.group(2)):
                 try:
