@@ -1,0 +1,274 @@
+"""Sharded exports and run_spmd grids across processes (`jax.distributed`).
+
+Three kinds of child process, each re-running this file as a script:
+
+* `--reference DIR` (one process, 8 host CPU devices): exports each case's jitted
+  function with `jax.export` (GSPMD and Shardy), writes the serialized artifact, its
+  inputs, the producer's outputs and gradients, and the translation's outputs and
+  gradients on the 8 devices of this one process.
+* `--worker ID PORT DIR` (two of them, 4 host CPU devices each, joined by
+  `jax.distributed.initialize` over gloo): loads the same artifacts and runs them on the
+  8 global devices, forward and `jax.grad`; the global results are gathered with
+  `multihost_utils.process_allgather` and written per worker.
+* The test (this process, numpy only) compares them: the translation on one process
+  against the producer, and each worker's results against the one-process run.
+
+All cases run in one reference process and one pair of workers (starting jax is most
+of the cost on a small machine).
+"""
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+WORKERS = 2
+DEVICES_PER_WORKER = 4
+TIMEOUT = 240  # seconds for each stage (the workers wait for each other)
+
+
+# ---------------------------------------------------------------- the cases (producer side)
+
+def _mesh():
+    import jax
+    return jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+
+
+def _jit_shardings():
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = _mesh()
+
+    def f(x, w):
+        y = jax.lax.with_sharding_constraint(x * 2, NamedSharding(mesh, P("y", None)))
+        return jnp.tanh(y @ w), jnp.sin(x).sum(axis=0)
+    fn = jax.jit(f, in_shardings=(NamedSharding(mesh, P("x", "y")),
+                                  NamedSharding(mesh, P(None, "x"))),
+                 out_shardings=(NamedSharding(mesh, P("y", "x")), NamedSharding(mesh, P())))
+    return fn, [(8, 8), (8, 4)]
+
+
+def _shard_map_collectives():
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = _mesh()
+
+    def body(a, b):
+        s = jax.lax.psum(a * b, "y")
+        g = jax.lax.all_gather(jnp.sin(a), "x", tiled=True)
+        p = jax.lax.ppermute(a * a, "y", [(i, (i + 1) % 4) for i in range(4)])
+        return s + p, g
+    f = jax.shard_map(body, mesh=mesh, in_specs=(P("x", "y"), P("x", "y")),
+                      out_specs=(P("x", "y"), P(None, "y")), check_vma=False)
+    fn = jax.jit(f, in_shardings=(NamedSharding(mesh, P("x", "y")),) * 2)
+    return fn, [(8, 16), (8, 16)]
+
+
+CASES = {}
+for _name, _make in [("jit_shardings", _jit_shardings),
+                     ("shard_map_collectives", _shard_map_collectives)]:
+    for _partitioner in ("gspmd", "shardy"):
+        CASES[f"{_name}[{_partitioner}]"] = (_make, _partitioner)
+
+
+def _loss(fn):
+    """A scalar of all of fn's results, weighted so that every gradient entry differs."""
+    import jax.numpy as jnp
+
+    def loss(*args):
+        outs = fn(*args)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        total = 0.0
+        for k, o in enumerate(outs):
+            weights = jnp.cos(k + jnp.arange(o.size, dtype=o.dtype)).reshape(o.shape)
+            total = total + jnp.sum(o * weights)
+        return total
+    return loss
+
+
+def _forward_and_grad(fn, args):
+    import jax
+    outs = fn(*args)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    grads = jax.jit(jax.grad(_loss(fn), argnums=tuple(range(len(args)))))(*args)
+    return list(outs), list(grads)
+
+
+def _save(path, outs, grads, gather=np.asarray):
+    arrays = {f"out{k}": gather(o) for k, o in enumerate(outs)}
+    arrays.update({f"grad{k}": gather(g) for k, g in enumerate(grads)})
+    np.savez(path, **arrays)
+
+
+# ---------------------------------------------------------------- child processes
+
+def _reference_main(out_dir: pathlib.Path):
+    """One process, 8 devices: the artifacts, the producer's results and the
+    translation's."""
+    import jax
+    from jax import export
+    import shlo2jax
+    assert len(jax.devices()) == 8, jax.devices()
+    rng = np.random.default_rng(0)
+    report = {}
+    for name, (make, partitioner) in CASES.items():
+        jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
+        fn, shapes = make()
+        args = [rng.integers(-4, 5, s).astype(np.float32) / 4 for s in shapes]
+        exported = export.export(fn)(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args])
+        marker = "sdy.mesh" if partitioner == "shardy" else "mhlo.sharding"
+        assert marker in exported.mlir_module(), name
+        (out_dir / f"{name}.export").write_bytes(exported.serialize())
+        np.savez(out_dir / f"{name}.inputs.npz", *args)
+        _save(out_dir / f"{name}.producer.npz", *_forward_and_grad(fn, args))
+        program = shlo2jax.load(exported.serialize())
+        _save(out_dir / f"{name}.one_process.npz", *_forward_and_grad(program.entry, args))
+        report[name] = "ok"
+    jax.config.update("jax_use_shardy_partitioner", True)
+    print("RESULTS" + json.dumps(report), flush=True)
+
+
+def _worker_main(process_id: int, port: int, out_dir: pathlib.Path):
+    """One of the processes of a `jax.distributed` run: the same artifacts on the 8
+    global devices (4 of them this process's)."""
+    import jax
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=f"localhost:{port}",
+                               num_processes=WORKERS, process_id=process_id)
+    from jax.experimental import multihost_utils
+    import shlo2jax
+    assert jax.process_count() == WORKERS and len(jax.devices()) == 8, jax.devices()
+    assert len(jax.local_devices()) == DEVICES_PER_WORKER, jax.local_devices()
+    gather = lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True))  # noqa
+    report = {}
+    for name in CASES:
+        program = shlo2jax.load((out_dir / f"{name}.export").read_bytes())
+        fn = program.entry
+        with np.load(out_dir / f"{name}.inputs.npz") as data:
+            host = [data[f"arr_{k}"] for k in range(len(data.files))]
+        # global arrays, each process providing the blocks of its own devices
+        args = [jax.make_array_from_callback(x.shape, s, lambda index, x=x: x[index])
+                for x, s in zip(host, fn.in_shardings)]
+        outs, grads = _forward_and_grad(fn, args)
+        # the same function given host arrays: the program places them itself
+        outs_from_host = fn(*host)
+        outs_from_host = outs_from_host if isinstance(outs_from_host, tuple) else (outs_from_host,)
+        for a, b in zip(outs, outs_from_host):
+            np.testing.assert_array_equal(gather(a), gather(b))
+        _save(out_dir / f"{name}.worker{process_id}.npz", outs, grads, gather)
+        report[name] = "ok"
+    jax.distributed.shutdown()
+    print("RESULTS" + json.dumps(report), flush=True)
+
+
+# ---------------------------------------------------------------- the test
+
+def _env(devices: int) -> dict:
+    path = os.pathsep.join([str(ROOT), str(HERE)] + [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+                JAX_PLATFORMS="cpu", PYTHONPATH=path)
+
+
+def _tail(text: str, n: int = 3000) -> str:
+    return text[-n:] if text else "(empty)"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _results(stdout: str):
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULTS")]
+    return json.loads(lines[-1][len("RESULTS"):]) if lines else None
+
+
+def _run_reference(out_dir):
+    proc = subprocess.run([sys.executable, __file__, "--reference", str(out_dir)],
+                          env=_env(8), capture_output=True, text=True, timeout=TIMEOUT)
+    report = _results(proc.stdout)
+    assert proc.returncode == 0 and report == {name: "ok" for name in CASES}, (
+        f"the one-process reference run failed (exit {proc.returncode}):\n"
+        f"{_tail(proc.stdout)}\n{_tail(proc.stderr)}")
+
+
+def _run_workers(out_dir):
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(k), str(port),
+                               str(out_dir)], env=_env(DEVICES_PER_WORKER),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k in range(WORKERS)]
+    deadline = time.monotonic() + TIMEOUT
+    outputs = []
+    for proc in procs:
+        try:
+            outputs.append(proc.communicate(timeout=max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            outputs.append(proc.communicate())
+    failures = []
+    for k, (proc, (stdout, stderr)) in enumerate(zip(procs, outputs)):
+        if proc.returncode != 0 or _results(stdout) != {name: "ok" for name in CASES}:
+            failures.append(f"--- worker {k} (exit {proc.returncode}):\n{_tail(stdout)}\n"
+                            f"--- worker {k} stderr:\n{_tail(stderr)}")
+    if failures:
+        # both workers' output: one failing usually leaves the other waiting
+        for k, (stdout, stderr) in enumerate(outputs):
+            if all(f"worker {k} " not in f for f in failures):
+                failures.append(f"--- worker {k} stderr:\n{_tail(stderr)}")
+        pytest.fail(f"the {WORKERS}-process run failed:\n" + "\n".join(failures))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("distributed")
+    _run_reference(out_dir)
+    _run_workers(out_dir)
+    return out_dir
+
+
+def _load(path):
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_one_process_translation_matches_the_producer(runs, case):
+    producer = _load(runs / f"{case}.producer.npz")
+    translated = _load(runs / f"{case}.one_process.npz")
+    assert producer.keys() == translated.keys()
+    for key in producer:
+        np.testing.assert_allclose(translated[key], producer[key], rtol=1e-5, atol=1e-6,
+                                   err_msg=f"{case} {key}")
+
+
+@pytest.mark.parametrize("worker", range(WORKERS))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_processes_agree_with_one_process(runs, case, worker):
+    one = _load(runs / f"{case}.one_process.npz")
+    many = _load(runs / f"{case}.worker{worker}.npz")
+    assert one.keys() == many.keys()
+    for key in one:
+        np.testing.assert_allclose(many[key], one[key], rtol=1e-6, atol=1e-6,
+                                   err_msg=f"{case} {key} (worker {worker})")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--reference"]:
+        _reference_main(pathlib.Path(sys.argv[2]))
+    elif sys.argv[1:2] == ["--worker"]:
+        _worker_main(int(sys.argv[2]), int(sys.argv[3]), pathlib.Path(sys.argv[4]))
