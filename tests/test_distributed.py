@@ -74,11 +74,102 @@ def _shard_map_collectives():
     return fn, [(8, 16), (8, 16)]
 
 
+def _shard_map_scatter():
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = _mesh()
+
+    def body(a, b):
+        r = jax.lax.psum_scatter(a * a, ("x", "y"), scatter_dimension=0, tiled=True)
+        t = jax.lax.all_to_all(b, "y", 0, 1, tiled=True)
+        i = jax.lax.axis_index("y").astype(b.dtype) + 10 * jax.lax.axis_index("x")
+        return r, t * i
+    f = jax.shard_map(body, mesh=mesh, in_specs=(P(), P("x", "y")),
+                      out_specs=(P(("x", "y")), P("x", "y")), check_vma=False)
+    fn = jax.jit(f, in_shardings=(NamedSharding(mesh, P()), NamedSharding(mesh, P("x", "y"))))
+    return fn, [(16, 3), (8, 16)]
+
+
+def _partial_manual():
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = _mesh()
+
+    def body(a):  # manual over x only; y is left to the compiler
+        return jax.lax.psum(jnp.tanh(a), "x") * 2
+    f = jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P(), axis_names={"x"},
+                      check_vma=False)
+    fn = jax.jit(f, in_shardings=NamedSharding(mesh, P("x", "y")))
+    return fn, [(8, 8)]
+
+
 CASES = {}
 for _name, _make in [("jit_shardings", _jit_shardings),
-                     ("shard_map_collectives", _shard_map_collectives)]:
+                     ("shard_map_collectives", _shard_map_collectives),
+                     ("shard_map_scatter", _shard_map_scatter),
+                     ("partial_manual", _partial_manual)]:
     for _partitioner in ("gspmd", "shardy"):
         CASES[f"{_name}[{_partitioner}]"] = (_make, _partitioner)
+
+
+# A replicas x partitions grid for shlo2jax.spmd.run_spmd. No producer writes such programs
+# any more (jax 0.10's pmap lowers to a shard_map over partitions, a sharded program like the
+# cases above): this one is written by hand, as the StableHLO interpreter's run_parallel tests
+# are, and checked against the spec's semantics (`_grid_expected`).
+GRID = """
+module @grid attributes {mhlo.num_replicas = 2 : i32, mhlo.num_partitions = 4 : i32} {
+  func.func public @main(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x12xf32>, tensor<2x3xf32>) {
+    %sum = "stablehlo.all_reduce"(%x) ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %s = stablehlo.add %a, %b : tensor<f32>
+        stablehlo.return %s : tensor<f32>
+    }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    %sq = stablehlo.multiply %x, %x : tensor<2x3xf32>
+    %g = "stablehlo.all_gather"(%sq) {all_gather_dim = 1 : i64,
+         replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>,
+         channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>,
+         use_global_device_ids} : (tensor<2x3xf32>) -> tensor<2x12xf32>
+    %sin = stablehlo.sine %x : tensor<2x3xf32>
+    %p = "stablehlo.collective_permute"(%sin) {
+         source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 0]]> : tensor<4x2xi64>,
+         channel_handle = #stablehlo.channel_handle<handle = 2, type = 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    return %sum, %g, %p : tensor<2x3xf32>, tensor<2x12xf32>, tensor<2x3xf32>
+  }
+}"""
+GRID_SHAPE = (2, 4)
+
+
+def _grid_inputs():
+    return [np.cos(np.arange(6, dtype=np.float32) + 6 * k).reshape(2, 3) for k in range(8)]
+
+
+def _grid_expected(xs):
+    """Each process's results by the spec: all_reduce over the replicas of a partition
+    (cross_replica), all_gather over the partitions of a replica (flattened ids), and
+    collective_permute from the previous partition (cross_partition)."""
+    R, P = GRID_SHAPE
+    out = []
+    for k in range(R * P):
+        r, p = divmod(k, P)
+        out.append([sum(xs[q * P + p] for q in range(R)),
+                    np.concatenate([xs[r * P + q] ** 2 for q in range(P)], axis=1),
+                    np.sin(xs[r * P + (p - 1) % P])])
+    return out
+
+
+def _grid_forward_and_grad(function, xs):
+    """run_spmd's outputs (flat, process-major) and the gradient of a weighted sum of
+    them with respect to every process's argument."""
+    import jax
+    from shlo2jax import spmd
+    R, P = GRID_SHAPE
+
+    def run(xs):
+        return [v for outs in spmd.run_spmd(function, [[x] for x in xs], R, P) for v in outs]
+    grads = jax.jit(jax.grad(_loss(lambda *xs: tuple(run(list(xs)))),
+                             argnums=tuple(range(len(xs)))))(*xs)
+    return run(xs), list(grads)
 
 
 def _loss(fn):
@@ -135,6 +226,9 @@ def _reference_main(out_dir: pathlib.Path):
         _save(out_dir / f"{name}.one_process.npz", *_forward_and_grad(program.entry, args))
         report[name] = "ok"
     jax.config.update("jax_use_shardy_partitioner", True)
+    _save(out_dir / "grid.one_process.npz",
+          *_grid_forward_and_grad(shlo2jax.load(GRID).entry, _grid_inputs()))
+    report["grid"] = "ok"
     print("RESULTS" + json.dumps(report), flush=True)
 
 
@@ -149,7 +243,9 @@ def _worker_main(process_id: int, port: int, out_dir: pathlib.Path):
     import shlo2jax
     assert jax.process_count() == WORKERS and len(jax.devices()) == 8, jax.devices()
     assert len(jax.local_devices()) == DEVICES_PER_WORKER, jax.local_devices()
-    gather = lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True))  # noqa
+    def gather(x):  # a global array's value (a host array is already one)
+        return x if isinstance(x, np.ndarray) else np.asarray(
+            multihost_utils.process_allgather(x, tiled=True))
     report = {}
     for name in CASES:
         program = shlo2jax.load((out_dir / f"{name}.export").read_bytes())
@@ -160,6 +256,7 @@ def _worker_main(process_id: int, port: int, out_dir: pathlib.Path):
         args = [jax.make_array_from_callback(x.shape, s, lambda index, x=x: x[index])
                 for x, s in zip(host, fn.in_shardings)]
         outs, grads = _forward_and_grad(fn, args)
+        assert not any(o.is_fully_addressable for o in outs + grads)  # they span both
         # the same function given host arrays: the program places them itself
         outs_from_host = fn(*host)
         outs_from_host = outs_from_host if isinstance(outs_from_host, tuple) else (outs_from_host,)
@@ -167,6 +264,12 @@ def _worker_main(process_id: int, port: int, out_dir: pathlib.Path):
             np.testing.assert_array_equal(gather(a), gather(b))
         _save(out_dir / f"{name}.worker{process_id}.npz", outs, grads, gather)
         report[name] = "ok"
+    # every process passes the whole grid's arguments and reads every process's results
+    outs, grads = _grid_forward_and_grad(shlo2jax.load(GRID).entry, _grid_inputs())
+    assert all(o.is_fully_replicated and not o.is_fully_addressable for o in outs)
+    outs = [np.asarray(o) for o in outs]  # readable here without gathering
+    _save(out_dir / f"grid.worker{process_id}.npz", outs, grads, gather)
+    report["grid"] = "ok"
     jax.distributed.shutdown()
     print("RESULTS" + json.dumps(report), flush=True)
 
@@ -178,6 +281,9 @@ def _env(devices: int) -> dict:
         p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     return dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
                 JAX_PLATFORMS="cpu", PYTHONPATH=path)
+
+
+_ALL_OK = dict({name: "ok" for name in CASES}, grid="ok")
 
 
 def _tail(text: str, n: int = 3000) -> str:
@@ -199,7 +305,7 @@ def _run_reference(out_dir):
     proc = subprocess.run([sys.executable, __file__, "--reference", str(out_dir)],
                           env=_env(8), capture_output=True, text=True, timeout=TIMEOUT)
     report = _results(proc.stdout)
-    assert proc.returncode == 0 and report == {name: "ok" for name in CASES}, (
+    assert proc.returncode == 0 and report == _ALL_OK, (
         f"the one-process reference run failed (exit {proc.returncode}):\n"
         f"{_tail(proc.stdout)}\n{_tail(proc.stderr)}")
 
@@ -222,7 +328,7 @@ def _run_workers(out_dir):
             outputs.append(proc.communicate())
     failures = []
     for k, (proc, (stdout, stderr)) in enumerate(zip(procs, outputs)):
-        if proc.returncode != 0 or _results(stdout) != {name: "ok" for name in CASES}:
+        if proc.returncode != 0 or _results(stdout) != _ALL_OK:
             failures.append(f"--- worker {k} (exit {proc.returncode}):\n{_tail(stdout)}\n"
                             f"--- worker {k} stderr:\n{_tail(stderr)}")
     if failures:
@@ -265,6 +371,24 @@ def test_processes_agree_with_one_process(runs, case, worker):
     for key in one:
         np.testing.assert_allclose(many[key], one[key], rtol=1e-6, atol=1e-6,
                                    err_msg=f"{case} {key} (worker {worker})")
+
+
+def test_the_grid_on_one_process_follows_the_spec(runs):
+    one = _load(runs / "grid.one_process.npz")
+    expected = [v for outs in _grid_expected(_grid_inputs()) for v in outs]
+    for k, e in enumerate(expected):
+        np.testing.assert_allclose(one[f"out{k}"], e, rtol=1e-6, atol=1e-6,
+                                   err_msg=f"output {k} (process {k // 3})")
+
+
+@pytest.mark.parametrize("worker", range(WORKERS))
+def test_the_grid_across_processes_agrees_with_one_process(runs, worker):
+    one = _load(runs / "grid.one_process.npz")
+    many = _load(runs / f"grid.worker{worker}.npz")
+    assert one.keys() == many.keys() and len(one) == 8 * 3 + 8
+    for key in one:
+        np.testing.assert_allclose(many[key], one[key], rtol=1e-6, atol=1e-6,
+                                   err_msg=f"grid {key} (worker {worker})")
 
 
 if __name__ == "__main__":
