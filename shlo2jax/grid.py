@@ -47,14 +47,25 @@ class ProcessGrid(NamedTuple):
 
 
 def make_mesh(num_replicas: int, num_partitions: int) -> Mesh:
+    """The grid's mesh: the first num_replicas * num_partitions of `jax.devices()`, which
+    are every process's devices under `jax.distributed`."""
     n = num_replicas * num_partitions
     devices = jax.devices()
     if len(devices) < n:
         raise SpmdUnsupported(
             f"a {num_replicas}x{num_partitions} grid of processes needs {n} devices for the "
-            f"collectives, {len(devices)} available (on CPU set XLA_FLAGS="
-            f"{HOST_DEVICES_FLAG} before importing jax)")
+            f"collectives, {too_few_devices(n)}")
     return Mesh(np.array(devices[:n]).reshape(num_replicas, num_partitions), AXES)
+
+
+def too_few_devices(needed: int) -> str:
+    """How many devices there are and how to get more."""
+    have, processes = len(jax.devices()), jax.process_count()
+    where = f" across {processes} processes" if processes > 1 else ""
+    per_process = -(-needed // processes)
+    return (f"{have} available{where} (on CPU set XLA_FLAGS="
+            f"--xla_force_host_platform_device_count={per_process} before importing jax"
+            f"{'' if processes > 1 else ', or spread the devices over processes with jax.distributed'})")
 
 
 _SEND_RECV = frozenset({"stablehlo.send", "stablehlo.recv", "mhlo.send", "mhlo.recv"})
