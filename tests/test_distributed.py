@@ -272,6 +272,10 @@ def _worker_main(process_id: int, port: int, out_dir: pathlib.Path):
         outs_from_host = outs_from_host if isinstance(outs_from_host, tuple) else (outs_from_host,)
         for a, b in zip(outs, outs_from_host):
             np.testing.assert_array_equal(gather(a), gather(b))
+        # and differentiated outside jit, op by op (as the README's example does)
+        eager = jax.grad(_loss(fn), argnums=tuple(range(len(args))))(*args)
+        for a, b in zip(grads, eager):
+            np.testing.assert_allclose(gather(b), gather(a), rtol=1e-6, atol=1e-6)
         _save(out_dir / f"{name}.worker{process_id}.npz", outs, grads, gather)
         report[name] = "ok"
     # every process passes the whole grid's arguments and reads every process's results
