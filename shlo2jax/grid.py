@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shlo2jax import types as T
 from shlo2jax.errors import SpmdUnsupported
@@ -163,6 +163,10 @@ def grid_function(module, programs: Sequence[Sequence], sequential: bool = False
         spec = PartitionSpec(AXES)
         outs = jax.shard_map(shard, mesh=mesh, in_specs=(spec,) * len(stacked),
                              out_specs=(spec,) * len(tensor_out), check_vma=False)(*stacked)
+        if jax.process_count() > 1:
+            # under jax.distributed the grid spans the processes: replicated, every
+            # process's results can be read on each (np.asarray) without a gather
+            outs = lax.with_sharding_constraint(outs, NamedSharding(mesh, PartitionSpec()))
         results = []
         for k in range(n):
             per = [TOKEN] * len(out_types)

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec
 
 from shlo2jax.errors import SpmdUnsupported  # noqa: F401  (what a grid that cannot run raises)
 from shlo2jax.grid import AXES, HOST_DEVICES_FLAG, grid_function, make_mesh  # noqa: F401
@@ -42,11 +41,6 @@ def run_spmd(function, per_process_args: Sequence[Sequence], num_replicas: int =
         grid = [[function.definition] * num_partitions for _ in range(num_replicas)]
         program = function.program
     run, _, _ = grid_function(program.module, grid)
-    out_shardings = None
-    if jax.process_count() > 1 and num_replicas * num_partitions > 1:
-        # the compiler may leave an output on another process's devices; replicated,
-        # every process can read it (np.asarray) without gathering it first
-        out_shardings = NamedSharding(make_mesh(num_replicas, num_partitions), PartitionSpec())
     with jax.enable_x64(True):
-        outs = jax.jit(run, out_shardings=out_shardings)([list(a) for a in per_process_args])
+        outs = jax.jit(run)([list(a) for a in per_process_args])
     return [list(o) for o in outs]
