@@ -63,9 +63,9 @@ def too_few_devices(needed: int) -> str:
     have, processes = len(jax.devices()), jax.process_count()
     where = f" across {processes} processes" if processes > 1 else ""
     per_process = -(-needed // processes)
+    more = "" if processes > 1 else ", or spread them over processes with jax.distributed"
     return (f"{have} available{where} (on CPU set XLA_FLAGS="
-            f"--xla_force_host_platform_device_count={per_process} before importing jax"
-            f"{'' if processes > 1 else ', or spread the devices over processes with jax.distributed'})")
+            f"--xla_force_host_platform_device_count={per_process} before importing jax{more})")
 
 
 _SEND_RECV = frozenset({"stablehlo.send", "stablehlo.recv", "mhlo.send", "mhlo.recv"})

@@ -8,10 +8,13 @@ Three kinds of child process, each re-running this file as a script:
   gradients on the 8 devices of this one process.
 * `--worker ID PORT DIR` (two of them, 4 host CPU devices each, joined by
   `jax.distributed.initialize` over gloo): loads the same artifacts and runs them on the
-  8 global devices, forward and `jax.grad`; the global results are gathered with
-  `multihost_utils.process_allgather` and written per worker.
+  8 global devices, forward and `jax.grad`, and runs the producer itself there too (the
+  artifact's `Exported.call`, with its VJP); the global results are gathered with
+  `multihost_utils.process_allgather` and written per worker. They also run a 2x4
+  `run_spmd` grid.
 * The test (this process, numpy only) compares them: the translation on one process
-  against the producer, and each worker's results against the one-process run.
+  against the producer, and each worker's results against the one-process run and
+  against the producer on the same processes.
 
 All cases run in one reference process and one pair of workers (starting jax is most
 of the cost on a small machine). A jaxlib without gloo CPU collectives skips the
@@ -256,6 +259,7 @@ def _worker_main(process_id: int, port: int, out_dir: pathlib.Path):
     import shlo2jax
     assert jax.process_count() == WORKERS and len(devices) == 8, devices
     assert len(jax.local_devices()) == DEVICES_PER_WORKER, jax.local_devices()
+
     def gather(x):  # a global array's value (a host array is already one)
         return x if isinstance(x, np.ndarray) else np.asarray(
             multihost_utils.process_allgather(x, tiled=True))
