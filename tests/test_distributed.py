@@ -109,11 +109,21 @@ def _partial_manual():
     return fn, [(8, 8)]
 
 
+def _pmap():
+    # jax 0.10 lowers pmap to a shard_map over an axis of all 8 devices; the export leaves
+    # the argument's sharding open
+    import jax
+    import jax.numpy as jnp
+    f = jax.pmap(lambda a: jax.lax.psum(jnp.sin(a), "i") * a, axis_name="i")
+    return jax.jit(f), [(8, 3)]
+
+
 CASES = {}
 for _name, _make in [("jit_shardings", _jit_shardings),
                      ("shard_map_collectives", _shard_map_collectives),
                      ("shard_map_scatter", _shard_map_scatter),
-                     ("partial_manual", _partial_manual)]:
+                     ("partial_manual", _partial_manual),
+                     ("pmap", _pmap)]:
     for _partitioner in ("gspmd", "shardy"):
         CASES[f"{_name}[{_partitioner}]"] = (_make, _partitioner)
 
@@ -256,6 +266,7 @@ def _worker_main(process_id: int, port: int, out_dir: pathlib.Path):
         return
     from jax import export
     from jax.experimental import multihost_utils
+    from jax.sharding import NamedSharding, PartitionSpec
     import shlo2jax
     assert jax.process_count() == WORKERS and len(devices) == 8, devices
     assert len(jax.local_devices()) == DEVICES_PER_WORKER, jax.local_devices()
@@ -269,8 +280,10 @@ def _worker_main(process_id: int, port: int, out_dir: pathlib.Path):
         fn = shlo2jax.load(artifact, producer_vjp=False).entry
         with np.load(out_dir / f"{name}.inputs.npz") as data:
             host = [data[f"arr_{k}"] for k in range(len(data.files))]
-        # global arrays, each process providing the blocks of its own devices
-        args = [jax.make_array_from_callback(x.shape, s, lambda index, x=x: x[index])
+        # global arrays, each process providing the blocks of its own devices (an argument
+        # whose sharding the program leaves open goes as the host array)
+        args = [x if s is None else
+                jax.make_array_from_callback(x.shape, s, lambda index, x=x: x[index])
                 for x, s in zip(host, fn.in_shardings)]
         outs, grads = _forward_and_grad(fn, args)
         assert not any(o.is_fully_addressable for o in outs + grads)  # they span both
@@ -286,9 +299,12 @@ def _worker_main(process_id: int, port: int, out_dir: pathlib.Path):
             for a, b in zip(grads, eager):
                 np.testing.assert_allclose(gather(b), gather(a), rtol=1e-6, atol=1e-6)
         _save(out_dir / f"{name}.worker{process_id}.npz", outs, grads, gather)
-        # the producer itself across the processes (jax runs the artifact, its VJP for grad)
+        # the producer itself across the processes (jax runs the artifact, its VJP for grad;
+        # Exported.call wants every argument on the devices: open ones replicated)
+        placed = [jax.device_put(a, NamedSharding(fn.mesh, PartitionSpec()))
+                  if isinstance(a, np.ndarray) else a for a in args]
         _save(out_dir / f"{name}.producer.worker{process_id}.npz",
-              *_forward_and_grad(export.deserialize(bytearray(artifact)).call, args), gather)
+              *_forward_and_grad(export.deserialize(bytearray(artifact)).call, placed), gather)
         report[name] = "ok"
     # every process passes the whole grid's arguments and reads every process's results
     outs, grads = _grid_forward_and_grad(shlo2jax.load(GRID).entry, _grid_inputs())
