@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shlo2jax import types as T
 from shlo2jax.errors import SpmdUnsupported
@@ -47,14 +47,25 @@ class ProcessGrid(NamedTuple):
 
 
 def make_mesh(num_replicas: int, num_partitions: int) -> Mesh:
+    """The grid's mesh: the first num_replicas * num_partitions of `jax.devices()`, which
+    are every process's devices under `jax.distributed`."""
     n = num_replicas * num_partitions
     devices = jax.devices()
     if len(devices) < n:
         raise SpmdUnsupported(
             f"a {num_replicas}x{num_partitions} grid of processes needs {n} devices for the "
-            f"collectives, {len(devices)} available (on CPU set XLA_FLAGS="
-            f"{HOST_DEVICES_FLAG} before importing jax)")
+            f"collectives, {too_few_devices(n)}")
     return Mesh(np.array(devices[:n]).reshape(num_replicas, num_partitions), AXES)
+
+
+def too_few_devices(needed: int) -> str:
+    """How many devices there are and how to get more."""
+    have, processes = len(jax.devices()), jax.process_count()
+    where = f" across {processes} processes" if processes > 1 else ""
+    per_process = -(-needed // processes)
+    more = "" if processes > 1 else ", or spread them over processes with jax.distributed"
+    return (f"{have} available{where} (on CPU set XLA_FLAGS="
+            f"--xla_force_host_platform_device_count={per_process} before importing jax{more})")
 
 
 _SEND_RECV = frozenset({"stablehlo.send", "stablehlo.recv", "mhlo.send", "mhlo.recv"})
@@ -152,6 +163,10 @@ def grid_function(module, programs: Sequence[Sequence], sequential: bool = False
         spec = PartitionSpec(AXES)
         outs = jax.shard_map(shard, mesh=mesh, in_specs=(spec,) * len(stacked),
                              out_specs=(spec,) * len(tensor_out), check_vma=False)(*stacked)
+        if jax.process_count() > 1:
+            # under jax.distributed the grid spans the processes: replicated, every
+            # process's results can be read on each (np.asarray) without a gather
+            outs = lax.with_sharding_constraint(outs, NamedSharding(mesh, PartitionSpec()))
         results = []
         for k in range(n):
             per = [TOKEN] * len(out_types)

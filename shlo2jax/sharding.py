@@ -132,13 +132,12 @@ class ShardingContext:
         if self._mesh is None:
             import jax
             from jax.sharding import Mesh
-            devices = jax.devices()
+            from shlo2jax.grid import too_few_devices
+            devices = jax.devices()  # every process's, under jax.distributed
             if len(devices) < self.num_devices:
                 raise ShardingError(
                     f"the program is partitioned over {self.num_devices} devices, "
-                    f"{len(devices)} available (on CPU set XLA_FLAGS="
-                    f"--xla_force_host_platform_device_count={self.num_devices} before "
-                    "importing jax)")
+                    f"{too_few_devices(self.num_devices)}")
             devices = np.array(devices[:self.num_devices], dtype=object)
             if self.sdy_mesh is not None:
                 names = tuple(name for name, _ in self.sdy_mesh.axes)

@@ -8,6 +8,11 @@ gets `per_process_args[r * num_partitions + p]`. See shlo2jax/grid.py for how gr
 
 The mesh needs num_replicas * num_partitions devices. On CPU, set
 `XLA_FLAGS=--xla_force_host_platform_device_count=8` before jax is imported.
+
+Under `jax.distributed` the mesh is made of the global devices (`jax.devices()`), so
+the grid spans the processes; like any multi-controller JAX code, every process makes
+the same call, with the arguments of the whole grid, and gets every grid process's
+outputs back, replicated on every device so each process can read them.
 """
 
 from __future__ import annotations
