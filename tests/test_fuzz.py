@@ -60,3 +60,37 @@ def test_xla_flushing_subnormals_is_listed_apart_not_hidden():
     assert not fuzz._explained_by_flushing(program._replace(inputs=[normal]), xla_alone)
     translation_alone = {"cpu": flushed, "xla-direct": spec, "interpreter": spec}
     assert not fuzz._explained_by_flushing(program._replace(inputs=[tiny]), translation_alone)
+
+
+def test_one_interpreter_child_serves_many_programs_and_survives_an_abort():
+    """The fuzzer keeps one reference-interpreter child (a child per program cost ~0.4 CPU s,
+    more than the program): it answers as a one-shot child does, an op the interpreter lacks
+    aborts only that program (reported as unsupported), and the next program runs."""
+    import pytest
+
+    from shlo2jax.errors import InterpreterUnsupported
+    from shlo2jax.tools import reference
+
+    def module(body):
+        return ("func.func public @main(%a: tensor<3xf32>) -> tensor<3xf32> {\n"
+                f"  %r = {body}\n  return %r : tensor<3xf32>\n}}")
+
+    add = module("stablehlo.add %a, %a : tensor<3xf32>")
+    lacking = module("stablehlo.custom_call @no_such_target(%a) : (tensor<3xf32>) -> tensor<3xf32>")
+    x = np.array([1.5, -0.0, np.inf], np.float32)
+    server = reference.InterpreterServer()
+    try:
+        first = server.run(reference._refined_reference_text(add, False),
+                           [reference._reference_input(x)], 60)
+        np.testing.assert_array_equal(first[0], reference.run_interpreter(add, [x], timeout=60)[0])
+        np.testing.assert_array_equal(first[0], x + x)
+        child = server._proc.pid
+        assert reference.run_interpreter(add, [x], timeout=60, server=server)
+        assert server._proc.pid == child  # the same child answered again
+        with pytest.raises(InterpreterUnsupported, match="SIGABRT.*no_such_target"):
+            reference.run_interpreter(lacking, [x], timeout=60, server=server)
+        again = reference.run_interpreter(module("stablehlo.negate %a : tensor<3xf32>"), [x],
+                                          timeout=60, server=server)
+        np.testing.assert_array_equal(again[0], -x)
+    finally:
+        server.close()

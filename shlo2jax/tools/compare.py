@@ -157,8 +157,9 @@ class Float64Backend(TranslatedBackend):
 class InterpreterBackend(Backend):
     name = "interpreter"
 
-    def __init__(self, timeout: float = 600.0):
+    def __init__(self, timeout: float = 600.0, server=None):
         self.timeout = timeout
+        self.server = server  # a reference.InterpreterServer to reuse, or None: a child per run
 
     def run_program(self, program, function, inputs):
         fn = program[function]
@@ -170,7 +171,7 @@ class InterpreterBackend(Backend):
         text = reference.legalize_all_chlo(text)  # the interpreter has no chlo op
         try:
             outs = reference.run_interpreter(text, reference.split_complex(list(inputs)),
-                                             timeout=self.timeout)
+                                             timeout=self.timeout, server=self.server)
         except reference.InterpreterUnsupported as e:
             raise BackendUnavailable(str(e)) from None
         return reference.join_complex(outs, fn.output_types)

@@ -315,16 +315,24 @@ def _compare_outputs(a: list, b: list) -> Optional[str]:
     return None
 
 
+# One reference-interpreter child per fuzzing process, for all its programs.
+_INTERPRETER = None
+
+
 def _run_backends(text: str, inputs: list, interpreter: bool) -> dict:
     """{backend: outputs or ("unavailable", why)}; other exceptions propagate."""
     from shlo2jax.loader import load
     from shlo2jax.errors import BackendUnavailable
     from shlo2jax.tools.compare import (InterpreterBackend, TranslatedBackend,
                                         XlaDirectBackend)
+    global _INTERPRETER
     program = load(text)
     backends = [TranslatedBackend("cpu"), XlaDirectBackend()]
     if interpreter:
-        backends.append(InterpreterBackend(timeout=120))
+        if _INTERPRETER is None:
+            from shlo2jax.tools.reference import InterpreterServer
+            _INTERPRETER = InterpreterServer()
+        backends.append(InterpreterBackend(timeout=120, server=_INTERPRETER))
     out = {}
     for backend in backends:
         try:

@@ -200,9 +200,114 @@ def crash_reason(text: str, lines: int = 3) -> str:
     return " | ".join(ln[:400] for ln in chosen)
 
 
-def run_interpreter(text: str, inputs: list, dynamic: bool = False, timeout: float = 600.0) -> list:
-    """The reference interpreter's outputs for @main of `text` on `inputs`."""
+# The same child, kept running for many programs (a fuzzer's): a length-prefixed pickle per
+# request on stdin, per answer on stdout. Starting a child costs ~0.4 CPU s (jaxlib's import
+# and its dialects), more than interpreting a small program.
+_REFERENCE_SERVER = _REFERENCE_CHILD.split("with open(sys.argv[1]", 1)[0] + """
+import os, struct
+# Answers go to a copy of the pipe; what anything else writes to stdout, jaxlib's C++
+# included, goes to stderr.
+requests, answers = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+while True:
+    head = requests.read(8)
+    if len(head) < 8:
+        break
+    text, inputs = pickle.loads(requests.read(struct.unpack("<Q", head)[0]))
+    try:
+        with context, ir.Location.unknown():
+            module = ir.Module.parse(text)
+            args = [ir.DenseElementsAttr.get(data, type=ir.Type.parse(t)) for data, t in inputs]
+            answer = ("ok", [str(o) for o in stablehlo.eval_module(module, args)])
+    except Exception as e:
+        answer = ("error", f"{type(e).__name__}: {e}")
+    data = pickle.dumps(answer)
+    answers.write(struct.pack("<Q", len(data)) + data)
+    answers.flush()
+"""
+
+
+class InterpreterServer:
+    """One reference-interpreter child for many programs (see `run_interpreter`'s `server`).
+    A program that aborts the child is reported like a one-shot child's abort; the next
+    program starts a new child."""
+
+    def __init__(self):
+        self._proc = None
+        self._stderr = None
+
+    def _start(self):
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen([sys.executable, "-c", _REFERENCE_SERVER],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._stderr)
+
+    def close(self):
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def _stderr_text(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", "replace")
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        import select
+        import time
+        fd, chunks, left = self._proc.stdout.fileno(), [], n
+        while left:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, left)
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def run(self, text: str, inputs: list, timeout: float) -> list:
+        import struct
+        import time
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._start()
+        data = pickle.dumps((text, inputs))
+        deadline = time.monotonic() + timeout
+        try:
+            self._proc.stdin.write(struct.pack("<Q", len(data)) + data)
+            self._proc.stdin.flush()
+            answer = pickle.loads(self._read(struct.unpack("<Q", self._read(8, deadline))[0],
+                                             deadline))
+        except TimeoutError:
+            self.close()
+            raise InterpreterError(f"reference interpreter ran past {timeout:.0f} s") from None
+        except (EOFError, BrokenPipeError):
+            code = self._proc.wait()
+            reason = crash_reason(self._stderr_text()) or "no message"
+            self.close()
+            if code < 0:  # it aborts on what it does not implement
+                raise InterpreterUnsupported(f"the reference interpreter cannot run it "
+                                             f"({signal_name(code)}): {reason}") from None
+            raise InterpreterError(f"running the reference interpreter failed: {reason}") from None
+        status, payload = answer
+        if status != "ok":
+            raise InterpreterError(f"running the reference interpreter failed: {payload}")
+        return [_decode_reference_output(t) for t in payload]
+
+
+def run_interpreter(text: str, inputs: list, dynamic: bool = False, timeout: float = 600.0,
+                    server: "InterpreterServer | None" = None) -> list:
+    """The reference interpreter's outputs for @main of `text` on `inputs`: in a child of
+    its own, or in `server`'s long-lived one."""
     text = _refined_reference_text(text, dynamic)
+    if server is not None:
+        return server.run(text, [_reference_input(a) for a in inputs], timeout)
     with tempfile.TemporaryDirectory(prefix="shlo2jax-ref-") as tmp:
         src, dst = os.path.join(tmp, "in.pkl"), os.path.join(tmp, "out.pkl")
         with open(src, "wb") as f:
