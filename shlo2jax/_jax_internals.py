@@ -464,3 +464,55 @@ def custom_linear(forward, transpose, residuals, linear, differentiable_forward=
         *residuals, *linear, forward=_Callable(forward), transpose=_Callable(transpose),
         num_res=len(residuals),
         differentiable_forward=_Callable(differentiable_forward or forward))
+
+
+@functools.cache
+def direct_call_primitive():
+    """A primitive whose lowering is a StableHLO module's function itself: the module's ops,
+    merged into the module being lowered (jax's `merge_mlir_modules`, as `jax.export`'s
+    `Exported.call` does), and a call of it. Binding takes the function's arguments and the
+    param `callee` (shlo2jax.direct.DirectCallee: `bytecode`, a module whose `@main` is the
+    function; `out_avals`; `translated`, the translation of the same function). Derivatives
+    and batching are the translation's: its JVP and its vmap."""
+    from jax.extend.core import Primitive
+    from jax.interpreters import ad, batching, mlir
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import func as func_dialect
+
+    prim = Primitive("shlo2jax_direct_call")
+    prim.multiple_results = True
+    from jax._src import config
+
+    def _impl(*args, callee):
+        if config.disable_jit.value:  # op by op, as jax.disable_jit asks: the translation
+            return list(callee.translated(*args))
+        return jax.jit(functools.partial(prim.bind, callee=callee))(*args)
+
+    prim.def_impl(_impl)
+    prim.def_abstract_eval(lambda *avals, callee: [jax.core.ShapedArray(a.shape, a.dtype)
+                                                    for a in callee.out_avals])
+
+    def _lower(ctx, *args, callee):
+        mctx = ctx.module_context
+        submodule = ir.Module.parse(callee.bytecode, context=mctx.context)
+        name = mlir.merge_mlir_modules(mctx.module, f"shlo2jax_{callee.name}", submodule,
+                                       dst_symtab=mctx.symbol_table)
+        result_types = [mlir.aval_to_ir_type(mctx, a) for a in ctx.avals_out]
+        call = func_dialect.CallOp(result_types, ir.FlatSymbolRefAttr.get(name), list(args))
+        return call.results
+
+    mlir.register_lowering(prim, _lower)
+
+    def _jvp(primals, tangents, *, callee):
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+        outs, out_tangents = jax.jvp(callee.translated, tuple(primals), tuple(tangents))
+        return list(outs), list(out_tangents)
+
+    ad.primitive_jvps[prim] = _jvp
+
+    def _batch(args, dims, *, callee):
+        outs = jax.vmap(callee.translated, in_axes=tuple(dims), out_axes=0)(*args)
+        return list(outs), [0] * len(outs)
+
+    batching.primitive_batchers[prim] = _batch
+    return prim

@@ -122,7 +122,7 @@ def _from_exported(exported, options) -> Program:
 def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: str = "",
          strict: bool = True, gradients: str = "strong_zero",
          max_loop_trips: Union[None, int, Mapping[str, int]] = None,
-         producer_vjp: bool = True) -> Program:
+         producer_vjp: bool = True, lowering: str = "translate") -> Program:
     """Loads a StableHLO program.
 
     `source` is MLIR text (a str), a path to a `.mlir` / `.mlir.bc` / `.bc` file,
@@ -140,10 +140,19 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
     the data, so reverse mode can go through them (an int, or a mapping from a loop's
     location to its bound). A `jax.export` artifact serialized with `vjp_order >= 1` carries
     its producer's VJP: with `producer_vjp` (default) reverse mode uses it.
+
+    `lowering="direct"`: where a function allows it (see `shlo2jax.direct`), `jit` and calls
+    lower it to the module's own ops, as XLA would compile the module (loading is then the
+    only cost of the translation); derivatives and vmap still trace the translation.
+    `Function.lowering` says which lowering a function uses.
     """
     TranslationOptions(gradients=gradients, max_loop_trips=max_loop_trips)  # validates them
+    from shlo2jax.direct import LOWERINGS
+    if lowering not in LOWERINGS:
+        raise ValueError(f"lowering must be one of {LOWERINGS}, got {lowering!r}")
     options = dict(placeholder_data=placeholder_data, seed=seed, strict=strict,
-                   gradients=gradients, max_loop_trips=max_loop_trips, producer_vjp=producer_vjp)
+                   gradients=gradients, max_loop_trips=max_loop_trips, producer_vjp=producer_vjp,
+                   lowering=lowering)
     try:
         from jax import export as jax_export
         if isinstance(source, jax_export.Exported):

@@ -128,9 +128,27 @@ class Function:
                 raise TypeError(f"argument %arg{i} of @{self.name} has shape {tuple(shape)}, "
                                 f"expected {expected}")
 
+    @functools.cached_property
+    def lowering(self) -> str:
+        """"direct" when calls and jit lower this function to the module's own ops
+        (`load(..., lowering="direct")`, where `shlo2jax.direct` allows it), else "translate"."""
+        return "translate" if self.lowering_note else "direct"
+
+    @functools.cached_property
+    def lowering_note(self) -> Optional[str]:
+        """Why this function is translated when the direct lowering was asked for; None when
+        it lowers directly; "not asked for" by default."""
+        if self.program.load_options.get("lowering", "translate") != "direct":
+            return "not asked for"
+        from shlo2jax.direct import why_not_direct
+        return why_not_direct(self.program, self)
+
     def _traceable(self):
         if self._jitted is None:
             body = self.program.translator.function_body(self.definition)
+            if self.lowering == "direct":
+                from shlo2jax.direct import direct_body
+                body = direct_body(self, body)
             self._jitted = jax.jit(self.taking_storage_integers(body))
         return self._jitted
 

@@ -29,7 +29,7 @@ CORE = {
 FEATURES = {
     "shlo2jax.chlo_legalize", "shlo2jax.dynamic", "shlo2jax.sharding", "shlo2jax.spmd",
     "shlo2jax.probes", "shlo2jax.program", "shlo2jax.loader", "shlo2jax.names",
-    "shlo2jax.params", "shlo2jax.safe_parse",
+    "shlo2jax.params", "shlo2jax.safe_parse", "shlo2jax.direct",
 }
 # The package itself and the documented names of tools: `shlo2jax.compare`, ...
 API = {"shlo2jax", "shlo2jax.__main__", "shlo2jax.compare", "shlo2jax.testing",
