@@ -81,16 +81,20 @@ class Op:
 
 class FunctionDef:
     __slots__ = ("name", "public", "body", "input_types", "output_types", "arg_attrs",
-                 "result_attrs", "location")
+                 "result_attrs", "location", "arg_locations", "entry_function")
 
     def __init__(self, name, public, body, input_types, output_types, arg_attrs, result_attrs,
-                 location):
+                 location, arg_locations=(), entry_function=None):
         self.name, self.public, self.body = name, public, body
         self.input_types: tuple = input_types
         self.output_types: tuple = output_types
         self.arg_attrs: tuple = arg_attrs
         self.result_attrs: tuple = result_attrs
         self.location = location
+        # What shlo2jax.names reads (argument names), kept so that it needs no MLIR object:
+        # each argument's location as MLIR prints it, and the decoded `tf.entry_function`.
+        self.arg_locations: tuple = arg_locations
+        self.entry_function: Optional[dict] = entry_function
 
 
 class ModuleDef:
@@ -361,8 +365,13 @@ def _function(decoder: _Decoder, func_op) -> FunctionDef:
     arg_attrs = per_value_attrs("arg_attrs", len(input_types))
     result_attrs = per_value_attrs("res_attrs", len(output_types))
     body = decoder.region(operation.regions[0], f"func.func @{name}", location)
+    blocks = operation.regions[0].blocks
+    arg_locations = tuple(str(a.location) for a in blocks[0].arguments) if len(blocks) == 1 \
+        else ()
+    entry_function = attributes.decode(attrs["tf.entry_function"]) \
+        if "tf.entry_function" in attrs else None
     return FunctionDef(name, public, body, input_types, output_types, arg_attrs, result_attrs,
-                       location)
+                       location, arg_locations, entry_function)
 
 
 def _ops_of(region: Region):
