@@ -5,6 +5,7 @@ as constants; beside them, params.npz holds the weights and param_grads.npz the 
 gradient of the entry's loss w.r.t. each (tests/corpus/README.md).
 """
 
+import gc
 import io
 import pathlib
 import re
@@ -495,9 +496,11 @@ def test_a_program_that_let_its_module_go_offers_everything(monkeypatch):
     e = next(e for e in CLOSED if e.id == "jax/convnet_closed")
     kept = shlo2jax.load(str(e.artifact_path))
     assert not kept.released_mlir_module  # (a few KB of weights)
+    gc.collect()  # (contexts other tests left as garbage)
     contexts = ir.Context._get_live_count()
     program = _released(str(e.artifact_path), monkeypatch)
-    assert ir.Context._get_live_count() == contexts  # the program holds none
+    gc.collect()
+    assert ir.Context._get_live_count() <= contexts  # the program holds none
     # the module it rebuilds is the one it was decoded from, locations included
     text = program.mlir_module.operation.get_asm(large_elements_limit=None,
                                                  enable_debug_info=True)
