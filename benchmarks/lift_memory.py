@@ -8,7 +8,9 @@ fresh child process (so peak RSS is the measurement's own), reads it and prints 
 resident memory after each step:
 
   imports      jax and shlo2jax imported
-  load         shlo2jax.load: the artifact's bytes, jaxlib's MLIR module and the decoded constants
+  load         shlo2jax.load: the decoded constants (the program lets the artifact's module bytes
+               and jaxlib's MLIR module go after decoding: shlo2jax/outline.py); the peak
+               column shows what the load held while decoding
   lift         lift_params: the parameters wrap the decoded constants (expected: + ~0 MB)
   apply        the first apply(params, x): compile and run, the weights passed as arguments
   grad         one jax.grad of a loss through apply w.r.t. all parameters (the gradient is

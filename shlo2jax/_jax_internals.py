@@ -50,6 +50,17 @@ def refine_polymorphic_shapes(module):
     return jax_mlir.refine_polymorphic_shapes(module)
 
 
+def with_serialized_module(exported, module):
+    """`exported` (a `jax.export.Exported`) with `module` serialized as its module bytes, the
+    way `jax.export` serializes a module it lowered (a VHLO artifact, jax's target version)."""
+    import dataclasses
+
+    from jax._src.export import _export
+    with module.context:
+        serialized = _export._module_to_bytecode(module)
+    return dataclasses.replace(exported, mlir_module_serialized=serialized)
+
+
 def compile_mlir_module(module_text, platform: str = "cpu", num_replicas: int = 1,
                         num_partitions: int = 1):
     """Compiles a StableHLO module with XLA directly (no translation) on one device.

@@ -439,12 +439,19 @@ def decode_op_attributes(operation, placeholder_rng=None,
     return result
 
 
+def writes_back(dtype: np.dtype) -> bool:
+    """Whether `dense_attribute` writes arrays of `dtype` (their bits, exactly)."""
+    if dtype in _NUMPY_BUFFER_DTYPES:
+        return dtype != np.bool_
+    return dtype.itemsize * 8 == T.bit_width(dtype) and not T.is_complex(dtype)
+
+
 def dense_attribute(array: np.ndarray, mlir_type) -> "ir.DenseElementsAttr":
     """numpy array -> DenseElementsAttr of `mlir_type` (raw bits for types numpy lacks)."""
     if array.dtype in _NUMPY_BUFFER_DTYPES and array.dtype != np.bool_:
         return ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=mlir_type.element_type,
                                         shape=list(array.shape))
-    if array.dtype.itemsize * 8 == T.bit_width(array.dtype) and not T.is_complex(array.dtype):
+    if writes_back(array.dtype):
         bits = np.ascontiguousarray(array).view(_bits_dtype(array.dtype))
         return ir.DenseElementsAttr.get(bits, type=mlir_type.element_type, shape=list(array.shape))
     raise T.UnsupportedTypeError(f"writing a {array.dtype} placeholder into the module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from typing import Mapping, Union
@@ -14,6 +15,7 @@ from shlo2jax.chlo_legalize import legalize_chlo
 from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import decode_module
 from shlo2jax.options import TranslationOptions
+from shlo2jax.outline import return_freed_memory
 from shlo2jax.program import Program
 from shlo2jax.safe_parse import (BYTECODE_MAGIC, check_bytecode, check_text, printed_problem,
                                  parse_in_child)
@@ -112,9 +114,14 @@ def parse_mlir_unchecked(source: Union[str, bytes], context: ir.Context,
     return module
 
 
-def _from_exported(exported, options) -> Program:
+def _from_exported(exported, options, owned: bool = False) -> Program:
+    """The program of a `jax.export.Exported`. `owned`: the loader made it (from serialized
+    bytes): when the program lets its MLIR module go, the `Exported` it keeps drops its module
+    bytes too (they hold the weights once more; `Program.exported` rebuilds them)."""
     program = load(bytes(exported.mlir_module_serialized),
                    source_name=f"jax.export:{exported.fun_name}", **options)
+    if owned and program.released_mlir_module:
+        exported = dataclasses.replace(exported, mlir_module_serialized=b"")
     program.set_exported(exported, lambda: load(exported.vjp(), **options))
     return program
 
@@ -173,7 +180,7 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
     if isinstance(source, bytes) and not source.startswith(BYTECODE_MAGIC):
         exported = _try_deserialize_exported(source)
         if exported is not None:
-            return _from_exported(exported, options)
+            return _from_exported(exported, options, owned=True)
     _load_builtin_rules()
     # Decoding allocates a few long-lived records per op and no cyclic garbage: the collector's
     # repeated full passes over the growing heap cost ~20% of a large load and free nothing
@@ -193,8 +200,12 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
             raise UnsupportedError(module.problems)
         module.translation_options = TranslationOptions(gradients=gradients,
                                                         max_loop_trips=max_loop_trips)
-        return Program(module, mlir_module, source_name,
-                       {k: v for k, v in options.items() if k != "strict"})
+        program = Program(module, mlir_module, source_name,
+                          {k: v for k, v in options.items() if k != "strict"})
+        if program.release_mlir_module():
+            del decode, mlir_module, context  # the last references: the context goes here
+            return_freed_memory()
+        return program
 
 
 def _decode(mlir_module, **kwargs):

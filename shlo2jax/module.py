@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from shlo2jax import attributes
+from shlo2jax import outline
 from shlo2jax import registry
 from shlo2jax import types as T
 from shlo2jax.errors import ElidedDataError, LoadError, UnsupportedError
@@ -58,8 +59,10 @@ class Op:
 
     def replaced(self, **fields) -> "Op":
         """A shallow copy with some fields replaced: a view of the op for another rule (its
-        own `params`, other result types, ...)."""
+        own `params`, other result types, ...). Its location is formatted: a view kept in a
+        rule's params must not hold the MLIR module's context (see shlo2jax.outline)."""
         view = Op.__new__(Op)
+        self.location  # noqa: B018 - formats it, once
         for slot in Op.__slots__:
             setattr(view, slot, fields[slot] if slot in fields else getattr(self, slot))
         return view
@@ -81,16 +84,20 @@ class Op:
 
 class FunctionDef:
     __slots__ = ("name", "public", "body", "input_types", "output_types", "arg_attrs",
-                 "result_attrs", "location")
+                 "result_attrs", "location", "arg_locations", "entry_function")
 
     def __init__(self, name, public, body, input_types, output_types, arg_attrs, result_attrs,
-                 location):
+                 location, arg_locations=(), entry_function=None):
         self.name, self.public, self.body = name, public, body
         self.input_types: tuple = input_types
         self.output_types: tuple = output_types
         self.arg_attrs: tuple = arg_attrs
         self.result_attrs: tuple = result_attrs
         self.location = location
+        # What shlo2jax.names reads (argument names), kept so that it needs no MLIR object:
+        # each argument's location as MLIR prints it, and the decoded `tf.entry_function`.
+        self.arg_locations: tuple = arg_locations
+        self.entry_function: Optional[dict] = entry_function
 
 
 class ModuleDef:
@@ -107,6 +114,9 @@ class ModuleDef:
         # op index -> the dense_resource blob a constant was decoded from (`__elided__` for
         # placeholder data): weights, whatever their size (shlo2jax.params lifts them)
         self.resource_constants: dict = {}
+        # (ir.Operation, Op) of its large constants, while the loader decides whether to
+        # outline them (shlo2jax.outline); emptied then, so that no MLIR object stays here
+        self.large_constants: list = []
 
     def op_histogram(self) -> dict:
         hist: dict = {}
@@ -158,6 +168,8 @@ class _Decoder:
         self.types: dict = {}  # ir.Type -> parsed type
         self.carried_types = False  # whether any type parsed so far is carried
         self.untyped = False  # whether some type failed to parse (its value's type is None)
+        # (ir.Operation, Op) of each constant of LARGE_CONSTANT_BYTES or more (shlo2jax.outline)
+        self.large_constants: list = []
 
     def new_id(self, value) -> int:
         vid = self.next_id
@@ -249,6 +261,9 @@ class _Decoder:
         self.ops.append(op)
         if self.blobs is not None and len(self.blobs.used) > blobs_before:
             self.resource_constants[op.index] = self.blobs.used[-1]
+        if name in _CONSTANTS and type(attrs.get("value")) is np.ndarray and \
+                attrs["value"].nbytes >= outline.LARGE_CONSTANT_BYTES:
+            self.large_constants.append((operation, op))
         if regions:
             used = set(operands)
             for r in regions:
@@ -310,6 +325,7 @@ class _Decoder:
 
 
 _CUSTOM_CALLS = frozenset({"stablehlo.custom_call", "mhlo.custom_call"})
+_CONSTANTS = frozenset({"stablehlo.constant", "mhlo.constant"})
 
 
 def _encoded_op(op: Op, target: str):
@@ -361,8 +377,13 @@ def _function(decoder: _Decoder, func_op) -> FunctionDef:
     arg_attrs = per_value_attrs("arg_attrs", len(input_types))
     result_attrs = per_value_attrs("res_attrs", len(output_types))
     body = decoder.region(operation.regions[0], f"func.func @{name}", location)
+    blocks = operation.regions[0].blocks
+    arg_locations = tuple(str(a.location) for a in blocks[0].arguments) if len(blocks) == 1 \
+        else ()
+    entry_function = attributes.decode(attrs["tf.entry_function"]) \
+        if "tf.entry_function" in attrs else None
     return FunctionDef(name, public, body, input_types, output_types, arg_attrs, result_attrs,
-                       location)
+                       location, arg_locations, entry_function)
 
 
 def _ops_of(region: Region):
@@ -421,6 +442,7 @@ def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool 
                        dormant_problems=[p for f in functions if f not in live
                                          for p in problems_in[f]])
     module.resource_constants = decoder.resource_constants
+    module.large_constants = decoder.large_constants
     if strict and module.problems:
         raise UnsupportedError(module.problems)
     if not functions:

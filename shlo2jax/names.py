@@ -124,35 +124,17 @@ def _entry_function(func_attrs: dict, key: str, count: int) -> Sequence:
     return names if len(names) == count else [None] * count
 
 
-def _func_operation(program, name: str):
-    """The `func.func @name` operation of the program's MLIR module, or None."""
-    module = getattr(program, "mlir_module", None)
-    if module is None:
-        return None
-    for view in module.body.operations:
-        operation = view.operation
-        if operation.name == "func.func" and "sym_name" in operation.attributes and \
-                operation.attributes["sym_name"].value == name:
-            return operation
-    return None
-
-
-def _func_attributes(operation) -> dict:
-    if operation is None or "tf.entry_function" not in operation.attributes:
+def _func_attributes(fdef) -> dict:
+    if fdef.entry_function is None:
         return {}
-    from shlo2jax import attributes
-    return {"tf.entry_function": attributes.decode(operation.attributes["tf.entry_function"])}
+    return {"tf.entry_function": fdef.entry_function}
 
 
 def module_argument_names(program, fdef) -> list:
     """The name the module gives each argument of `fdef` (None where it gives none)."""
-    operation = _func_operation(program, fdef.name)
-    locations = [None] * len(fdef.input_types)
-    if operation is not None:
-        with operation.context:
-            arguments = operation.regions[0].blocks[0].arguments
-            locations = [_named_location(a.location) for a in arguments]
-    entry = _entry_function(_func_attributes(operation), "inputs", len(fdef.input_types))
+    locations = [_named_location(text) for text in fdef.arg_locations] or \
+        [None] * len(fdef.input_types)
+    entry = _entry_function(_func_attributes(fdef), "inputs", len(fdef.input_types))
     names = []
     for i, attrs in enumerate(fdef.arg_attrs or ({},) * len(fdef.input_types)):
         info = attrs.get("jax.arg_info")
@@ -162,8 +144,7 @@ def module_argument_names(program, fdef) -> list:
 
 
 def module_result_names(program, fdef) -> list:
-    operation = _func_operation(program, fdef.name)
-    entry = _entry_function(_func_attributes(operation), "outputs", len(fdef.output_types))
+    entry = _entry_function(_func_attributes(fdef), "outputs", len(fdef.output_types))
     names = []
     for i, attrs in enumerate(fdef.result_attrs or ({},) * len(fdef.output_types)):
         info = attrs.get("jax.result_info")

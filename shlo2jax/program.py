@@ -255,7 +255,8 @@ class Program:
                  load_options: Optional[dict] = None):
         self.module = module
         self.load_options = dict(load_options or {})  # to decode refined copies the same way
-        self.mlir_module = mlir_module  # the verified ir.Module (for the interpreter / XLA)
+        self._mlir_module = mlir_module
+        self._outline = None  # a shlo2jax.outline.ModuleOutline once the module is let go
         self.source_name = source_name
         from shlo2jax import sharding
         problems = sharding.rewrite_manual_regions(module)
@@ -270,13 +271,62 @@ class Program:
             for op in f.body.ops)
         self.functions: dict[str, Function] = {
             name: Function(self, fdef) for name, fdef in module.functions.items() if fdef.public}
-        self.exported = None  # the jax.export.Exported it was loaded from, if any
+        self._exported = None
+
+    @property
+    def mlir_module(self):
+        """The verified `ir.Module` the program was decoded from (for the reference interpreter,
+        XLA, shape refinement). A program that let it go after decoding (it holds large
+        constants: see shlo2jax.outline) rebuilds it in a fresh context on each access: a copy
+        of its weights, held while the caller holds the module."""
+        if self._outline is not None:
+            return self._outline.module()
+        return self._mlir_module
+
+    @property
+    def released_mlir_module(self) -> bool:
+        """Whether the program let its MLIR module and context go after decoding (see
+        `mlir_module`)."""
+        return self._outline is not None
+
+    def release_mlir_module(self) -> bool:
+        """Large constants are held once, decoded: when the program's add up to
+        `outline.RELEASE_BYTES`, the MLIR module and its context (which holds their data until
+        it goes) are let go, and an outline of the module kept (shlo2jax.outline). No decoded
+        record refers to an MLIR object after it: every op's location is formatted. Whether
+        the module was let go. (The loader calls it, once the program is made.)"""
+        from shlo2jax import outline
+        large_constants, self.module.large_constants = self.module.large_constants, []
+        if self._mlir_module is None or \
+                outline.outlined_bytes(large_constants) < outline.RELEASE_BYTES:
+            return False
+        for op in self.module.ops:
+            op.location  # noqa: B018 - formats it: an ir.Location holds the context
+        kept = outline.outline(self._mlir_module, large_constants)
+        if kept is None:
+            return False
+        self._outline, self._mlir_module = kept, None
+        return True
+
+    @property
+    def exported(self):
+        """The `jax.export.Exported` the program was loaded from, if any. One the loader made
+        from serialized bytes does not keep its module bytes once the program let its module
+        go (see `mlir_module`): it is rebuilt here, the module serialized again, on each
+        access."""
+        exported = self._exported
+        if exported is not None and not exported.mlir_module_serialized:
+            from shlo2jax._jax_internals import with_serialized_module
+            return with_serialized_module(exported, self.mlir_module)
+        return exported
 
     def set_exported(self, exported, load_vjp) -> None:
         """The program came from a `jax.export.Exported`: its entry function takes the
         exported function's arguments (see ExportedFunction). `load_vjp()` loads the
-        producer's VJP (an `Exported` of its own) the way this program was loaded."""
-        self.exported = exported
+        producer's VJP (an `Exported` of its own) the way this program was loaded. An
+        `Exported` with empty module bytes stands for one whose module is this program's
+        (see `exported`)."""
+        self._exported = exported
         main = self.module.functions.get("main")
         if main is not None and main.public:
             self.functions["main"] = ExportedFunction(self, main, exported, load_vjp)
@@ -308,7 +358,9 @@ class Program:
                                 placeholder_data=options.get("placeholder_data", False),
                                 seed=options.get("seed", 0), strict=True)
         decoded.translation_options = self.module.translation_options
-        return Program(decoded, mlir_module, self.source_name, options)
+        program = Program(decoded, mlir_module, self.source_name, options)
+        program.release_mlir_module()
+        return program
 
     @property
     def num_replicas(self) -> int:
@@ -343,7 +395,7 @@ class ExportedFunction(Function):
 
     def __init__(self, program: "Program", fdef: FunctionDef, exported, load_vjp):
         super().__init__(program, fdef)
-        self.exported = exported
+        self._exported = exported  # (its module bytes may be dropped: see Program.exported)
         self._load_vjp = load_vjp
         self._kept = tuple(exported.module_kept_var_idx)
         module_inputs = list(fdef.input_types)
@@ -371,29 +423,34 @@ class ExportedFunction(Function):
         self._with_vjp = None
 
     @property
+    def exported(self):
+        """The `jax.export.Exported` (see `Program.exported`)."""
+        return self.program.exported
+
+    @property
     def in_avals(self) -> tuple:
-        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.exported.in_avals)
+        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self._exported.in_avals)
 
     @property
     def out_avals(self) -> tuple:
-        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.exported.out_avals)
+        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self._exported.out_avals)
 
     @property
     def signature(self) -> str:
-        ins = ", ".join(f"%arg{i}: {a.str_short()}" for i, a in enumerate(self.exported.in_avals))
-        outs = ", ".join(a.str_short() for a in self.exported.out_avals)
-        return f"@{self.name}({ins}) -> ({outs})  [jax.export {self.exported.fun_name}]"
+        ins = ", ".join(f"%arg{i}: {a.str_short()}" for i, a in enumerate(self._exported.in_avals))
+        outs = ", ".join(a.str_short() for a in self._exported.out_avals)
+        return f"@{self.name}({ins}) -> ({outs})  [jax.export {self._exported.fun_name}]"
 
     @property
     def uses_producer_vjp(self) -> bool:
         """Whether reverse mode uses the VJP the artifact ships (see the class docstring)."""
         return bool(self.program.load_options.get("producer_vjp", True)) and \
-            self.exported.has_vjp()
+            self._exported.has_vjp()
 
     def module_arguments(self, args) -> tuple:
         """The exported function's arguments as the module's @main takes them."""
-        if len(args) != len(self.exported.in_avals):
-            raise TypeError(f"{self.signature} takes {len(self.exported.in_avals)} argument(s), "
+        if len(args) != len(self._exported.in_avals):
+            raise TypeError(f"{self.signature} takes {len(self._exported.in_avals)} argument(s), "
                             f"got {len(args)}")
         head = () if self._platform_index is None else (self._platform_index,)
         return head + (TOKEN,) * self._tokens + tuple(args[i] for i in self._kept)
@@ -411,7 +468,7 @@ class ExportedFunction(Function):
         module_names = names.module_argument_names(self.program, self.definition)
         skip = (self._platform_index is not None) + self._tokens
         return names.with_fallback(
-            names.exported_argument_names(self.exported, module_names[skip:]), "arg")
+            names.exported_argument_names(self._exported, module_names[skip:]), "arg")
 
     @functools.cached_property
     def result_names(self) -> tuple:
@@ -439,10 +496,10 @@ class ExportedFunction(Function):
     def _producer_vjp_call(self):
 
         call = jax.custom_jvp(self._call_module)
-        n_in = len(self.exported.in_avals)
-        diff_in = [i for i, a in enumerate(self.exported.in_avals) if _differentiable(a.dtype)]
-        diff_out = [j for j, a in enumerate(self.exported.out_avals) if _differentiable(a.dtype)]
-        out_avals = self.exported.out_avals
+        n_in = len(self._exported.in_avals)
+        diff_in = [i for i, a in enumerate(self._exported.in_avals) if _differentiable(a.dtype)]
+        diff_out = [j for j, a in enumerate(self._exported.out_avals) if _differentiable(a.dtype)]
+        out_avals = self._exported.out_avals
 
         def forward(*args):
             primals, lin = args[:n_in], args[n_in:]

@@ -25,6 +25,8 @@ CORE = {
     # what the ops call into at run time: the host side of transfers, process grids,
     # decoded sharding annotations
     "shlo2jax.host_transfers", "shlo2jax.grid", "shlo2jax.sharding_attributes",
+    # the decoded program's outline of its MLIR module (large constants held once)
+    "shlo2jax.outline",
 }
 FEATURES = {
     "shlo2jax.chlo_legalize", "shlo2jax.dynamic", "shlo2jax.sharding", "shlo2jax.spmd",

@@ -143,3 +143,58 @@ def test_program_repr_and_histogram():
     program = shlo2jax.load(TEXT)
     assert program.op_histogram() == {"stablehlo.add": 3, "func.call": 1}
     assert "@main" in repr(program)
+
+
+def test_outlined_constants_are_written_back_bit_for_bit(monkeypatch):
+    # A program holding large constants lets its MLIR module go and rebuilds it on demand from
+    # an outline and its decoded constants (shlo2jax.outline): here every constant is large.
+    from shlo2jax import outline
+    types = ["f32", "bf16", "f16", "f64", "f8E4M3FN", "f8E5M2", "i8", "ui16", "i32", "i64",
+             "i1", "i4", "complex<f32>"]
+    rng = np.random.default_rng(0)
+    lines, names = [], []
+    for i, t in enumerate(types):
+        if t == "i1":
+            body = ", ".join(rng.choice(["true", "false"], 6))
+        elif t == "complex<f32>":
+            body = ", ".join(f"({rng.normal():.6e}, {rng.normal():.6e})" for _ in range(6))
+        elif t.startswith(("f", "b")):
+            body = ", ".join(f"{v:.6e}" for v in rng.normal(size=6))
+        else:
+            body = ", ".join(str(v) for v in rng.integers(-7 if t[0] == "i" else 0, 8, 6))
+        lines.append(f"    %c{i} = stablehlo.constant dense<[[{body}]]> : tensor<1x6x{t}>")
+        names.append(f"%c{i}")
+    lines.append("    %s = stablehlo.constant dense<1.5> : tensor<1x6xf32>")  # a splat stays
+    names.append("%s")
+    result_types = ", ".join(f"tensor<1x6x{t}>" for t in types) + ", tensor<1x6xf32>"
+    text = (f"func.func @main() -> ({result_types}) {{\n" + "\n".join(lines) +
+            f"\n    return {', '.join(names)} : {result_types}\n}}\n")
+    kept = shlo2jax.load(text)
+    with monkeypatch.context() as patched:
+        patched.setattr(outline, "LARGE_CONSTANT_BYTES", 0)
+        patched.setattr(outline, "RELEASE_BYTES", 0)
+        program = shlo2jax.load(text)
+    assert program.released_mlir_module and not kept.released_mlir_module
+    assert len(program._outline.arrays) == 10  # all but i1, i4 and complex (kept in it)
+    asm = dict(large_elements_limit=None, enable_debug_info=True)
+    assert program.mlir_module.operation.get_asm(**asm) == kept.mlir_module.operation.get_asm(**asm)
+    for got, want in zip(program(), kept()):
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint8),
+                                      np.asarray(want).view(np.uint8))
+
+
+def test_shape_refinement_of_a_program_that_let_its_module_go(monkeypatch):
+    # `?` dimensions are specialised by refining the module (shlo2jax.dynamic): a program that
+    # let its module go rebuilds it for that, and so does each refined program
+    from shlo2jax import outline
+    w = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    exported = jax_export.export(jax.jit(lambda x: jnp.tanh(x @ w)))(
+        jax_export.symbolic_args_specs((np.zeros((3, 4), np.float32),), "(b, 4)")[0])
+    with monkeypatch.context() as patched:
+        patched.setattr(outline, "LARGE_CONSTANT_BYTES", 0)
+        patched.setattr(outline, "RELEASE_BYTES", 0)
+        program = shlo2jax.load(exported.serialize())
+        assert program.released_mlir_module and program.entry._dynamic
+        for batch in (1, 3):
+            x = np.arange(batch * 4, dtype=np.float32).reshape(batch, 4) / 8
+            np.testing.assert_allclose(np.asarray(program(x)), np.tanh(x @ w), rtol=1e-6)

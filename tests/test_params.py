@@ -5,6 +5,7 @@ as constants; beside them, params.npz holds the weights and param_grads.npz the 
 gradient of the entry's loss w.r.t. each (tests/corpus/README.md).
 """
 
+import gc
 import io
 import pathlib
 import re
@@ -420,3 +421,117 @@ def test_argument_and_result_names():
     assert tf.result_names == ("output_00",)
     plain = shlo2jax.load(ROOT / "examples/mlp.mlir").entry
     assert plain.arg_names == ("arg_0", "arg_1", "arg_2", "arg_3", "arg_4")
+
+
+# -- a program holding large constants lets its MLIR module go (shlo2jax.outline)
+
+_HOLDS_ONCE = """
+import json, os, sys
+import numpy as np
+import shlo2jax
+
+
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+shlo2jax.load("func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\\n  return %x : tensor<2xf32>\\n}")
+before = rss()  # (the op rules are imported by the first load)
+program = shlo2jax.load(sys.argv[1])
+loaded = rss()
+params, apply = shlo2jax.lift_params(program)
+lifted = rss()
+print(json.dumps({"load": loaded - before, "lift": lifted - loaded,
+                  "released": program.released_mlir_module}))
+"""
+
+
+def _closed_mlp(width: int, layers: int):
+    rng = np.random.default_rng(0)
+    weights = [rng.standard_normal((width, width), np.float32) / np.float32(np.sqrt(width))
+               for _ in range(layers)]
+
+    def f(x):
+        for w in weights:
+            x = jnp.tanh(x @ w)
+        return x
+    return weights, jax.export.export(jax.jit(f))(jax.ShapeDtypeStruct((2, width), jnp.float32))
+
+
+def test_load_holds_the_weights_once(tmp_path):
+    # jax.export artifact with 64 MB of baked-in weights: before, the loaded program held them
+    # three times (the Exported's module bytes, jaxlib's MLIR context, the decoded arrays)
+    import subprocess
+    import sys
+    weights, exported = _closed_mlp(2048, 4)
+    constant_bytes = sum(w.nbytes for w in weights)
+    path = tmp_path / "closed_mlp.bin"
+    path.write_bytes(exported.serialize())
+    del weights, exported
+    done = subprocess.run([sys.executable, "-c", _HOLDS_ONCE, str(path)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    grew = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert grew["released"]
+    assert grew["load"] < 1.5 * constant_bytes, (grew, constant_bytes)
+    assert grew["lift"] < 0.1 * constant_bytes, (grew, constant_bytes)
+
+
+def _released(source, monkeypatch):
+    """`source` loaded as a program holding large constants is: its module let go (every
+    non-splat constant outlined, whatever its size)."""
+    from shlo2jax import outline
+    with monkeypatch.context() as patched:
+        patched.setattr(outline, "LARGE_CONSTANT_BYTES", 64)
+        patched.setattr(outline, "RELEASE_BYTES", 0)
+        program = shlo2jax.load(source)
+    assert program.released_mlir_module
+    return program
+
+
+def test_a_program_that_let_its_module_go_offers_everything(monkeypatch):
+    from jaxlib.mlir import ir
+    from shlo2jax.tools.reference import xla_direct
+    e = next(e for e in CLOSED if e.id == "jax/convnet_closed")
+    kept = shlo2jax.load(str(e.artifact_path))
+    assert not kept.released_mlir_module  # (a few KB of weights)
+    gc.collect()  # (contexts other tests left as garbage)
+    contexts = ir.Context._get_live_count()
+    program = _released(str(e.artifact_path), monkeypatch)
+    gc.collect()
+    assert ir.Context._get_live_count() <= contexts  # the program holds none
+    # the module it rebuilds is the one it was decoded from, locations included
+    text = program.mlir_module.operation.get_asm(large_elements_limit=None,
+                                                 enable_debug_info=True)
+    assert text == kept.mlir_module.operation.get_asm(large_elements_limit=None,
+                                                      enable_debug_info=True)
+    assert "shlo2jax.outlined" not in text
+    x = e.args[0]
+    want = np.asarray(kept(x))
+    np.testing.assert_array_equal(np.asarray(program(x)), want)
+    # its Exported kept no module bytes: they are serialized again when asked for
+    assert program._exported.mlir_module_serialized == b""
+    np.testing.assert_array_equal(np.asarray(jax.tree.leaves(program.exported.call(x))[0]), want)
+    assert "stablehlo" in program.exported.mlir_module()
+    np.testing.assert_array_equal(np.asarray(shlo2jax.load(program.exported.serialize())(x)),
+                                  want)
+    np.testing.assert_allclose(np.asarray(xla_direct(program)(*kept.entry.module_arguments(
+        (x,)))[0]), want, rtol=1e-5, atol=1e-6)
+    assert program.entry.arg_names == kept.entry.arg_names
+    assert program.entry.result_names == kept.entry.result_names
+    assert [op.location for op in program.module.ops] == [op.location for op in kept.module.ops]
+    params, apply = shlo2jax.lift_params(program)
+    kept_params, kept_apply = shlo2jax.lift_params(kept)
+    assert sorted(params) == sorted(kept_params)
+    grads = jax.grad(lambda p: jnp.sum(apply(p, x) ** 2))(params)
+    kept_grads = jax.grad(lambda p: jnp.sum(kept_apply(p, x) ** 2))(kept_params)
+    for name in params:
+        np.testing.assert_array_equal(np.asarray(grads[name]), np.asarray(kept_grads[name]))
+    moved = {k: v * 2 for k, v in params.items()}
+    bound = shlo2jax.bind_params(apply, moved)
+    again = shlo2jax.load(export_translated(bound).serialize())
+    np.testing.assert_allclose(np.asarray(again(x)), np.asarray(apply(moved, x)),
+                               rtol=1e-5, atol=1e-6)
+    result = shlo2jax.compare(program, backends=["cpu", "xla-direct"], inputs=[x])
+    assert result.ok, result.table()

@@ -1,0 +1,122 @@
+"""A loaded program's MLIR module without its large constants, for a program that holds weights.
+
+MLIR keeps every attribute's data in its context until the context itself goes (attributes
+are uniqued there and never freed), so a program that kept jaxlib's module after decoding
+would hold its weights twice: in the context, and as the decoded numpy arrays its constant
+rule embeds or `shlo2jax.lift_params` wraps. A program whose large constants add up to
+`RELEASE_BYTES` or more keeps an outline instead (see `Program.mlir_module`): the module as
+bytecode with each large constant's value replaced by a zero splat of its type and tagged,
+and the decoded arrays. `ModuleOutline.module()` parses it into a fresh context and writes
+the arrays back: the module the program was decoded from, for the tools that want one
+(XLA directly, the reference interpreter, shape refinement), a copy of the weights held only
+while the caller holds it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import sys
+
+import numpy as np
+
+from shlo2jax.attributes import dense_attribute, writes_back
+
+# A constant this large is outlined (its data leaves the bytecode); a program whose outlined
+# constants add up to RELEASE_BYTES lets go of its MLIR module and context after decoding.
+LARGE_CONSTANT_BYTES = 1 << 16
+RELEASE_BYTES = 16 << 20
+
+_TAG = "shlo2jax.outlined"
+
+
+class ModuleOutline:
+    """The bytecode of a module whose large constants are tagged zero splats, and their data."""
+
+    def __init__(self, bytecode: bytes, arrays: list):
+        self.bytecode = bytecode
+        self.arrays = arrays  # the decoded constants (shared with the program's ops)
+
+    def module(self):
+        """The module, in a fresh context, with every outlined constant's data written back."""
+        from jaxlib.mlir import ir
+
+        from shlo2jax._jax_internals import make_ir_context
+        context = make_ir_context()
+        with context, ir.Location.unknown():
+            module = ir.Module.parse(self.bytecode)
+            tagged = []
+
+            def visit(operation):
+                if _TAG in operation.attributes:
+                    tagged.append(operation)
+                return ir.WalkResult.ADVANCE
+            module.operation.walk(visit)
+            for operation in tagged:
+                array = self.arrays[operation.attributes[_TAG].value]
+                operation.attributes["value"] = dense_attribute(
+                    array, operation.attributes["value"].type)
+                del operation.attributes[_TAG]
+        return module
+
+
+def outline(mlir_module, large_constants) -> "ModuleOutline | None":
+    """The outline of `mlir_module` (changed in place: the caller drops it), or None when none of
+    `large_constants` ((ir.Operation, decoded Op) of each constant of LARGE_CONSTANT_BYTES or
+    more) can be written back exactly (dense_resource blobs, splats, types numpy lacks)."""
+    from jaxlib.mlir import ir
+    arrays = []
+    with mlir_module.context, ir.Location.unknown():
+        i64 = ir.IntegerType.get_signless(64)
+        for operation, op in large_constants:
+            array = op.attrs.get("value")
+            if not isinstance(array, np.ndarray) or not writes_back(array.dtype):
+                continue
+            try:
+                value = operation.attributes["value"]
+            except TypeError:  # an attribute the bindings cannot downcast (complex ones)
+                continue
+            if not isinstance(value, ir.DenseElementsAttr) or value.is_splat:
+                continue
+            zero = _zero_splat(value.type)
+            if zero is None:
+                continue
+            operation.attributes["value"] = zero
+            operation.attributes[_TAG] = ir.IntegerAttr.get(i64, len(arrays))
+            arrays.append(array)
+        if not arrays:
+            return None
+        buffer = io.BytesIO()
+        mlir_module.operation.write_bytecode(buffer)
+    return ModuleOutline(buffer.getvalue(), arrays)
+
+
+def outlined_bytes(large_constants) -> int:
+    return sum(op.attrs["value"].nbytes for _, op in large_constants)
+
+
+def _zero_splat(shaped_type):
+    from jaxlib.mlir import ir
+    element = shaped_type.element_type
+    try:
+        zero = ir.IntegerAttr.get(element, 0) if isinstance(element, ir.IntegerType) \
+            else ir.FloatAttr.get(element, 0.0)
+        return ir.DenseElementsAttr.get_splat(shaped_type, zero)
+    except (TypeError, ValueError, ir.MLIRError):
+        return None
+
+
+def return_freed_memory() -> None:
+    """Hands the memory the C heap has free back to the system (glibc's `malloc_trim`).
+
+    glibc serves an allocation below its mmap threshold (which grows up to 32 MB as large
+    blocks are freed) from its heap, and keeps such blocks resident once freed: a context's
+    weights stored in blocks of a few MB would still count in the process's memory after the
+    context went, until reused."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
