@@ -17,8 +17,10 @@ Each step runs in a fresh child process (so peak memory is that step's own):
              summarise XLA's optimised HLO
   direct     the same module compiled directly by XLA through jaxlib: compile seconds, peak RSS
              of load + compile, optimised HLO
-  jax        (generated model only) trace + lower of the same program written directly in
-             JAX: the floor for translation speed
+  jax        trace + lower of the same program written directly in JAX (the generated model,
+             the real models' Python source): the floor for translation speed
+  direct_lowering
+             load(..., lowering="direct") + trace + lower: CPU seconds, ops/CPU s, op growth
   run        both programs compiled in one process and timed in alternation (`--repeats`
              samples each, a sample >= ~20 ms of calls): medians and the median of the
              per-pair ratios translated/direct
@@ -417,6 +419,27 @@ def step_translate(path, options, repeats):
     return result
 
 
+def step_direct_lowering(path, options, repeats):
+    """load(..., lowering="direct") + trace + lower, and the lowered program's op count."""
+    import jax
+    import shlo2jax
+    w0, c0 = time.perf_counter(), time.process_time()
+    program = shlo2jax.load(path, lowering="direct", **options)
+    fn = program.entry
+    avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fn.in_avals]
+    with jax.enable_x64(True):
+        lowered = fn._traceable().trace(*avals).lower()
+        lowered.as_text()
+    cpu = time.process_time() - c0
+    result = {"dl_lowering": fn.lowering, "dl_cpu_s": cpu, "dl_s": time.perf_counter() - w0,
+              "dl_ops_per_cpu_s": len(program.module.ops) / cpu}
+    if fn.lowering == "direct":
+        result["dl_op_growth"] = _lowered_op_count(lowered) / _mlir_op_count(program.mlir_module) - 1
+    else:
+        result["dl_note"] = fn.lowering_note
+    return result
+
+
 def step_direct(path, options, repeats):
     import shlo2jax
     program = shlo2jax.load(path, **options)  # parse (+ placeholders); translation unused
@@ -482,7 +505,8 @@ def step_jax(path, options, repeats):
             "jax_trace_lower_cpu_s": time.process_time() - c0}
 
 
-STEPS = {"translate": step_translate, "direct": step_direct, "run": step_run, "jax": step_jax}
+STEPS = {"translate": step_translate, "direct": step_direct, "run": step_run, "jax": step_jax,
+         "direct_lowering": step_direct_lowering}
 
 
 def _child(step: str, path: str, options: str, repeats: int):
@@ -578,6 +602,7 @@ def main(argv=None):
 _COLUMNS = [  # header, key, format, scale
     ("ops", "ops", "d", 1), ("translate s", "translate_s", ".2f", 1), ("cpu s", "translate_cpu_s", ".2f", 1),
     ("ops/s", "ops_per_s", ".0f", 1), ("ops/cpu s", "ops_per_cpu_s", ".0f", 1),
+    ("direct lw", "dl_ops_per_cpu_s", ".0f", 1),
     ("run ms", "run_s", ".3f", 1e3), ("direct ms", "direct_run_s", ".3f", 1e3),
     ("ratio", "run_ratio", ".3f", 1), ("op growth", "op_growth", "+.1%", 1),
     ("compile s", "compile_s", ".2f", 1), ("d compile", "direct_compile_s", ".2f", 1),

@@ -215,8 +215,28 @@ def tan(ctx, op, x):
     return ctx.translator.math.tan(x)
 
 
+def _safe_divisor(x, y):
+    """(y with the divisions XLA defines specially replaced by 1, y == 0): x / 0 and
+    INT_MIN / -1. XLA's CPU code guards them, but its compile-time constant folding does not:
+    a program whose divisor folds to 0 (`rem(x - x, x - x)`) kills the process with SIGFPE
+    while XLA compiles it, the translation's as much as the module's (fuzz seeds 2544,
+    3260, 8914)."""
+    zero = lax.full_like(y, 0)
+    by_zero = y == zero
+    special = by_zero
+    if not T.is_unsigned(y.dtype):
+        special = lax.bitwise_or(by_zero, lax.bitwise_and(
+            x == lax.full_like(x, ml_dtypes.iinfo(x.dtype).min), y == lax.full_like(y, -1)))
+    return lax.select(special, lax.full_like(y, 1), y), by_zero
+
+
 @register_op("stablehlo.divide", "mhlo.divide", prepare=reject_unsupported_types)
 def divide(ctx, op, x, y):
+    if T.is_integer(x.dtype):
+        # XLA: x / 0 is -1 (all bits set), INT_MIN / -1 is INT_MIN (x / 1 here).
+        safe, by_zero = _safe_divisor(x, y)
+        return lax.select(by_zero, lax.full_like(x, -1 if not T.is_unsigned(x.dtype)
+                                                else ml_dtypes.iinfo(x.dtype).max), lax.div(x, safe))
     return ctx.translator.math.div(x, y)
 
 
@@ -266,6 +286,10 @@ def _prepare_remainder(op):
 
 @register_op("stablehlo.remainder", "mhlo.remainder", prepare=_prepare_remainder)
 def remainder(ctx, op, x, y):
+    if T.is_integer(x.dtype):
+        # XLA: x % 0 is x, INT_MIN % -1 is 0 (x % 1 here); see _safe_divisor.
+        safe, by_zero = _safe_divisor(x, y)
+        return lax.select(by_zero, x, lax.rem(x, safe))
     return lax.rem(x, y)
 
 

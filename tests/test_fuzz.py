@@ -94,3 +94,14 @@ def test_one_interpreter_child_serves_many_programs_and_survives_an_abort():
         np.testing.assert_array_equal(again[0], -x)
     finally:
         server.close()
+
+
+def test_xla_killing_the_process_is_told_apart_from_the_translation():
+    """Seed 2544 computes `rem(x - x, x - x)`: XLA's constant folding divides by zero while
+    compiling the module directly and the worker dies (SIGFPE). The translation guards its
+    divisor and runs; the run reports XLA's crash apart and counts no crash of ours. Seed
+    1145 (a 0-d input with a subnormal) once raised in the flushing check."""
+    report = fuzz.run([2544, 1145], jobs=1)
+    assert report.crashes == [] and report.mismatches == []
+    assert [c["seed"] for c in report.xla_crashes] == [2544]
+    assert "SIGFPE" in report.xla_crashes[0]["detail"]

@@ -319,7 +319,7 @@ def _compare_outputs(a: list, b: list) -> Optional[str]:
 _INTERPRETER = None
 
 
-def _run_backends(text: str, inputs: list, interpreter: bool) -> dict:
+def _run_backends(text: str, inputs: list, interpreter: bool, xla_direct: bool = True) -> dict:
     """{backend: outputs or ("unavailable", why)}; other exceptions propagate."""
     from shlo2jax.loader import load
     from shlo2jax.errors import BackendUnavailable
@@ -327,7 +327,7 @@ def _run_backends(text: str, inputs: list, interpreter: bool) -> dict:
                                         XlaDirectBackend)
     global _INTERPRETER
     program = load(text)
-    backends = [TranslatedBackend("cpu"), XlaDirectBackend()]
+    backends = [TranslatedBackend("cpu")] + ([XlaDirectBackend()] if xla_direct else [])
     if interpreter:
         if _INTERPRETER is None:
             from shlo2jax.tools.reference import InterpreterServer
@@ -353,12 +353,12 @@ def _mismatch(results: dict) -> Optional[str]:
     return None
 
 
-def check(seed: int) -> dict:
+def check(seed: int, xla_direct: bool = True) -> dict:
     """Generates program `seed`, runs it on every backend, compares: what happened."""
     program = generate(seed)
     size = max(int(np.prod(program.shape)) if program.shape else 1, 1)
     interpreter = size * (len(program.chain) + 2) <= _SMALL
-    results = _run_backends(program.text(), program.inputs, interpreter)
+    results = _run_backends(program.text(), program.inputs, interpreter, xla_direct)
     problem = _mismatch(results)
     out = {"seed": seed, "backends": sorted(k for k, v in results.items()
                                             if not isinstance(v, tuple)),
@@ -389,8 +389,8 @@ def _explained_by_flushing(program: Program, results: dict) -> bool:
     if isinstance(results.get("interpreter"), tuple) or "interpreter" not in results:
         return False
     flushed = [_flush_subnormals(x) for x in program.inputs]
-    if all(np.array_equal(a.view(np.uint8), b.view(np.uint8))
-           for a, b in zip(flushed, program.inputs)):
+    # (bytes compared: -0.0 == 0.0 as values; a 0-d array has no uint8 view)
+    if all(a.tobytes() == b.tobytes() for a, b in zip(flushed, program.inputs)):
         return False
     if _compare_outputs(results["cpu"], results["xla-direct"]) is not None:
         # XLA alone differs while the translation agrees with the interpreter: where XLA
@@ -416,6 +416,12 @@ def _minimise(program: Program, interpreter: bool) -> Optional[str]:
 
 # ---------------------------------------------------------------- a run over many
 
+def check_without_xla_direct(seed: int) -> dict:
+    """`check` with the translation and the interpreter only: run again when a program
+    killed its worker, to tell XLA's crash compiling the module from the translation's."""
+    return check(seed, xla_direct=False)
+
+
 class Report(NamedTuple):
     count: int
     mismatches: list   # [{seed, mismatch, minimal}]
@@ -423,6 +429,9 @@ class Report(NamedTuple):
     flushed: list      # [{seed, flushed}]: the interpreter alone differs, by XLA's flushing
     interpreted: int   # programs the reference interpreter also ran
     seconds: float
+    # [{seed, detail}]: XLA compiling the module directly killed the process, and the
+    # translation ran (and agreed with the interpreter, where it ran) in a new one
+    xla_crashes: list = []
 
     def summary(self) -> str:
         return (f"fuzz: {self.count} programs, {len(self.mismatches)} mismatches, "
@@ -444,10 +453,24 @@ def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
                 mismatches.append(value)
             if value["flushed"]:
                 flushed.append(value)
+    xla_crashes = []
+    died = [c for c in crashes if c["status"] == "crashed"]
+    if died:
+        again = run_isolated("shlo2jax.tools.fuzz:check_without_xla_direct",
+                             [c["seed"] for c in died], jobs=jobs, timeout=timeout)
+        for index, status, value in again:
+            if status == "ok" and not value["mismatch"]:
+                crash = died[index]
+                crashes.remove(crash)
+                xla_crashes.append({"seed": crash["seed"], "detail": (
+                    f"{crash['detail']} with XLA compiling the module directly; without it "
+                    f"the program ran ({' and '.join(value['backends'])}) with no mismatch")})
     mismatches.sort(key=lambda m: m["seed"])
     crashes.sort(key=lambda c: c["seed"])
+    xla_crashes.sort(key=lambda c: c["seed"])
     flushed.sort(key=lambda m: m["seed"])
-    return Report(len(seeds), mismatches, crashes, flushed, interpreted, time.time() - start)
+    return Report(len(seeds), mismatches, crashes, flushed, interpreted, time.time() - start,
+                  xla_crashes)
 
 
 def main(argv=None) -> int:
@@ -479,10 +502,13 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({"seed": args.seed, "count": report.count, "seconds": report.seconds,
                        "interpreted": report.interpreted, "mismatches": report.mismatches,
-                       "crashes": report.crashes, "flushed": report.flushed}, f, indent=2)
+                       "crashes": report.crashes, "flushed": report.flushed,
+                       "xla_crashes": report.xla_crashes}, f, indent=2)
     for m in report.flushed:
         print(f"flushed: seed {m['seed']}: XLA flushes subnormals, the interpreter keeps "
               f"them ({m['flushed'][:160]})")
+    for c in report.xla_crashes:
+        print(f"XLA crash: seed {c['seed']}: {c['detail']}")
     print(f"{report.seconds:.0f} s; {report.interpreted} also on the reference interpreter, "
           f"{len(report.flushed)} differing from it only by XLA's subnormal flushing")
     print(report.summary())

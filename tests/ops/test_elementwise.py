@@ -477,3 +477,57 @@ def test_complex_branch_cuts_respect_signed_zero(dtype):
         out = run(f"stablehlo.{name}", inputs[name])
         assert_close(out, expected, dtype)
         assert (np.signbit(out.imag) == np.signbit(expected.imag)).all(), (name, out, expected)
+
+
+# ------------------------------------------------------------------ integer division by zero
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
+def test_integer_divide_and_remainder_by_zero_and_overflow_as_xla(dtype):
+    """XLA defines x / 0 = -1 (all bits set), x % 0 = x, INT_MIN / -1 = INT_MIN and
+    INT_MIN % -1 = 0; the translation gives the same, and XLA compiling the module itself
+    (the oracle) agrees."""
+    from shlo2jax.tools.reference import xla_direct
+    info = np.iinfo(dtype)
+    signed = info.min < 0
+    x = np.array([7, 0, info.max, info.min, 5, 9] if signed else [7, 0, info.max, 5, 5, 9], dtype)
+    y = np.array([0, 0, 0, -1, 2, -1] if signed else [0, 0, 0, 2, 3, 1], dtype)
+    t = tensor(x.shape, element(dtype))
+    program = shlo2jax.load(f"""func.func public @main(%x: {t}, %y: {t}) -> ({t}, {t}) {{
+  %q = stablehlo.divide %x, %y : {t}
+  %r = stablehlo.remainder %x, %y : {t}
+  return %q, %r : {t}, {t}
+}}""")
+    q, r = (np.asarray(v) for v in program(x, y))
+    all_ones = np.array(-1).astype(dtype)
+    for i in range(len(x)):
+        if y[i] == 0:
+            assert q[i] == all_ones and r[i] == x[i], i
+        elif signed and x[i] == info.min and y[i] == -1:
+            assert q[i] == info.min and r[i] == 0, i
+        else:
+            assert q[i] == int(np.trunc(int(x[i]) / int(y[i]))) and r[i] == int(np.fmod(int(x[i]), int(y[i]))), i
+    dq, dr = xla_direct(program)(x, y)
+    np.testing.assert_array_equal(q, np.asarray(dq))
+    np.testing.assert_array_equal(r, np.asarray(dr))
+
+
+def test_a_divisor_that_folds_to_zero_does_not_kill_the_process():
+    """`rem(x - x, x - x)`: XLA's compile-time constant folding divides by zero and the
+    process dies with SIGFPE (XLA compiling the module directly does; fuzz seed 3260).
+    The translation guards its divisor, so it compiles and gives x % 0 = x = 0."""
+    import subprocess
+    import sys
+    code = """
+import numpy as np, shlo2jax
+p = shlo2jax.load('''func.func public @main(%a: tensor<4xi32>) -> (tensor<4xi32>, tensor<4xi32>) {
+  %z = stablehlo.subtract %a, %a : tensor<4xi32>
+  %r = stablehlo.remainder %z, %z : tensor<4xi32>
+  %q = stablehlo.divide %z, %z : tensor<4xi32>
+  return %r, %q : tensor<4xi32>, tensor<4xi32>
+}''')
+r, q = p(np.array([3, -1, 0, 7], np.int32))
+print(np.asarray(r).tolist(), np.asarray(q).tolist())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "[0, 0, 0, 0] [-1, -1, -1, -1]"
