@@ -240,8 +240,32 @@ def divide(ctx, op, x, y):
     return ctx.translator.math.div(x, y)
 
 
+def _exactly_scaled_when_both_subnormal(y, x):
+    """(y, x), where both are subnormal or zero replaced by their values times one power of
+    two (the same angle): each one's bits read as an integer magnitude, with its sign. XLA on
+    CPU flushes subnormals in arithmetic, so atan2 of two subnormals is NaN there (it tests
+    them as nonzero, then divides flushed zeros: fuzz seeds 277, 526 and 14 more of 10,000);
+    integers are not flushed."""
+    dtype = np.dtype(y.dtype)
+    bits_type = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]
+    sign = bits_type(1) << bits_type(8 * dtype.itemsize - 1)
+
+    def scaled(v):
+        bits = lax.bitcast_convert_type(lax.stop_gradient(v), bits_type)
+        magnitude = lax.convert_element_type(
+            lax.bitwise_and(bits, lax.full_like(bits, ~sign)), dtype)
+        negative = lax.bitwise_and(bits, lax.full_like(bits, sign)) != lax.full_like(bits, 0)
+        return lax.select(negative, lax.neg(magnitude), magnitude)
+
+    tiny = lax.full_like(y, ml_dtypes.finfo(dtype).tiny)
+    both = lax.bitwise_and(lax.abs(y) < tiny, lax.abs(x) < tiny)
+    return lax.select(both, scaled(y), y), lax.select(both, scaled(x), x)
+
+
 @register_op("stablehlo.atan2", "mhlo.atan2", prepare=reject_unsupported_types)
 def atan2(ctx, op, x, y):
+    if T.is_float(x.dtype):
+        x, y = _exactly_scaled_when_both_subnormal(x, y)
     return ctx.translator.math.atan2(x, y)
 
 

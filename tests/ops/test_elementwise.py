@@ -255,15 +255,17 @@ def test_atan2(dtype):
     assert_close(run("stablehlo.atan2", y, x), expected, dtype)
 
 
-@pytest.mark.xfail(strict=True, reason="known failure (found by shlo2jax fuzz, seeds 277 and "
-                   "526 before the gather kind): XLA's CPU atan2 gives NaN when both operands "
-                   "are subnormal (it tests them as nonzero, then its division flushes them); "
-                   "the spec gives the angle (-3pi/4 for equal negative operands) and the "
-                   "translation inherits XLA's result from lax.atan2")
-def test_atan2_of_subnormal_operands():
-    y = np.array([-4.2e-45, 4.2e-45], np.float32)
-    expected = np.arctan2(y.astype(np.float64), y.astype(np.float64)).astype(np.float32)
-    assert_close(run("stablehlo.atan2", y, y), expected, np.float32)
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: element(d))
+def test_atan2_of_subnormal_operands(dtype):
+    """Found by shlo2jax fuzz (seeds 277, 526 and 14 more of 10,000): XLA's CPU atan2 gives
+    NaN when both operands are subnormal (it tests them as nonzero, then its division
+    flushes them); the spec gives the angle. The translation scales both exactly first."""
+    info = ml_dtypes.finfo(dtype)
+    sub = float(info.smallest_subnormal)
+    y = np.array([-3 * sub, 3 * sub, 2 * sub, -sub, 0.0, -0.0, sub, 0.0, 1.0]).astype(dtype)
+    x = np.array([-3 * sub, 3 * sub, -5 * sub, 7 * sub, sub, -sub, 0.0, -0.0, sub]).astype(dtype)
+    expected = np.arctan2(y.astype(np.float64), x.astype(np.float64)).astype(dtype)
+    assert_close(run("stablehlo.atan2", y, x), expected, dtype)
 
 
 def test_complex_atan2():
