@@ -264,7 +264,8 @@ def _exactly_scaled_when_both_subnormal(y, x):
 
 @register_op("stablehlo.atan2", "mhlo.atan2", prepare=reject_unsupported_types)
 def atan2(ctx, op, x, y):
-    if T.is_float(x.dtype):
+    # (8-bit and smaller floats: XLA computes them in a wider type, where they are normal)
+    if T.is_float(x.dtype) and np.dtype(x.dtype).itemsize >= 2:
         x, y = _exactly_scaled_when_both_subnormal(x, y)
     return ctx.translator.math.atan2(x, y)
 
