@@ -31,3 +31,12 @@ def assert_same_bits(actual, expected):
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual, expected)
     np.testing.assert_array_equal(actual.reshape(-1).view(np.uint8),
                                   np.ascontiguousarray(expected).reshape(-1).view(np.uint8))
+
+
+def op_counts(text: str) -> dict:
+    """stablehlo/chlo operation names -> how often they occur in a module's text."""
+    import re
+    counts = {}
+    for name in re.findall(r"\b((?:stablehlo|chlo)\.[a-z_]+)\b(?=[ (])", text):
+        counts[name] = counts.get(name, 0) + 1
+    return counts

@@ -2,8 +2,6 @@
 module's own ops; grad, jvp and vmap trace the translation. Checked on real producers' exports
 from the corpus against the producers' own outputs and gradients (tests/corpus/checks.py)."""
 
-import re
-
 import jax
 import numpy as np
 import pytest
@@ -11,6 +9,8 @@ import pytest
 import shlo2jax
 from corpus import checks
 from corpus import entry as corpus_entry
+
+from _helpers import op_counts
 
 ENTRIES = {e.id: e for e in corpus_entry.entries()}
 # One per producer, and the constructs that matter here: while loops, erf (exact GELU),
@@ -34,20 +34,13 @@ def test_direct_lowering_agrees_with_the_producer(entry_id):
         assert result.ok or result.skipped, f"{check}: {result.message}"
 
 
-def _op_counts(text: str) -> dict:
-    counts = {}
-    for name in re.findall(r"\b((?:stablehlo|chlo)\.[a-z_]+)\b(?=[ (])", text):
-        counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
 def test_direct_lowering_is_the_module_itself():
     """The lowered program holds the source module's ops, no more (the translation of the
     same export re-emits constants per use and adds converts); forward values are XLA's
     own for the module, i.e. what the direct compile gives."""
     e, program, fn = _load("torch/nn_gelu_mlp", lowering="direct")
-    source = _op_counts(program.mlir_module.operation.get_asm(enable_debug_info=False))
-    lowered = _op_counts(jax.jit(fn).lower(*e.args).as_text())
+    source = op_counts(program.mlir_module.operation.get_asm(enable_debug_info=False))
+    lowered = op_counts(jax.jit(fn).lower(*e.args).as_text())
     assert lowered == source
     from shlo2jax.tools.reference import xla_direct
     direct = xla_direct(program)(*e.args)

@@ -421,36 +421,33 @@ def _load(path):
         return {k: data[k] for k in data.files}
 
 
+def _assert_same_results(got_path, want_path, rtol, what):
+    want, got = _load(want_path), _load(got_path)
+    assert want.keys() == got.keys()
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=1e-6,
+                                   err_msg=f"{what} {key}")
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_one_process_translation_matches_the_producer(reference, case):
-    producer = _load(reference / f"{case}.producer.npz")
-    translated = _load(reference / f"{case}.one_process.npz")
-    assert producer.keys() == translated.keys()
-    for key in producer:
-        np.testing.assert_allclose(translated[key], producer[key], rtol=1e-5, atol=1e-6,
-                                   err_msg=f"{case} {key}")
+    _assert_same_results(reference / f"{case}.one_process.npz",
+                         reference / f"{case}.producer.npz", 1e-5, case)
 
 
 @pytest.mark.parametrize("worker", range(WORKERS))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_processes_agree_with_one_process(runs, case, worker):
-    one = _load(runs / f"{case}.one_process.npz")
-    many = _load(runs / f"{case}.worker{worker}.npz")
-    assert one.keys() == many.keys()
-    for key in one:
-        np.testing.assert_allclose(many[key], one[key], rtol=1e-6, atol=1e-6,
-                                   err_msg=f"{case} {key} (worker {worker})")
+    _assert_same_results(runs / f"{case}.worker{worker}.npz", runs / f"{case}.one_process.npz",
+                         1e-6, f"{case} (worker {worker})")
 
 
 @pytest.mark.parametrize("worker", range(WORKERS))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_processes_agree_with_the_producer_on_the_processes(runs, case, worker):
-    producer = _load(runs / f"{case}.producer.worker{worker}.npz")
-    translated = _load(runs / f"{case}.worker{worker}.npz")
-    assert producer.keys() == translated.keys()
-    for key in producer:
-        np.testing.assert_allclose(translated[key], producer[key], rtol=1e-5, atol=1e-6,
-                                   err_msg=f"{case} {key} (worker {worker})")
+    _assert_same_results(runs / f"{case}.worker{worker}.npz",
+                         runs / f"{case}.producer.worker{worker}.npz", 1e-5,
+                         f"{case} (worker {worker})")
 
 
 def test_the_grid_on_one_process_follows_the_spec(reference):

@@ -605,15 +605,7 @@ def _worker_main() -> None:
     plugins = os.environ.get(_PLUGINS_ENV, "")
     load_plugins(p for p in plugins.split(os.pathsep) if p)
     conn_out.send(("ready", os.getpid()))
-    while True:
-        try:
-            msg = conn_in.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        case, timeout = msg
-        isolated.fresh_log()
+    for case, timeout in isolated.requests(conn_in):
         start = time.time()
         outcome, message = run_case(case, timeout)
         conn_out.send((case["id"], outcome, message, time.time() - start))

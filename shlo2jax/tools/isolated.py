@@ -104,13 +104,9 @@ class WorkerProcess:
         self.log.close()
 
 
-def _worker_main() -> None:
-    import importlib
-    import traceback
-    conn_in, conn_out = worker_connections()
-    module, _, name = sys.argv[1].partition(":")
-    function = getattr(importlib.import_module(module), name)
-    conn_out.send(("ready",))
+def requests(conn_in):
+    """A worker's requests, each with a fresh log, until the parent closes the pipe or
+    sends None."""
     while True:
         try:
             msg = conn_in.recv()
@@ -118,8 +114,18 @@ def _worker_main() -> None:
             return
         if msg is None:
             return
-        index, item = msg
         fresh_log()
+        yield msg
+
+
+def _worker_main() -> None:
+    import importlib
+    import traceback
+    conn_in, conn_out = worker_connections()
+    module, _, name = sys.argv[1].partition(":")
+    function = getattr(importlib.import_module(module), name)
+    conn_out.send(("ready",))
+    for index, item in requests(conn_in):
         try:
             conn_out.send((index, "ok", function(item)))
         except Exception:

@@ -7,7 +7,7 @@ import pytest
 
 from shlo2jax import types as T
 
-from _helpers import assert_same_bits, run_main, tensor
+from _helpers import assert_same_bits, op_counts, run_main, tensor
 
 ELEMENTS = ["i1", "i4", "i8", "i16", "i32", "i64", "ui8", "ui32", "ui64", "f8E4M3FN", "bf16",
             "f16", "f32", "f64", "complex<f32>", "complex<f64>"]
@@ -254,15 +254,6 @@ def test_data_movement_every_element_type(element):
 
 # ------------------------------------------------------------------ broadcast of a constant
 
-def _mlir_ops(text: str) -> dict:
-    """Operation names -> counts in a module's text (one op per `name` occurrence)."""
-    import re
-    counts = {}
-    for name in re.findall(r"\b(stablehlo\.[a-z_]+|func\.call|call)\b(?=[ (@%])", text):
-        counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
 def test_constant_broadcast_once_per_region_not_per_use():
     """jax writes one scalar constant and a broadcast of it at each use; JAX re-emits a
     literal at every use, so the translation shares the broadcast: the lowered translation
@@ -280,8 +271,8 @@ def test_constant_broadcast_once_per_region_not_per_use():
 
     exported = jax_export.export(jax.jit(model))(jax.ShapeDtypeStruct((8,), jnp.float32))
     program = shlo2jax.load(exported.serialize())
-    source = _mlir_ops(exported.mlir_module())
-    lowered = _mlir_ops(jax.jit(program.entry).lower(jnp.ones(8, jnp.float32)).as_text())
+    source = op_counts(exported.mlir_module())
+    lowered = op_counts(jax.jit(program.entry).lower(jnp.ones(8, jnp.float32)).as_text())
     assert source["stablehlo.constant"] <= 3
     assert lowered["stablehlo.constant"] <= source["stablehlo.constant"]
     assert lowered["stablehlo.broadcast_in_dim"] <= source["stablehlo.broadcast_in_dim"]
