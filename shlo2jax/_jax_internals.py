@@ -72,6 +72,7 @@ def compile_mlir_module(module_text, platform: str = "cpu", num_replicas: int = 
     from jax._src.lib import xla_client as xc
 
     backend = xla_bridge.get_backend(platform)
+    initialize_kernels((platform,))
     devices = backend.devices()[:num_replicas * num_partitions]
     options = compiler.get_compile_options(num_replicas=num_replicas,
                                            num_partitions=num_partitions)
@@ -483,8 +484,10 @@ def direct_call_primitive():
     merged into the module being lowered (jax's `merge_mlir_modules`, as `jax.export`'s
     `Exported.call` does), and a call of it. Binding takes the function's arguments and the
     param `callee` (shlo2jax.direct.DirectCallee: `bytecode`, a module whose `@main` is the
-    function; `out_avals`; `translated`, the translation of the same function). Derivatives
-    and batching are the translation's: its JVP and its vmap."""
+    function; `out_avals`; `translated`, the translation of the same function;
+    `custom_call_targets`, the kernels the module calls). Derivatives and batching are the
+    translation's: its JVP and its vmap; so is the lowering for a platform that lacks one of
+    the module's kernels."""
     from jax.extend.core import Primitive
     from jax.interpreters import ad, batching, mlir
     from jaxlib.mlir import ir
@@ -505,6 +508,15 @@ def direct_call_primitive():
 
     def _lower(ctx, *args, callee):
         mctx = ctx.module_context
+        if callee.custom_call_targets:
+            initialize_kernels(mctx.platforms)
+        if callee.custom_call_targets and not all(
+                callee.custom_call_targets <= registered_custom_call_targets(p)
+                for p in mctx.platforms):
+            # a kernel the target platform lacks (a GPU export's solver lowered for CPU): the
+            # translation, which maps it to lax
+            return mlir.lower_fun(lambda *a: list(callee.translated(*a)),
+                                  multiple_results=True)(ctx, *args)
         submodule = ir.Module.parse(callee.bytecode, context=mctx.context)
         name = mlir.merge_mlir_modules(mctx.module, f"shlo2jax_{callee.name}", submodule,
                                        dst_symtab=mctx.symbol_table)
@@ -527,3 +539,29 @@ def direct_call_primitive():
 
     batching.primitive_batchers[prim] = _batch
     return prim
+
+
+def stable_custom_call_targets() -> frozenset:
+    """The custom call targets whose ABI `jax.export` guarantees stable (jax's own kernels:
+    LAPACK, cuSOLVER, ... FFI handlers)."""
+    from jax._src.export import _export
+    return frozenset(_export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE)
+
+
+def registered_custom_call_targets(platform: str) -> frozenset:
+    """The custom call targets XLA's `platform` ("cpu", "cuda", ...) implements in this process
+    (a few dozen names: asked at each lowering, so a kernel registered later counts)."""
+    from jax._src.lib import xla_client
+    try:
+        return frozenset(xla_client.custom_call_targets(platform))
+    except Exception:  # a platform XLA does not know here
+        return frozenset()
+
+
+def initialize_kernels(platforms) -> None:
+    """Binds jaxlib's kernels for `platforms` to their libraries before a module that calls them
+    is compiled: the CPU LAPACK kernels are registered with XLA at import, but until jax
+    initializes them (its linalg lowerings do, and `Exported.call`) they call through null
+    function pointers, and the process dies."""
+    from jax._src.export import _export
+    _export._ensure_backends_initialized(tuple(platforms))

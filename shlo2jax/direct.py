@@ -10,26 +10,35 @@ growth, the same compile time), and loading is the whole cost. `jax.grad`, `jvp`
 still work: the primitive's derivative and batching rules are the translation's, traced
 when a transformation asks for them.
 
+Loading does not decode such a program: it parses, checks and walks the module once
+(`scan`), and the op records the translation runs on are made when something first needs
+them (`Program.module`: a transformation, another function, a tool). Problems decoding it
+(an op without a rule) are reported then, all at once; calls and jit never need it.
+
 A function lowers directly only where that is exactly what XLA would run: static tensor
 types that XLA holds (no quantized or f6 values, no tokens or tuples), ops of the
-stablehlo/chlo/func dialects other than custom calls, side effects and collectives, one
-device. Anywhere else the translation runs, and `Function.lowering` says which one did and why.
+stablehlo/chlo/func dialects other than side effects and collectives, custom calls only to
+jax's own typed-FFI kernels (LAPACK, cuSOLVER, ...; lowered as the translation for a platform
+that lacks the kernel), one device. Anywhere else the translation runs, and
+`Function.lowering` says which one did and why.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from jaxlib.mlir import ir
+
 from shlo2jax import types as T
 
 LOWERINGS = ("translate", "direct")
 
 # Ops whose direct lowering is not what the translation gives or may not compile as-is on
-# every backend: host transfers and tokens, collectives and sharding, custom calls (the
-# translation maps legacy and foreign kernels), and the ops the translation gives semantics
-# XLA's CPU backend lacks.
+# every backend: host transfers and tokens, collectives and sharding, composites (the
+# translation may run a registered implementation), and the ops the translation gives
+# semantics XLA's CPU backend lacks. Custom calls: see _custom_call_blocker.
 _TRANSLATED_ONLY = frozenset({
-    "stablehlo.custom_call", "stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send",
+    "stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send",
     "stablehlo.recv", "stablehlo.after_all", "stablehlo.create_token", "stablehlo.optimization_barrier",
     "stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter",
     "stablehlo.all_to_all", "stablehlo.collective_permute", "stablehlo.collective_broadcast",
@@ -38,11 +47,89 @@ _TRANSLATED_ONLY = frozenset({
     "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize",
 })
 _DIALECTS = ("stablehlo.", "chlo.", "func.")
+_FFI_API_VERSION = 4  # the typed FFI; versions 1-3 are legacy kernels with opaque descriptors
 
 
 def _plain(t) -> bool:
     """A static tensor XLA holds (a quantized or f6 tensor has `quant` set)."""
     return type(t) is T.TensorType and t.quant is None and t.is_static
+
+
+class DirectScan:
+    """What one walk of a module found: why it cannot lower directly (None when it can: the
+    first op that stops it, with its location), and the custom call targets it calls."""
+
+    def __init__(self, blocker: Optional[str], custom_call_targets: frozenset):
+        self.blocker = blocker
+        self.custom_call_targets = custom_call_targets
+
+
+def _custom_call_blocker(operation, stable: frozenset) -> Optional[str]:
+    """None when a custom call may lower as itself: one of jax's own kernels whose ABI
+    `jax.export` keeps stable, through the typed FFI, without side effects. Whether the
+    platform it is lowered for has the kernel is asked at each lowering (the translation
+    lowers it where not). Legacy kernels, callbacks and foreign targets run translated."""
+    attrs = operation.attributes
+    target = attrs["call_target_name"].value
+    if target not in stable:
+        return f"custom call @{target} is not one of jax's stable kernels"
+    version = int(attrs["api_version"].value) if "api_version" in attrs else 1
+    # A StableHLO version before the FFI's own api_version writes a typed-FFI call as the
+    # original one with a dictionary `mhlo.backend_config` (XLA reads it back as the FFI).
+    typed_ffi = version == _FFI_API_VERSION or (
+        version == 1 and "mhlo.backend_config" in attrs
+        and isinstance(attrs["mhlo.backend_config"], ir.DictAttr))
+    if not typed_ffi:
+        return f"custom call @{target} is a legacy kernel (api_version {version}), not the typed FFI"
+    if "has_side_effect" in attrs and bool(attrs["has_side_effect"].value):
+        return f"custom call @{target} has side effects"
+    return None
+
+
+def scan(mlir_module, source_name: str = "") -> DirectScan:
+    """Walks `mlir_module` once (no decoding: a load that lowers directly skips it) for the ops
+    and types only the translation handles (see the module docstring)."""
+    from shlo2jax._jax_internals import stable_custom_call_targets
+    from shlo2jax.module import format_location
+    stable = stable_custom_call_targets()
+    root = mlir_module.operation
+    plain_types: dict = {}  # types are uniqued in their context: each is parsed once
+    targets: set = set()
+    blocker = []
+
+    def plain(mlir_type) -> bool:
+        ok = plain_types.get(mlir_type)
+        if ok is None:
+            try:
+                ok = _plain(T.parse_type(str(mlir_type)))
+            except Exception:  # a type the translation cannot read is not one XLA holds here
+                ok = False
+            plain_types[mlir_type] = ok
+        return ok
+
+    def visit(operation):
+        name = operation.name
+        why = None
+        if name == "stablehlo.custom_call":
+            why = _custom_call_blocker(operation, stable)
+            if why is None:
+                targets.add(operation.attributes["call_target_name"].value)
+        elif name in _TRANSLATED_ONLY or not name.startswith(_DIALECTS):
+            if operation == root:
+                return ir.WalkResult.ADVANCE
+            why = f"{name} runs translated"
+        if why is None:
+            for t in operation.results.types:
+                if not plain(t):
+                    why = f"{name} has a type the translation carries ({t})"
+                    break
+        if why is None:
+            return ir.WalkResult.ADVANCE
+        blocker.append(f"{why} (at {format_location(operation.location, source_name)})")
+        return ir.WalkResult.INTERRUPT
+
+    root.walk(visit)
+    return DirectScan(blocker[0] if blocker else None, frozenset(targets))
 
 
 def why_not_direct(program, fn) -> Optional[str]:
@@ -54,22 +141,27 @@ def why_not_direct(program, fn) -> Optional[str]:
     for t in tuple(fn.input_types) + tuple(fn.output_types):
         if not _plain(t):
             return f"a signature type the translation carries ({t})"
-    for op in program.module.ops:
-        if op.name in _TRANSLATED_ONLY or not op.name.startswith(_DIALECTS):
-            return f"{op.name} at {op.location} runs translated"
-        for t in op.result_types:
-            if not _plain(t):
-                return f"{op.name} at {op.location} has a type the translation carries ({t})"
-    return None
+    return program.direct_scan.blocker
 
 
 class DirectCallee:
     """What the direct-call primitive lowers and differentiates (identity-hashed: one per
     Function)."""
 
-    def __init__(self, name: str, bytecode: bytes, out_avals: tuple, translated):
+    def __init__(self, name: str, bytecode: bytes, out_avals: tuple, translate,
+                 custom_call_targets: frozenset):
         self.name, self.bytecode, self.out_avals = name, bytecode, out_avals
-        self.translated = translated  # the translation of the same function: JVP and vmap
+        self._translate = translate  # () -> the translation of the same function
+        self._translated = None
+        self.custom_call_targets = custom_call_targets
+
+    @property
+    def translated(self):
+        """The translation of the function (JVP, vmap, a platform without one of the module's
+        kernels): made on first use, so a program only called or jitted is never decoded."""
+        if self._translated is None:
+            self._translated = self._translate()
+        return self._translated
 
     def __repr__(self):
         return f"<shlo2jax direct @{self.name}>"
@@ -83,12 +175,13 @@ def module_bytecode(mlir_module) -> bytes:
     return buffer.getvalue()
 
 
-def direct_body(fn, translated):
-    """`fn`'s body as one direct-call primitive (see the module docstring)."""
+def direct_body(fn, translate):
+    """`fn`'s body as one direct-call primitive (see the module docstring); `translate()`
+    makes its translation."""
     from shlo2jax._jax_internals import direct_call_primitive
     prim = direct_call_primitive()
     callee = DirectCallee(fn.name, module_bytecode(fn.program.mlir_module), fn.out_avals,
-                          translated)
+                          translate, fn.program.direct_scan.custom_call_targets)
 
     def body(*args):
         return prim.bind(*args, callee=callee)

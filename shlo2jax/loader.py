@@ -13,7 +13,8 @@ from jaxlib.mlir.dialects import stablehlo
 from shlo2jax._jax_internals import make_ir_context
 from shlo2jax.chlo_legalize import legalize_chlo
 from shlo2jax.errors import LoadError, UnsupportedError
-from shlo2jax.module import decode_module
+from shlo2jax.direct import scan as direct_scan
+from shlo2jax.module import decode_module, decode_signatures
 from shlo2jax.options import TranslationOptions
 from shlo2jax.outline import return_freed_memory
 from shlo2jax.program import Program
@@ -182,30 +183,54 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
         if exported is not None:
             return _from_exported(exported, options, owned=True)
     _load_builtin_rules()
+    context = make_ir_context()
+    mlir_module = parse_mlir(source, context, source_name)
+    decode = functools.partial(_decoded_module, mlir_module, source_name=source_name,
+                               placeholder_data=placeholder_data, seed=seed, strict=strict,
+                               translation_options=TranslationOptions(
+                                   gradients=gradients, max_loop_trips=max_loop_trips))
+    program_options = {k: v for k, v in options.items() if k != "strict"}
+    scan = None
+    if lowering == "direct":
+        # A program whose @main lowers directly is not decoded until something needs its
+        # translation (shlo2jax.direct): loading it is parsing it and one walk.
+        with context:
+            scan = direct_scan(mlir_module, source_name)
+            signatures = decode_signatures(mlir_module, source_name=source_name) \
+                if scan.blocker is None else None
+        if signatures is not None:
+            program = Program(signatures, mlir_module, source_name, program_options,
+                              decode=decode, direct_scan=scan)
+            main = program.functions.get("main")
+            if main is None or main.lowering != "direct":
+                program.module  # noqa: B018 - decodes it now: nothing lowers directly
+            return program
+    program = Program(decode(), mlir_module, source_name, program_options, direct_scan=scan)
+    if program.release_mlir_module():
+        del decode, mlir_module, context  # the last references: the context goes here
+        return_freed_memory()
+    return program
+
+
+def _decoded_module(mlir_module, *, source_name, placeholder_data, seed, strict,
+                    translation_options):
+    """The program's decoded module; CHLO ops without a translation rule decomposed by jaxlib's
+    pass first. `strict`: every unsupported construct raised together."""
     # Decoding allocates a few long-lived records per op and no cyclic garbage: the collector's
     # repeated full passes over the growing heap cost ~20% of a large load and free nothing
     # (paused, the records are scanned once, on its next pass).
-    with gc_paused():
-        context = make_ir_context()
-        mlir_module = parse_mlir(source, context, source_name)
-        with context:
-            decode = functools.partial(_decode, mlir_module, source_name=source_name,
-                                       placeholder_data=placeholder_data, seed=seed, strict=False)
+    with gc_paused(), mlir_module.context:
+        decode = functools.partial(_decode, mlir_module, source_name=source_name,
+                                   placeholder_data=placeholder_data, seed=seed, strict=False)
+        module = decode()
+        missing_chlo = {name for name, _, _ in module.problems if name.startswith("chlo.")}
+        # CHLO ops without a direct translation: decompose with jaxlib's pass, decode again.
+        if missing_chlo and legalize_chlo(mlir_module, missing_chlo):
             module = decode()
-            missing_chlo = {name for name, _, _ in module.problems if name.startswith("chlo.")}
-            # CHLO ops without a direct translation: decompose with jaxlib's pass, decode again.
-            if missing_chlo and legalize_chlo(mlir_module, missing_chlo):
-                module = decode()
-        if strict and module.problems:
-            raise UnsupportedError(module.problems)
-        module.translation_options = TranslationOptions(gradients=gradients,
-                                                        max_loop_trips=max_loop_trips)
-        program = Program(module, mlir_module, source_name,
-                          {k: v for k, v in options.items() if k != "strict"})
-        if program.release_mlir_module():
-            del decode, mlir_module, context  # the last references: the context goes here
-            return_freed_memory()
-        return program
+    if strict and module.problems:
+        raise UnsupportedError(module.problems)
+    module.translation_options = translation_options
+    return module
 
 
 def _decode(mlir_module, **kwargs):

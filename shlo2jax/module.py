@@ -359,7 +359,7 @@ def _is_carried(t) -> bool:
     return type(t) is T.TupleType and any(_is_carried(e) for e in t.elements)
 
 
-def _function(decoder: _Decoder, func_op) -> FunctionDef:
+def _function(decoder: _Decoder, func_op, with_body: bool = True) -> FunctionDef:
     operation = func_op.operation
     attrs = operation.attributes
     name = attrs["sym_name"].value
@@ -376,7 +376,8 @@ def _function(decoder: _Decoder, func_op) -> FunctionDef:
 
     arg_attrs = per_value_attrs("arg_attrs", len(input_types))
     result_attrs = per_value_attrs("res_attrs", len(output_types))
-    body = decoder.region(operation.regions[0], f"func.func @{name}", location)
+    body = decoder.region(operation.regions[0], f"func.func @{name}", location) \
+        if with_body else None
     blocks = operation.regions[0].blocks
     arg_locations = tuple(str(a.location) for a in blocks[0].arguments) if len(blocks) == 1 \
         else ()
@@ -415,6 +416,23 @@ def _live_functions(functions: dict) -> set:
                     if isinstance(v, str) and v in functions and v not in live:
                         stack.append(v)
     return live
+
+
+def decode_signatures(mlir_module, *, source_name: str = "") -> ModuleDef:
+    """The module's name, attributes and functions' signatures, without their bodies (each
+    FunctionDef's `body` is None, and the module has no ops): what a program needs until it
+    translates (see shlo2jax.direct). None when a signature cannot be read (the full decode
+    reports why)."""
+    decoder = _Decoder(source_name, None)
+    module_attrs = attributes.decode_op_attributes(mlir_module.operation)
+    functions = {}
+    for view in mlir_module.body.operations:
+        if view.operation.name == "func.func":
+            fdef = _function(decoder, view, with_body=False)
+            functions[fdef.name] = fdef
+    if decoder.problems or not functions:
+        return None
+    return ModuleDef(module_attrs.get("sym_name"), functions, module_attrs, [])
 
 
 def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool = False,

@@ -40,7 +40,7 @@ class Function:
 
     def __init__(self, program: "Program", fdef: FunctionDef):
         self.program = program
-        self.definition = fdef
+        self._definition = fdef  # its signature; its body too once the program is decoded
         self.name = fdef.name
         self.input_types: tuple = fdef.input_types
         self.output_types: tuple = fdef.output_types
@@ -52,6 +52,13 @@ class Function:
         # `?` dimensions in the signature: each call specialises the module to its shapes.
         self._dynamic = any(isinstance(t, T.TensorType) and not t.is_static
                             for t in self.input_types + self.output_types)
+
+    @property
+    def definition(self) -> FunctionDef:
+        """The decoded function (decoding the program on first use, see `Program.module`)."""
+        if self._definition.body is None:
+            self._definition = self.program.module.functions[self.name]
+        return self._definition
 
     @property
     def in_avals(self) -> tuple:
@@ -77,14 +84,14 @@ class Function:
         `tf_saved_model.index_path`, ...), else `arg_<i>`; unique. A call takes them as
         keyword arguments."""
         from shlo2jax import names
-        return names.with_fallback(names.module_argument_names(self.program, self.definition),
+        return names.with_fallback(names.module_argument_names(self.program, self._definition),
                                    "arg")
 
     @functools.cached_property
     def result_names(self) -> tuple:
         """Each result's name (`jax.result_info`, ...), else `result_<i>`; unique."""
         from shlo2jax import names
-        return names.with_fallback(names.module_result_names(self.program, self.definition),
+        return names.with_fallback(names.module_result_names(self.program, self._definition),
                                    "result")
 
     @functools.cached_property
@@ -143,12 +150,16 @@ class Function:
         from shlo2jax.direct import why_not_direct
         return why_not_direct(self.program, self)
 
+    def _translated_body(self):
+        return self.program.translator.function_body(self.definition)
+
     def _traceable(self):
         if self._jitted is None:
-            body = self.program.translator.function_body(self.definition)
             if self.lowering == "direct":
                 from shlo2jax.direct import direct_body
-                body = direct_body(self, body)
+                body = direct_body(self, self._translated_body)
+            else:
+                body = self._translated_body()
             self._jitted = jax.jit(self.taking_storage_integers(body))
         return self._jitted
 
@@ -202,13 +213,13 @@ class Function:
         where the program leaves it open); all None for a one-device program."""
         if not self.is_sharded:
             return (None,) * len(self.input_types)
-        return self._named(self.definition.arg_attrs, self.input_types)
+        return self._named(self._definition.arg_attrs, self.input_types)
 
     @property
     def out_shardings(self) -> tuple:
         if not self.is_sharded:
             return (None,) * len(self.output_types)
-        return self._named(self.definition.result_attrs, self.output_types)
+        return self._named(self._definition.result_attrs, self.output_types)
 
     def _sharded_traceable(self):
         if self._sharded is None:
@@ -252,26 +263,76 @@ class Program:
     """A loaded StableHLO module. Calling it calls its entry function."""
 
     def __init__(self, module: ModuleDef, mlir_module=None, source_name: str = "",
-                 load_options: Optional[dict] = None):
-        self.module = module
+                 load_options: Optional[dict] = None, decode=None, direct_scan=None):
+        """`module` decoded; or, with `decode` (a thunk that decodes it), only its functions'
+        signatures (shlo2jax.module.decode_signatures): the ops are decoded on first use of
+        `module` (see shlo2jax.direct). `direct_scan`: the loader's `direct.scan` of the
+        module, when it made one."""
+        self._module = module
+        self._decode = decode
+        self.name: Optional[str] = module.name
+        self.attrs: dict = module.attrs
         self.load_options = dict(load_options or {})  # to decode refined copies the same way
         self._mlir_module = mlir_module
         self._outline = None  # a shlo2jax.outline.ModuleOutline once the module is let go
+        self._direct_scan = direct_scan
         self.source_name = source_name
+        from shlo2jax import sharding
+        if decode is None:
+            self._rewrite_manual_regions(module)
+        # (a program decoded later is one that lowers directly: one device, no shardings)
+        self.sharding = sharding.ShardingContext(module, mlir_module)
+        self.functions: dict[str, Function] = {
+            name: Function(self, fdef) for name, fdef in module.functions.items() if fdef.public}
+        self._exported = None
+
+    @staticmethod
+    def _rewrite_manual_regions(module) -> None:
         from shlo2jax import sharding
         problems = sharding.rewrite_manual_regions(module)
         if problems:
             from shlo2jax.errors import UnsupportedError
             raise UnsupportedError(problems)
-        self.translator = Translator(module)
-        self.sharding = sharding.ShardingContext(module, mlir_module)
-        self.has_manual_regions = any(
-            op.name == "sdy.manual_computation" for op in module.ops) or any(
+
+    @property
+    def module(self) -> ModuleDef:
+        """The decoded module: every op as a record the translation runs. A program loaded to
+        lower directly decodes it here, on first use (an `UnsupportedError` then lists what
+        it cannot translate, at each use until it can)."""
+        if self._decode is not None:
+            module = self._decode()
+            self._rewrite_manual_regions(module)
+            from shlo2jax import sharding
+            self._module, self._decode = module, None
+            self.sharding = sharding.ShardingContext(module, self._mlir_module)
+            self.release_mlir_module()
+        return self._module
+
+    @property
+    def decoded(self) -> bool:
+        """Whether the ops are decoded (see `module`)."""
+        return self._decode is None
+
+    @functools.cached_property
+    def translator(self) -> Translator:
+        return Translator(self.module)
+
+    @functools.cached_property
+    def has_manual_regions(self) -> bool:
+        from shlo2jax import sharding
+        module = self.module
+        return any(op.name == "sdy.manual_computation" for op in module.ops) or any(
             op.name == sharding.MANUAL_REGION for f in module.functions.values()
             for op in f.body.ops)
-        self.functions: dict[str, Function] = {
-            name: Function(self, fdef) for name, fdef in module.functions.items() if fdef.public}
-        self._exported = None
+
+    @property
+    def direct_scan(self):
+        """What `shlo2jax.direct.scan` finds in the module (made on first use, unless the
+        loader made it)."""
+        if self._direct_scan is None:
+            from shlo2jax.direct import scan
+            self._direct_scan = scan(self.mlir_module, self.source_name)
+        return self._direct_scan
 
     @property
     def mlir_module(self):
@@ -327,7 +388,7 @@ class Program:
         `Exported` with empty module bytes stands for one whose module is this program's
         (see `exported`)."""
         self._exported = exported
-        main = self.module.functions.get("main")
+        main = self._module.functions.get("main")
         if main is not None and main.public:
             self.functions["main"] = ExportedFunction(self, main, exported, load_vjp)
 
@@ -364,17 +425,17 @@ class Program:
 
     @property
     def num_replicas(self) -> int:
-        return int(self.module.attrs.get("mhlo.num_replicas", 1))
+        return int(self.attrs.get("mhlo.num_replicas", 1))
 
     @property
     def num_partitions(self) -> int:
-        return int(self.module.attrs.get("mhlo.num_partitions", 1))
+        return int(self.attrs.get("mhlo.num_partitions", 1))
 
     def op_histogram(self) -> dict:
         return self.module.op_histogram()
 
     def __repr__(self):
-        name = self.module.name or self.source_name or "module"
+        name = self.name or self.source_name or "module"
         return f"<shlo2jax.Program {name}: {', '.join(f.signature for f in self.functions.values())}>"
 
 
@@ -465,7 +526,7 @@ class ExportedFunction(Function):
         """The names of the exported function's flat arguments (see Function.arg_names; for
         arguments jax dropped as unused, their `in_tree` path)."""
         from shlo2jax import names
-        module_names = names.module_argument_names(self.program, self.definition)
+        module_names = names.module_argument_names(self.program, self._definition)
         skip = (self._platform_index is not None) + self._tokens
         return names.with_fallback(
             names.exported_argument_names(self._exported, module_names[skip:]), "arg")
@@ -473,7 +534,7 @@ class ExportedFunction(Function):
     @functools.cached_property
     def result_names(self) -> tuple:
         from shlo2jax import names
-        module_names = names.module_result_names(self.program, self.definition)
+        module_names = names.module_result_names(self.program, self._definition)
         return names.with_fallback(module_names[self._result_tokens:], "result")
 
     def __call__(self, *args, **kwargs):

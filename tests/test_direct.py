@@ -49,12 +49,97 @@ def test_direct_lowering_is_the_module_itself():
 
 
 def test_functions_the_direct_lowering_cannot_express_run_translated():
-    e, _, fn = _load("jax/linalg_cpu", lowering="direct")  # LAPACK custom calls
+    e, _, fn = _load("tensorflow/tf_special", lowering="direct")  # TF's @mhlo.erf custom call
     assert fn.lowering == "translate"
-    assert "stablehlo.custom_call" in fn.lowering_note
+    assert "custom call @mhlo.erf is not one of jax's stable kernels" in fn.lowering_note
     assert checks.run(e, "forward", fn).ok
+    _, _, composite = _load("jax/moe_topk", lowering="direct")
+    assert composite.lowering == "translate"
+    assert "stablehlo.composite runs translated (at " in composite.lowering_note
     _, _, poly = _load("jax/mlp_poly", lowering="direct")  # a `?` dimension
     assert poly.lowering == "translate" and "tensor<?x" in poly.lowering_note
+
+
+def test_jax_kernels_lower_as_themselves():
+    """LAPACK's typed-FFI kernels, which jax.export keeps stable, lower as the module's own
+    custom calls on CPU; the translation (grad) maps them to lax and agrees with jax."""
+    e, program, fn = _load("jax/linalg_cpu", lowering="direct")
+    assert fn.lowering == "direct", fn.lowering_note
+    assert "lapack_sgetrf_ffi" in program.direct_scan.custom_call_targets
+    assert "@lapack_sgetrf_ffi" in jax.jit(fn).lower(*e.args).as_text()
+    for check in ("forward", "grad", "vmap"):
+        result = checks.run(e, check, fn)
+        assert result.ok or result.skipped, f"{check}: {result.message}"
+
+
+def test_kernels_the_platform_lacks_lower_as_the_translation():
+    """A CUDA export's cuSOLVER kernels lowered for CPU: the primitive lowers the translation
+    there (the kernels are not registered on CPU), and the results are the producer's."""
+    e, _, fn = _load("jax/linalg_cuda", lowering="direct")
+    assert fn.lowering == "direct", fn.lowering_note
+    text = jax.jit(fn).lower(*e.args).as_text()
+    assert "custom_call @cusolver" not in text and "custom_call @lapack_" in text
+    result = checks.run(e, "forward", fn)
+    assert result.ok, result.message
+
+
+def test_a_first_compile_of_lapack_kernels_does_not_crash():
+    """jaxlib registers its CPU LAPACK kernels with XLA at import but binds them to LAPACK only
+    when jax initializes them: a fresh process whose first compile runs one (a direct
+    lowering, or XLA's direct compile of the module) died of a null call before."""
+    import subprocess
+    import sys
+    code = f"""
+import numpy as np, shlo2jax
+from shlo2jax.tools.reference import xla_direct
+program = shlo2jax.load({str(ENTRIES["jax/qr_cpu"].artifact_path)!r}, lowering="direct")
+fn = program.entry
+assert fn.lowering == "direct", fn.lowering_note
+args = [np.arange(a.size, dtype=a.dtype).reshape(a.shape) % 5 + 1 for a in fn.in_avals]
+fn(*args)
+xla_direct(shlo2jax.load({str(ENTRIES["jax/linalg_cpu"].artifact_path)!r}))
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_program_that_lowers_directly_is_decoded_on_first_need():
+    """Loading parses and walks the module; calls and jit never decode it; grad does (and the
+    records are then the translation's, as a translated load makes them)."""
+    e, program, fn = _load("torch/hf_gpt2", lowering="direct")
+    assert not program.decoded
+    checks.as_list(fn(*e.args))
+    jax.jit(fn).lower(*e.args)
+    assert not program.decoded and fn.arg_names and program.num_partitions == 1
+    result = checks.run(e, "grad", fn)
+    assert result.ok or result.skipped, result.message
+    assert program.decoded
+    translated = shlo2jax.load(str(e.artifact_path))
+    assert program.op_histogram() == translated.op_histogram()
+
+
+def test_an_op_without_a_rule_runs_directly_and_fails_only_where_translated(monkeypatch):
+    """Where the translation lacks a rule, a program that lowers directly still loads and runs
+    (XLA compiles the op); the translation, when a transformation needs it, reports the op."""
+    from shlo2jax import registry
+    from shlo2jax.errors import UnsupportedError
+    text = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.cosine %x : tensor<4xf32>
+  %1 = stablehlo.multiply %0, %x : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}"""
+    monkeypatch.delitem(registry.OP_RULES, "stablehlo.cosine")
+    with pytest.raises(UnsupportedError, match="stablehlo.cosine"):
+        shlo2jax.load(text)  # the translation: reported at load
+    program = shlo2jax.load(text, lowering="direct")
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(program(x)), np.cos(x) * x, rtol=1e-6)
+    with pytest.raises(UnsupportedError, match="stablehlo.cosine"):
+        jax.grad(lambda v: program(v).sum())(x)
+    with pytest.raises(UnsupportedError, match="stablehlo.cosine"):  # at each use, not once
+        program.module
 
 
 def test_the_translation_is_the_default():
