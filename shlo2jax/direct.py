@@ -47,12 +47,20 @@ _TRANSLATED_ONLY = frozenset({
     "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize",
 })
 _DIALECTS = ("stablehlo.", "chlo.", "func.")
+# Integer division: XLA folds a divisor that simplifies to zero (`x - x`) at compile time and
+# the process dies of SIGFPE; the translation guards the divisor (XLA's own x/0 semantics).
+_INTEGER_DIVISIONS = frozenset({"stablehlo.divide", "stablehlo.remainder"})
+# 2-bit integers: XLA's CPU backend fails or crashes on several ops over them (concatenate,
+# sort, dot, convolution); the translation computes those in a wider type.
+_CRASHING_DTYPES = frozenset({"int2", "uint2"})
 _FFI_API_VERSION = 4  # the typed FFI; versions 1-3 are legacy kernels with opaque descriptors
 
 
 def _plain(t) -> bool:
-    """A static tensor XLA holds (a quantized or f6 tensor has `quant` set)."""
-    return type(t) is T.TensorType and t.quant is None and t.is_static
+    """A static tensor XLA holds (a quantized or f6 tensor has `quant` set) and runs as the
+    translation does."""
+    return type(t) is T.TensorType and t.quant is None and t.is_static and \
+        t.dtype.name not in _CRASHING_DTYPES
 
 
 class DirectScan:
@@ -118,6 +126,9 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
             if operation == root:
                 return ir.WalkResult.ADVANCE
             why = f"{name} runs translated"
+        elif name in _INTEGER_DIVISIONS and \
+                not isinstance(operation.results[0].type.element_type, ir.FloatType):
+            why = f"integer {name} runs translated (its divisor guarded)"
         if why is None:
             for t in operation.results.types:
                 if not plain(t):
@@ -178,9 +189,12 @@ def module_bytecode(mlir_module) -> bytes:
 def direct_body(fn, translate):
     """`fn`'s body as one direct-call primitive (see the module docstring); `translate()`
     makes its translation."""
+    import jax
+
     from shlo2jax._jax_internals import direct_call_primitive
     prim = direct_call_primitive()
-    callee = DirectCallee(fn.name, module_bytecode(fn.program.mlir_module), fn.out_avals,
+    results = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in fn.output_types)
+    callee = DirectCallee(fn.name, module_bytecode(fn.program.mlir_module), results,
                           translate, fn.program.direct_scan.custom_call_targets)
 
     def body(*args):

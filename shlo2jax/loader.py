@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -150,9 +151,10 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
     its producer's VJP: with `producer_vjp` (default) reverse mode uses it.
 
     `lowering="direct"`: where a function allows it (see `shlo2jax.direct`), `jit` and calls
-    lower it to the module's own ops, as XLA would compile the module (loading is then the
-    only cost of the translation); derivatives and vmap still trace the translation.
-    `Function.lowering` says which lowering a function uses.
+    lower it to the module's own ops, as XLA would compile the module; derivatives and vmap
+    still trace the translation. A program whose @main lowers directly is decoded only when
+    the translation is first needed (`Program.decoded`), and what it cannot translate is
+    reported then. `Function.lowering` says which lowering a function uses.
     """
     TranslationOptions(gradients=gradients, max_loop_trips=max_loop_trips)  # validates them
     from shlo2jax.direct import LOWERINGS
@@ -194,7 +196,7 @@ def load(source, *, placeholder_data: bool = False, seed: int = 0, source_name: 
     if lowering == "direct":
         # A program whose @main lowers directly is not decoded until something needs its
         # translation (shlo2jax.direct): loading it is parsing it and one walk.
-        with context:
+        with context, _names_read_as_utf8(source_name):
             scan = direct_scan(mlir_module, source_name)
             signatures = decode_signatures(mlir_module, source_name=source_name) \
                 if scan.blocker is None else None
@@ -233,23 +235,27 @@ def _decoded_module(mlir_module, *, source_name, placeholder_data, seed, strict,
     return module
 
 
-def _decode(mlir_module, **kwargs):
-    """`decode_module`, reporting a name that is not UTF-8 (an op, a symbol, a type) as the
-    malformed input it is. jaxlib raises a RuntimeError ("conversion error") reading one."""
+@contextlib.contextmanager
+def _names_read_as_utf8(source_name: str):
+    """Reports a name that is not UTF-8 (an op, a symbol, a type) as the malformed input it is.
+    jaxlib raises a RuntimeError ("conversion error") reading one; inside a walk's callback,
+    a RuntimeError that carries the callback's error."""
+    where = f" {source_name}" if source_name else ""
     try:
-        return decode_module(mlir_module, **kwargs)
+        yield
     except UnicodeDecodeError as e:
-        raise LoadError(f"cannot read{_where(kwargs)}: a name in the module is not UTF-8 "
+        raise LoadError(f"cannot read{where}: a name in the module is not UTF-8 "
                         f"({e.object[max(0, e.start - 20):e.end + 20]!r})") from None
     except RuntimeError as e:
-        if "conversion error" not in str(e):
+        if "conversion error" not in str(e) and "UnicodeDecodeError" not in str(e):
             raise
-        raise LoadError(f"cannot read{_where(kwargs)}: a name or string in the module is not "
+        raise LoadError(f"cannot read{where}: a name or string in the module is not "
                         "UTF-8") from None
 
 
-def _where(kwargs) -> str:
-    return f" {kwargs['source_name']}" if kwargs.get("source_name") else ""
+def _decode(mlir_module, **kwargs):
+    with _names_read_as_utf8(kwargs.get("source_name", "")):
+        return decode_module(mlir_module, **kwargs)
 
 
 def _load_builtin_rules() -> None:

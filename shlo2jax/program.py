@@ -474,6 +474,15 @@ class ExportedFunction(Function):
         while self._result_tokens < len(fdef.output_types) and isinstance(
                 fdef.output_types[self._result_tokens], T.TokenType):
             self._result_tokens += 1
+        declared = tuple(exported.out_avals)
+        returned = tuple(fdef.output_types[self._result_tokens:])
+        if len(returned) != len(declared) or not all(
+                _returns_aval(t, a) for t, a in zip(returned, declared)):
+            from shlo2jax.errors import LoadError
+            raise LoadError(
+                f"jax.export artifact {exported.fun_name}: @main returns "
+                f"({', '.join(map(str, returned))}) but the export declares "
+                f"({', '.join(a.str_short() for a in declared)})")
         if len(module_inputs) - self._tokens != len(self._kept):
             from shlo2jax.errors import LoadError
             raise LoadError(
@@ -594,6 +603,16 @@ class ExportedFunction(Function):
             return outs, tuple(out_tangents)
 
         return call
+
+
+def _returns_aval(ttype, aval) -> bool:
+    """Whether a module result of type `ttype` is the exported function's result `aval`
+    (dimensions compared where both are numbers: a polymorphic one is a `?` or a symbol)."""
+    if not isinstance(ttype, T.TensorType) or len(ttype.shape) != len(aval.shape):
+        return False
+    dtype = np.dtype(np.bool_) if aval.dtype == jax.dtypes.float0 else np.dtype(aval.dtype)
+    return ttype.dtype == dtype and all(
+        d is None or not isinstance(s, int) or d == s for d, s in zip(ttype.shape, aval.shape))
 
 
 def _differentiable(dtype) -> bool:

@@ -147,3 +147,25 @@ def test_the_translation_is_the_default():
     assert fn.lowering == "translate" and fn.lowering_note == "not asked for"
     with pytest.raises(ValueError, match="lowering must be one of"):
         shlo2jax.load(str(ENTRIES["jax/mlp"].artifact_path), lowering="xla")
+
+
+def test_what_xla_would_crash_on_runs_translated():
+    """Integer division whose divisor XLA can fold to zero (SIGFPE at compile time: found by
+    the fuzzer) and 2-bit integers (XLA CPU crashes on several ops over them) run translated."""
+    division = """func.func @main(%x: tensor<4xi32>) -> tensor<4xi32> {
+  %0 = stablehlo.subtract %x, %x : tensor<4xi32>
+  %1 = stablehlo.remainder %x, %0 : tensor<4xi32>
+  return %1 : tensor<4xi32>
+}"""
+    program = shlo2jax.load(division, lowering="direct")
+    assert program.entry.lowering == "translate"
+    assert "integer stablehlo.remainder runs translated" in program.entry.lowering_note
+    x = np.arange(4, dtype=np.int32)
+    np.testing.assert_array_equal(np.asarray(program(x)), x)  # XLA's x % 0 = x
+    two_bit = shlo2jax.load("""func.func @main(%x: tensor<4xi2>) -> tensor<8xi2> {
+  %0 = stablehlo.concatenate %x, %x, dim = 0 : (tensor<4xi2>, tensor<4xi2>) -> tensor<8xi2>
+  return %0 : tensor<8xi2>
+}""", lowering="direct")
+    assert two_bit.entry.lowering == "translate" and "tensor<4xi2>" in two_bit.entry.lowering_note
+    floats = shlo2jax.load(division.replace("i32", "f32"), lowering="direct")
+    assert floats.entry.lowering == "direct", floats.entry.lowering_note

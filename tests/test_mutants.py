@@ -26,10 +26,14 @@ def test_sources_are_bytes_and_text(sources):
     assert sum(isinstance(s.data, str) for s in sources) >= 20
 
 
-def test_mutants_raise_only_library_errors(sources):
+@pytest.mark.parametrize("lowering", ["translate", "direct"])
+def test_mutants_raise_only_library_errors(sources, lowering):
+    """With `lowering="direct"` a mutant that loads is compiled by XLA as it is (its ops
+    decoded only when the translation is needed): the load takes another path to the same
+    errors."""
     sample = mutants(sources, 200, seed=20)
     assert len({label.split("@")[0] for _, label, _ in sample}) >= 15  # a spread of kinds
-    report = run_mutants(sample, jobs=2, timeout=120)
+    report = run_mutants(sample, jobs=2, timeout=120, lowering=lowering)
     failures = "\n".join(f"{f['status']}: {f['source']} {f['mutation']} (mutant {f['index']}, "
                          f"seed 20)\n{f['detail']}" for f in report.failures)
     assert not report.failures, f"{report.summary()}\n{failures}"

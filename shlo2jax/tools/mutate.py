@@ -272,14 +272,14 @@ def _allowed(e: BaseException) -> bool:
     return False
 
 
-def check_mutant(mutant: tuple, seed: int = 0) -> dict:
+def check_mutant(mutant: tuple, seed: int = 0, lowering: str = "translate") -> dict:
     """Loads the mutant, calls its entry on seeded inputs when it loads: what happened."""
     import jax
     from shlo2jax.loader import load
     from shlo2jax.tools.inputs import seeded_inputs
     _, _, data = mutant
     try:
-        program = load(data)
+        program = load(data, lowering=lowering)
     except Exception as e:  # noqa: BLE001 - the point is to see every kind
         return _outcome("load", e)
     try:
@@ -295,6 +295,12 @@ def check_mutant(mutant: tuple, seed: int = 0) -> dict:
     except Exception as e:  # noqa: BLE001
         return _outcome("call", e)
     return {"stage": "call", "outcome": "ran", "allowed": True, "error": ""}
+
+
+def check_mutant_lowered_directly(mutant: tuple) -> dict:
+    """`check_mutant` of a program loaded with `lowering="direct"` (XLA compiles what it can
+    of the mutant as it is)."""
+    return check_mutant(mutant, lowering="direct")
 
 
 def _outcome(stage: str, e: BaseException) -> dict:
@@ -321,7 +327,8 @@ class Report(NamedTuple):
                 f"{len(self.failures) - crashes} unexpected errors")
 
 
-def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0) -> Report:
+def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0,
+                lowering: str = "translate") -> Report:
     """Checks every mutant in worker processes (`run_isolated`): a mutant that kills its
     worker is reported as a crash, not as the end of the run."""
     import collections
@@ -330,7 +337,8 @@ def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0) -> Rep
     start = time.time()
     outcomes: collections.Counter = collections.Counter()
     failures = []
-    for index, status, value in run_isolated("shlo2jax.tools.mutate:check_mutant", mutant_list,
+    check = "check_mutant" if lowering == "translate" else "check_mutant_lowered_directly"
+    for index, status, value in run_isolated(f"shlo2jax.tools.mutate:{check}", mutant_list,
                                              jobs=jobs, timeout=timeout):
         source, mutation, _ = mutant_list[index]
         if status == "ok":
@@ -362,11 +370,13 @@ def main(argv=None) -> int:
                         help="the checkout whose examples/ and tests/corpus/ are mutated")
     parser.add_argument("--shared", default="",
                         help="also mutate SHARED/models/*.mlir.bc (at most 200 kB each)")
+    parser.add_argument("--lowering", choices=("translate", "direct"), default="translate",
+                        help="load the mutants with this lowering (load(..., lowering=))")
     parser.add_argument("--json", help="write the outcomes and every failure to this file")
     parser.add_argument("--save", help="write each failing mutant to this folder")
     args = parser.parse_args(argv)
     mutant_list = mutants(default_sources(args.root, args.shared), args.count, args.seed)
-    report = run_mutants(mutant_list, jobs=args.jobs)
+    report = run_mutants(mutant_list, jobs=args.jobs, lowering=args.lowering)
     for name, n in report.outcomes.items():
         print(f"  {name}: {n}")
     for f in report.failures:
