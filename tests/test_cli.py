@@ -74,6 +74,16 @@ def test_run_seeded_and_npz(tmp_path, capsys):
     np.testing.assert_allclose(np.load(out_path)["output_0"], expected, rtol=1e-5, atol=1e-6)
 
 
+def test_run_lowered_directly(tmp_path, capsys):
+    translated, direct = tmp_path / "translated.npz", tmp_path / "direct.npz"
+    assert cli.main(["run", str(EXAMPLE), "--output", str(translated)]) == 0
+    capsys.readouterr()
+    assert cli.main(["run", str(EXAMPLE), "--lowering", "direct", "--output", str(direct)]) == 0
+    assert "lowering: direct\n" in capsys.readouterr().out
+    np.testing.assert_allclose(np.load(direct)["output_0"], np.load(translated)["output_0"],
+                               rtol=1e-6)
+
+
 def test_module_entry_point():
     result = subprocess.run([sys.executable, "-m", "shlo2jax", "info", str(EXAMPLE)],
                             capture_output=True, text=True, check=True)

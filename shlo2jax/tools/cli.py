@@ -91,7 +91,8 @@ def _rules() -> int:
 
 def _run(args) -> int:
     from shlo2jax.tools.inputs import seeded_inputs
-    program = load(args.file, placeholder_data=args.placeholder_data, seed=args.seed)
+    program = load(args.file, placeholder_data=args.placeholder_data, seed=args.seed,
+                   lowering=args.lowering)
     fn = program[args.function] if args.function else program.entry
     if args.inputs:
         inputs = _load_inputs(args.inputs)
@@ -102,6 +103,8 @@ def _run(args) -> int:
         outputs = (outputs,)
     outputs = [np.asarray(o) for o in outputs]
     print(f"{fn.signature}")
+    if args.lowering == "direct":
+        print(f"lowering: {fn.lowering}" + (f" ({fn.lowering_note})" if fn.lowering_note else ""))
     with np.printoptions(threshold=20, edgeitems=3, precision=6):
         for i, out in enumerate(outputs):
             print(f"output {i}: {out.dtype}{list(out.shape)}\n{out}")
@@ -186,6 +189,9 @@ def main(argv=None) -> int:
     _program_arguments(p, "run")
     p.add_argument("--inputs", help=".npz with arg_0, arg_1, ... (default: seeded random)")
     p.add_argument("--output", help="write the outputs to this .npz")
+    p.add_argument("--lowering", choices=("translate", "direct"), default="translate",
+                   help="direct: XLA compiles the module's own ops where it can (see README, "
+                        "Performance); the function's lowering is printed")
     p.set_defaults(func=_run)
     p = sub.add_parser("compare", help="run one module on several backends and compare the "
                                        "outputs pair by pair (exit 1 when they disagree)")
