@@ -21,6 +21,9 @@ Each step runs in a fresh child process (so peak memory is that step's own):
              the real models' Python source): the floor for translation speed
   direct_lowering
              load(..., lowering="direct") + trace + lower: CPU seconds, ops/CPU s, op growth
+  direct_lowering_compile
+             XLA compiling that lowering and the module directly, alternating, best of two
+             each: seconds, and whether the optimised HLOs agree
   run        both programs compiled in one process and timed in alternation (`--repeats`
              samples each, a sample >= ~20 ms of calls): medians and the median of the
              per-pair ratios translated/direct
@@ -446,6 +449,37 @@ def step_direct_lowering(path, options, repeats):
     return result
 
 
+def step_direct_lowering_compile(path, options, repeats):
+    """XLA compiling the direct lowering and the module directly, in one process: seconds, and
+    whether the optimised HLOs have the same kernels and fused instructions."""
+    import jax
+    import shlo2jax
+    program = shlo2jax.load(path, lowering="direct", **options)
+    fn = program.entry
+    if fn.lowering != "direct":
+        return {"dlc_note": fn.lowering_note}
+    avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fn.in_avals]
+    mine_s, xla_s = [], []
+    for pair in range(2):  # alternating, the best of two each (the first compile warms up)
+        for order in ((0, 1) if pair == 0 else (1, 0)):
+            start = time.perf_counter()
+            if order == 0:
+                jax.clear_caches()  # (jax keeps what it compiled: a new lowering, compiled again)
+                with jax.enable_x64(True):
+                    lowered = fn._traceable().trace(*avals).lower()
+                    start = time.perf_counter()
+                    compiled = lowered.compile()
+                mine_s.append(time.perf_counter() - start)
+            else:
+                executable, _ = _compile_direct(program)
+                xla_s.append(time.perf_counter() - start)
+    result = {"dlc_compile_s": min(mine_s), "dlc_direct_compile_s": min(xla_s)}
+    result["dlc_compile_ratio"] = result["dlc_compile_s"] / result["dlc_direct_compile_s"]
+    mine, xla = hlo_summary(compiled.as_text()), hlo_summary(executable.hlo_modules()[0].to_string())
+    result["dlc_same_hlo"] = mine["kernels"] == xla["kernels"] and mine.get("fused") == xla.get("fused")
+    return result
+
+
 def step_direct(path, options, repeats):
     import shlo2jax
     program = shlo2jax.load(path, **options)  # parse (+ placeholders); translation unused
@@ -512,7 +546,8 @@ def step_jax(path, options, repeats):
 
 
 STEPS = {"translate": step_translate, "direct": step_direct, "run": step_run, "jax": step_jax,
-         "direct_lowering": step_direct_lowering}
+         "direct_lowering": step_direct_lowering,
+         "direct_lowering_compile": step_direct_lowering_compile}
 
 
 def _child(step: str, path: str, options: str, repeats: int):
@@ -543,8 +578,9 @@ def _load_average() -> list:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--steps", default=",".join(STEPS),
-                        help="which child steps to run (default: all)")
+    parser.add_argument("--steps", default=",".join(s for s in STEPS if s != "direct_lowering_compile"),
+                        help="which child steps to run (default: all but direct_lowering_compile, "
+                             "two more compiles of each model)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results.json"))
     parser.add_argument("--repeats", type=int, default=20,
                         help="timed samples per program in the run step (alternating)")
