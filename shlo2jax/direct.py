@@ -94,6 +94,13 @@ def _custom_call_blocker(operation, stable: frozenset) -> Optional[str]:
     return None
 
 
+def _of_integers(mlir_type) -> bool:
+    try:
+        return isinstance(ir.ShapedType(mlir_type).element_type, ir.IntegerType)
+    except (TypeError, ValueError):  # not a shaped type
+        return False
+
+
 def scan(mlir_module, source_name: str = "") -> DirectScan:
     """Walks `mlir_module` once (no decoding: a load that lowers directly skips it) for the ops
     and types only the translation handles (see the module docstring)."""
@@ -126,8 +133,7 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
             if operation == root:
                 return ir.WalkResult.ADVANCE
             why = f"{name} runs translated"
-        elif name in _INTEGER_DIVISIONS and \
-                not isinstance(operation.results[0].type.element_type, ir.FloatType):
+        elif name in _INTEGER_DIVISIONS and _of_integers(operation.results[0].type):
             why = f"integer {name} runs translated (its divisor guarded)"
         if why is None:
             for t in operation.results.types:

@@ -192,5 +192,7 @@ def test_what_xla_would_crash_on_runs_translated():
   return %0 : tensor<8xi2>
 }""", lowering="direct")
     assert two_bit.entry.lowering == "translate" and "tensor<4xi2>" in two_bit.entry.lowering_note
-    floats = shlo2jax.load(division.replace("i32", "f32"), lowering="direct")
-    assert floats.entry.lowering == "direct", floats.entry.lowering_note
+    for inexact in ("f32", "complex<f32>"):
+        text = division.replace("i32", inexact).replace("remainder", "divide")
+        program = shlo2jax.load(text, lowering="direct")
+        assert program.entry.lowering == "direct", program.entry.lowering_note
