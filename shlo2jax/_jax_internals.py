@@ -509,14 +509,13 @@ def direct_call_primitive():
     def _lower(ctx, *args, callee):
         mctx = ctx.module_context
         if callee.custom_call_targets:
+            if not all(callee.custom_call_targets <= registered_custom_call_targets(p)
+                       for p in mctx.platforms):
+                # a kernel the target platform lacks (a GPU export's solver lowered for CPU):
+                # the translation, which maps it to lax
+                return mlir.lower_fun(lambda *a: list(callee.translated(*a)),
+                                      multiple_results=True)(ctx, *args)
             initialize_kernels(mctx.platforms)
-        if callee.custom_call_targets and not all(
-                callee.custom_call_targets <= registered_custom_call_targets(p)
-                for p in mctx.platforms):
-            # a kernel the target platform lacks (a GPU export's solver lowered for CPU): the
-            # translation, which maps it to lax
-            return mlir.lower_fun(lambda *a: list(callee.translated(*a)),
-                                  multiple_results=True)(ctx, *args)
         submodule = ir.Module.parse(callee.bytecode, context=mctx.context)
         name = mlir.merge_mlir_modules(mctx.module, f"shlo2jax_{callee.name}", submodule,
                                        dst_symtab=mctx.symbol_table)

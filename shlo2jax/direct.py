@@ -25,6 +25,7 @@ that lacks the kernel), one device. Anywhere else the translation runs, and
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from jaxlib.mlir import ir
@@ -169,16 +170,13 @@ class DirectCallee:
                  custom_call_targets: frozenset):
         self.name, self.bytecode, self.out_avals = name, bytecode, out_avals
         self._translate = translate  # () -> the translation of the same function
-        self._translated = None
         self.custom_call_targets = custom_call_targets
 
-    @property
+    @functools.cached_property
     def translated(self):
         """The translation of the function (JVP, vmap, a platform without one of the module's
         kernels): made on first use, so a program only called or jitted is never decoded."""
-        if self._translated is None:
-            self._translated = self._translate()
-        return self._translated
+        return self._translate()
 
     def __repr__(self):
         return f"<shlo2jax direct @{self.name}>"

@@ -418,7 +418,7 @@ def _live_functions(functions: dict) -> set:
     return live
 
 
-def decode_signatures(mlir_module, *, source_name: str = "") -> ModuleDef:
+def decode_signatures(mlir_module, *, source_name: str = "") -> Optional[ModuleDef]:
     """The module's name, attributes and functions' signatures, without their bodies (each
     FunctionDef's `body` is None, and the module has no ops): what a program needs until it
     translates (see shlo2jax.direct). None when a signature cannot be read (the full decode

@@ -270,8 +270,6 @@ class Program:
         module, when it made one."""
         self._module = module
         self._decode = decode
-        self.name: Optional[str] = module.name
-        self.attrs: dict = module.attrs
         self.load_options = dict(load_options or {})  # to decode refined copies the same way
         self._mlir_module = mlir_module
         self._outline = None  # a shlo2jax.outline.ModuleOutline once the module is let go
@@ -425,17 +423,17 @@ class Program:
 
     @property
     def num_replicas(self) -> int:
-        return int(self.attrs.get("mhlo.num_replicas", 1))
+        return int(self._module.attrs.get("mhlo.num_replicas", 1))
 
     @property
     def num_partitions(self) -> int:
-        return int(self.attrs.get("mhlo.num_partitions", 1))
+        return int(self._module.attrs.get("mhlo.num_partitions", 1))
 
     def op_histogram(self) -> dict:
         return self.module.op_histogram()
 
     def __repr__(self):
-        name = self.name or self.source_name or "module"
+        name = self._module.name or self.source_name or "module"
         return f"<shlo2jax.Program {name}: {', '.join(f.signature for f in self.functions.values())}>"
 
 
