@@ -1378,7 +1378,7 @@ def test_oldest_serialized_forms_in_jax_data_load():
 
 # ---------------------------------------------------------------- the README table
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_readme_table_is_generated_from_the_registry():
