@@ -1,8 +1,8 @@
 """The linear-algebra kernels that several custom-call families compute: each gives what a
 LAPACK/cuSOLVER kernel returns (LAPACK's 1-based int32 pivots, `info` codes, real Schur
 eigenvalue pairs...) on top of `jax.lax.linalg`, whatever form the call came in (the typed
-FFI in ops/custom_calls_linalg.py, the older descriptor and operand forms in
-ops/custom_calls_legacy*.py).
+FFI in ops/custom_calls/linalg.py, the older descriptor and operand forms in
+ops/custom_calls/legacy*.py).
 """
 
 from __future__ import annotations

@@ -150,19 +150,27 @@ def test_dependencies_point_down_the_layers():
 
 
 def _is_shared_helper(module: str) -> bool:
-    return module.startswith("shlo2jax.ops._")
+    return module.startswith("shlo2jax.ops.") and module.rpartition(".")[2].startswith("_")
+
+
+def _ops_packages() -> list:
+    """The ops package and its subpackages (ops/custom_calls/): they import their families."""
+    return sorted(name for name, path in modules().items()
+                  if name.startswith("shlo2jax.ops") and path.name == "__init__.py")
 
 
 def test_op_families_import_only_the_shared_helpers_of_ops():
-    # A family (ops/<name>.py) may import the ops package's shared helper modules
-    # (ops/_<name>.py: _common, the linear-algebra kernels several custom-call families
-    # compute, the descriptor reading of the legacy kernels), never another family: what two
-    # families share lives once, in a module that registers nothing, so a family can be read,
-    # changed or removed without touching the others.
-    graph = import_graph()
+    # A family (ops/<name>.py, ops/custom_calls/<name>.py) may import the shared helper
+    # modules of its package and the packages above it (ops/_<name>.py: _common, the
+    # linear-algebra kernels several custom-call families compute; ops/custom_calls/_descriptors.py:
+    # the descriptor reading of the legacy kernels), never another family: what two families
+    # share lives once, in a module that registers nothing, so a family can be read, changed
+    # or removed without touching the others.
+    graph, packages = import_graph(), set(_ops_packages())
     crossing = [f"{a} imports {b}" for a, targets in sorted(graph.items())
-                if a.startswith("shlo2jax.ops.") for b in sorted(targets)
-                if b.startswith("shlo2jax.ops.") and not _is_shared_helper(b)]
+                if a.startswith("shlo2jax.ops.") and a not in packages for b in sorted(targets)
+                if b.startswith("shlo2jax.ops.")
+                and not (_is_shared_helper(b) and a.startswith(b.rpartition(".")[0] + "."))]
     assert not crossing, "\n".join(crossing)
 
 
@@ -185,10 +193,15 @@ def test_jax_internals_are_used_in_one_module():
     assert not users, "\n".join(users)
 
 
-def test_every_op_family_is_imported_by_the_ops_package():
-    families = {p.stem for p in (ROOT / "ops").glob("*.py") if not p.stem.startswith("_")}
-    imported = {t.rpartition(".")[2] for t in import_graph()["shlo2jax.ops"]}
-    assert families == imported
+@pytest.mark.parametrize("package", _ops_packages())
+def test_every_op_family_is_imported_by_its_package(package):
+    # importing the package registers its families (ops/<name>.py and the subpackages, like
+    # ops/custom_calls/, each importing its own), and the package imports nothing else
+    folder = modules()[package].parent
+    families = {f"{package}.{p.stem}" for p in folder.glob("*.py")
+                if not p.stem.startswith("_")}
+    families |= {f"{package}.{p.parent.name}" for p in folder.glob("*/__init__.py")}
+    assert import_graph()[package] == families
 
 
 def _loaded_after(code: str) -> set:

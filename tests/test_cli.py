@@ -42,7 +42,7 @@ def test_info_ops_names_the_function_of_every_rule(capsys):
             name, where = line.split()
             listed[name] = where
     assert listed["stablehlo.add"] == "shlo2jax.ops.elementwise:add"
-    assert listed["lapack_sgetrf_ffi"] == "shlo2jax.ops.custom_calls_linalg:getrf"
+    assert listed["lapack_sgetrf_ffi"] == "shlo2jax.ops.custom_calls.linalg:getrf"
     assert set(registry.OP_RULES) | set(registry.CUSTOM_CALL_RULES) <= set(listed)
     module, function = listed["stablehlo.while"].split(":")
     assert getattr(importlib.import_module(module), function) is \

@@ -4,9 +4,9 @@
     python -m shlo2jax.tools.custom_call_table --readme [README.md]  # rewrite its table in place
 
 A row is one kernel: its `TargetInfo` (registry.TARGET_INFO, attached where the target is
-registered or in ops/custom_calls_catalog.py) and the targets sharing it. Every built-in
-target must be described; tests/test_legacy_custom_calls.py checks that README.md holds
-exactly this table.
+registered or in ops/custom_calls/catalog.py) and the targets sharing it. Every built-in
+target must be described; docs/gen_tables.py writes this table into
+docs/generated/custom_calls.md and tests/test_docs.py checks that it is current.
 """
 
 from __future__ import annotations

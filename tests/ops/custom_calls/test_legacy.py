@@ -1376,17 +1376,10 @@ def test_oldest_serialized_forms_in_jax_data_load():
             test_back_compat.check_case(name, data)
 
 
-# ---------------------------------------------------------------- the README table
+# ---------------------------------------------------------------- the table of targets
+# (docs/generated/custom_calls.md: tests/test_docs.py checks it is current)
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-
-
-def test_readme_table_is_generated_from_the_registry():
-    from shlo2jax.tools import custom_call_table
-    readme = (ROOT / "README.md").read_text()
-    assert custom_call_table.replace_in(readme, custom_call_table.table()) == readme, \
-        "README.md's custom-call table is stale: run python -m shlo2jax.tools.custom_call_table " \
-        "--readme"
 
 
 def test_table_tool_rewrites_a_readme(tmp_path):

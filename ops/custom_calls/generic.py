@@ -6,7 +6,7 @@ approximate top-k (`ApproxTopK`, TPU's `PartialReduce`), `lax.empty`'s
 that cannot run here, reported at load time with what they need: kernels
 compiled for one platform (Pallas/Mosaic/Triton/cuDNN) and calls back into the
 exporting process (Python callbacks, `tf.call_tf_function`). The
-linear-algebra kernels are in ops/custom_calls_linalg.py, the sharding markers
+linear-algebra kernels are in ops/custom_calls/linalg.py, the sharding markers
 in ops/sharding.py.
 
 Built-ins never replace a rule that is already registered: a target the user
@@ -46,7 +46,7 @@ def placement_marker(ctx, op, *args):
 
 # ------------------------------------------------ random bits
 
-# The pre-FFI `cu_threefry2x32` (descriptor) is in custom_calls_legacy_gpu.py.
+# The pre-FFI `cu_threefry2x32` (descriptor) is in legacy_gpu.py.
 @register_custom_call("cu_threefry2x32_ffi", "hip_threefry2x32_ffi")
 def threefry(ctx, op, k0, k1, x0, x1):
     return tuple(threefry2x32_p.bind(k0, k1, x0, x1))

@@ -33,8 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from shlo2jax.ops._descriptors import (Outputs, Struct, descriptor_bytes, kernel_prepare,
-                                       target_of, unpack)
+from shlo2jax.ops.custom_calls._descriptors import (Outputs, Struct, descriptor_bytes,
+                                                    kernel_prepare, target_of, unpack)
 from shlo2jax.registry import TargetInfo, Unsupported, register_custom_call
 
 RNN = Struct("RnnDescriptor", "<5if2B2x2i",
@@ -163,8 +163,8 @@ def _forward(params: RnnCall, x, h0, c0, w, lengths):
 
 _INFO = dict(forms=("descriptor", "FFI"), dtypes="f32, f64",
              jax="0.4.1 .. 0.4.38 (descriptor); 0.5.1 .. (`*_ffi`, descriptor as `opaque`)",
-             test=("tests/test_legacy_custom_calls.py::test_rnn_lstm",
-                   "tests/test_legacy_custom_calls.py::test_rnn_lstm_backward"))
+             test=("tests/ops/custom_calls/test_legacy.py::test_rnn_lstm",
+                   "tests/ops/custom_calls/test_legacy.py::test_rnn_lstm_backward"))
 
 
 @register_custom_call("cudnn_rnn", "cudnn_rnn_ffi", "hipdnn_rnn_ffi",

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo2jax.ops._descriptors import Outputs, kernel_prepare
+from shlo2jax.ops.custom_calls._descriptors import Outputs, kernel_prepare
 from shlo2jax.registry import TargetInfo, register_custom_call
 
 _FFT_TYPES = {0: "C2C", 1: "C2R", 2: "R2C"}
@@ -155,8 +155,8 @@ def _check_precision(params: FftCall, fft: Fft):
 
 
 _INFO = dict(forms=("operands",), dtypes="f32, f64, c64, c128",
-             test=("tests/test_legacy_custom_calls.py::test_ducc_fft",
-                   "tests/test_legacy_custom_calls.py::test_ducc_fft_unknown_type_code"))
+             test=("tests/ops/custom_calls/test_legacy.py::test_ducc_fft",
+                   "tests/ops/custom_calls/test_legacy.py::test_ducc_fft_unknown_type_code"))
 
 
 @register_custom_call("ducc_fft", prepare=kernel_prepare(_prepare, operands=2),

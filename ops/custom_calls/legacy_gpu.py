@@ -25,8 +25,8 @@ from jax.extend.random import threefry2x32_p
 from jax.lax import linalg as L
 
 from shlo2jax.ops import _linalg as K
-from shlo2jax.ops._descriptors import (Outputs, Struct, check_dtype, descriptor_bytes,
-                                       enum_member, kernel_prepare, target_of, unpack)
+from shlo2jax.ops.custom_calls._descriptors import (Outputs, Struct, check_dtype, descriptor_bytes,
+                                                    enum_member, kernel_prepare, target_of, unpack)
 from shlo2jax.registry import TargetInfo, Unsupported, register_custom_call
 
 # enum class SolverType / BlasType {F32, F64, C64, C128} (solver_kernels.h, blas_kernels.h)
@@ -126,8 +126,8 @@ def _prepare_getrf(op):
 
 
 def _tests(names) -> tuple:
-    """Test references: a bare name is a test of tests/test_legacy_custom_calls.py."""
-    return tuple(n if "::" in n else f"tests/test_legacy_custom_calls.py::{n}" for n in names)
+    """Test references: a bare name is a test of tests/ops/custom_calls/test_legacy.py."""
+    return tuple(n if "::" in n else f"tests/ops/custom_calls/test_legacy.py::{n}" for n in names)
 
 
 def _solver_info(kernel, jax, *tests):

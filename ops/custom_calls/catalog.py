@@ -1,5 +1,5 @@
 """What the custom-call targets registered without a description are: the FFI, TPU and
-marker targets of ops/custom_calls.py, ops/custom_calls_linalg.py, ops/sharding.py,
+marker targets of ops/custom_calls/generic.py, ops/custom_calls/linalg.py, ops/sharding.py,
 ops/check.py, ops/random.py and ops/dynamic.py, described for the README's table of targets.
 
 The legacy families describe their targets where they register them (`info=`); every
@@ -12,9 +12,9 @@ from __future__ import annotations
 from shlo2jax.registry import TargetInfo, describe
 
 _F4 = "f32, f64, c64, c128"
-_CC = "tests/test_custom_calls.py::"
+_CC = "tests/ops/custom_calls/test_custom_calls.py::"
 _BC = "tests/test_back_compat.py::test_back_compat"
-_TL = "tests/test_legacy_custom_calls.py::"
+_TL = "tests/ops/custom_calls/test_legacy.py::"
 
 
 def _lapack_ffi(kernel, targets, jax, tests, dtypes=_F4):

@@ -1,11 +1,11 @@
 """Custom-call targets of older jax/jaxlib releases: the pre-FFI CPU LAPACK forms not in
-ops/custom_calls_linalg.py (geev, gees, gehrd, sytrd/hetrd), markers and aliases, and the
+ops/custom_calls/linalg.py (geev, gees, gehrd, sytrd/hetrd), markers and aliases, and the
 cuDNN fused-attention calls reported at load.
 
-The GPU kernels with opaque descriptors are in custom_calls_legacy_gpu.py, the sparse ones
-in custom_calls_legacy_sparse.py, DUCC FFTs in custom_calls_legacy_fft.py and the cuDNN RNN
-in custom_calls_legacy_rnn.py; what they share (descriptor reading, the operand-count
-check) is ops/_descriptors.py, the linear algebra ops/_linalg.py. Every target carries a
+The GPU kernels with opaque descriptors are in legacy_gpu.py, the sparse ones in
+legacy_sparse.py, DUCC FFTs in legacy_fft.py and the cuDNN RNN in legacy_rnn.py (all in
+ops/custom_calls/); what they share (descriptor reading, the operand-count check) is
+ops/custom_calls/_descriptors.py, the linear algebra ops/_linalg.py. Every target carries a
 `TargetInfo` (forms, the jax versions that emitted it, dtypes, the tests covering it), from
 which `python -m shlo2jax.tools.custom_call_table` prints the README's table.
 """
@@ -20,7 +20,7 @@ from jax.lax import linalg as L
 
 from shlo2jax.ops import _linalg as K
 from shlo2jax.ops._common import backend_config
-from shlo2jax.ops._descriptors import Outputs, kernel_prepare, known_int, target_of
+from shlo2jax.ops.custom_calls._descriptors import Outputs, kernel_prepare, known_int, target_of
 from shlo2jax.registry import TargetInfo, Unsupported, register_custom_call
 
 
@@ -48,7 +48,7 @@ def _prepare_lapack(op):
     return LapackOutputs(out, name.startswith(("lapack_c", "lapack_z")))
 
 
-_TL = "tests/test_legacy_custom_calls.py::"
+_TL = "tests/ops/custom_calls/test_legacy.py::"
 
 
 def _lapack_info(kernel, jax, test):

@@ -21,7 +21,7 @@ from shlo2jax import registry
 from shlo2jax._jax_internals import lax_geqp3
 from shlo2jax.ops import _linalg as K
 from shlo2jax.ops._common import TriangularSolve, backend_config
-from shlo2jax.ops._descriptors import Outputs, known_int
+from shlo2jax.ops.custom_calls._descriptors import Outputs, known_int
 from shlo2jax.registry import Unsupported, register_custom_call
 
 # LAPACK character flags arrive as their ASCII codes (ui8 attributes).
@@ -147,7 +147,7 @@ def syevd(ctx, op, a):
     return K.syevd(op.params, a)
 
 
-# The pre-FFI `hipsolver_syevd` / `cusolver_syevj` & co: custom_calls_legacy_gpu.py.
+# The pre-FFI `hipsolver_syevd` / `cusolver_syevj` & co: legacy_gpu.py.
 
 
 class TpuEigh(NamedTuple):
@@ -400,7 +400,7 @@ def sparse_gtsv2(ctx, op, dl, d, du, b):
 # `lapack_?getrf` & co with api_version 2: the flags and sizes are leading scalar
 # operands (constants), workspaces are extra results, and some producers return
 # everything as one tuple. The flags must be known while tracing. (The pre-FFI geev, gees,
-# gehrd and sytrd are in custom_calls_legacy.py.)
+# gehrd and sytrd are in legacy.py.)
 
 def _flag(value):
     return known_int(value, "a flag operand of a LAPACK call")

@@ -1,5 +1,5 @@
 """Reading the calls of jaxlib's kernels before the typed FFI: what the legacy custom-call
-families (ops/custom_calls_legacy*.py) share.
+families (ops/custom_calls/legacy*.py) share.
 
 Before jaxlib moved its kernels to XLA's typed FFI (mid 2024 to mid 2025), a kernel read its
 sizes and flags from an opaque descriptor -- the raw bytes of a C struct in `backend_config`
