@@ -37,7 +37,7 @@ from shlo2jax import types as T
 from shlo2jax.module import Op, Region
 from shlo2jax.quant import (QArray, QuantizedType, check_tensor_type, dequantize, quantize,
                             straight_through_active, wrap_storage)
-from shlo2jax.registry import OpRule, Unsupported, register_op, set_carried_wrapper
+from shlo2jax.registry import OpRule, Unsupported, register_op, register_rule_wrapper
 
 _DATA_MOVEMENT = frozenset({
     "reshape", "transpose", "broadcast_in_dim", "broadcast", "slice", "dynamic_slice",
@@ -476,6 +476,7 @@ _OWN = frozenset({"stablehlo.uniform_quantize", "mhlo.uniform_quantize",
 _WRAPPED: dict = {}  # id(rule) -> (rule, its wrapped rule)
 
 
+@register_rule_wrapper("carried")
 def carried_rule(rule: OpRule) -> OpRule:
     """The rule for an op that touches quantized or f6 values (the decoder asks, at load).
 
@@ -495,6 +496,3 @@ def carried_rule(rule: OpRule) -> OpRule:
     wrapped = OpRule(name, handler, prepare)
     _WRAPPED[id(rule)] = (rule, wrapped)
     return wrapped
-
-
-set_carried_wrapper(carried_rule)

@@ -129,23 +129,26 @@ def register_composite(name: str, fn: Optional[Callable] = None):
     return wrap(fn) if fn is not None else wrap
 
 
-# How a rule runs for an op that touches quantized or f6 values (values that are not plain
-# XLA arrays): a wrapper of the rule, installed by shlo2jax.ops.quantized when the built-in
-# rules load. The decoder asks for it once per such op, at load time.
-_carried_wrapper: Optional[Callable[[OpRule], OpRule]] = None
+# Rules of rules: name -> a rule whose handler takes an op's rule and returns the rule to run
+# instead. "carried" is how a rule runs for an op that touches quantized or f6 values (values
+# that are not plain XLA arrays), registered by shlo2jax.ops.quantized when the built-in rules
+# load; the decoder asks for it once per such op, at load time (`carried`).
+RULE_WRAPPERS: dict[str, OpRule] = {}
 
 
-def set_carried_wrapper(wrapper: Callable[[OpRule], OpRule]) -> None:
-    global _carried_wrapper
-    _carried_wrapper = wrapper
+def register_rule_wrapper(*names: str):
+    """Decorator: `@register_rule_wrapper("carried")` registers `wrapper(rule) -> rule` under
+    those names. A user's registration replaces the built-in one."""
+    return _registration(RULE_WRAPPERS, "register_rule_wrapper", names, None)
 
 
 def carried(rule: OpRule) -> OpRule:
     """The rule an op touching quantized or f6 values runs instead of `rule`."""
-    if _carried_wrapper is None:
+    wrapper = RULE_WRAPPERS.get("carried")
+    if wrapper is None:
         raise RuntimeError("quantized and f6 values need the built-in rules (shlo2jax.ops), "
                            "which load with the first program")
-    return _carried_wrapper(rule)
+    return wrapper.handler(rule)
 
 
 def lookup(name: str) -> Optional[OpRule]:
