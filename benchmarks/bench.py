@@ -353,7 +353,7 @@ def _translate(path, options):
     fn = program.entry
     avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fn.in_avals]
     with jax.enable_x64(True):
-        traced = fn._traceable().trace(*avals)
+        traced = fn.executable.jitted.trace(*avals)
         w2, c2 = time.perf_counter(), time.process_time()
         lowered = traced.lower()
         lowered.as_text()
@@ -370,7 +370,7 @@ def _compile_direct(program):
     from jax._src import compiler, xla_bridge
     from jax._src.lib import xla_client as xc
     text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=False)
-    from shlo2jax._jax_internals import initialize_kernels
+    from shlo2jax.compat import initialize_kernels
     backend = xla_bridge.get_backend("cpu")
     initialize_kernels(("cpu",))  # the LAPACK kernels' pointers (the neural ODE's LU)
     devices = backend.devices()[:1]
@@ -396,7 +396,7 @@ def _mlir_op_count(module) -> int:
 
 def _lowered_op_count(lowered) -> int:
     from jaxlib.mlir import ir
-    from shlo2jax._jax_internals import make_ir_context
+    from shlo2jax.compat import make_ir_context
     with make_ir_context():
         return _mlir_op_count(ir.Module.parse(lowered.as_text()))
 
@@ -435,7 +435,7 @@ def step_direct_lowering(path, options, repeats):
     c1 = time.process_time()
     avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fn.in_avals]
     with jax.enable_x64(True):
-        lowered = fn._traceable().trace(*avals).lower()
+        lowered = fn.executable.jitted.trace(*avals).lower()
         lowered.as_text()
     cpu = time.process_time() - c0
     decoded = program.decoded  # (the op count below decodes it)
@@ -462,7 +462,7 @@ def step_direct_lowering_compile(path, options, repeats):
     def compile_mine():
         jax.clear_caches()  # (jax keeps what it compiled: a new lowering, compiled again)
         with jax.enable_x64(True):
-            lowered = fn._traceable().trace(*avals).lower()
+            lowered = fn.executable.jitted.trace(*avals).lower()
             start = time.perf_counter()
             return lowered.compile(), time.perf_counter() - start
 

@@ -17,7 +17,7 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
-from shlo2jax._jax_internals import no_reverse_mode_primitive
+from shlo2jax.gradients import no_reverse_mode_primitive
 from shlo2jax.attributes import Opaque
 from shlo2jax.errors import TranslationError, Unsupported
 from shlo2jax.translate import evaluate

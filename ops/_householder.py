@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from shlo2jax._jax_internals import lax_geqrf
+from shlo2jax.compat import lax_geqrf
 
 
 def _rows(m):

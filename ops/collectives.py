@@ -443,8 +443,8 @@ def run_parallel(ctx, op, *operands):
     p = op.params
     try:
         if not p.infeed:
-            return single_or_tuple(op, G.run_parallel_traced(ctx.translator.module, p.programs,
-                                                             operands))
+            return single_or_tuple(op, G.run_parallel_traced(ctx.translator.module, ctx.options,
+                                                             p.programs, operands))
         # The reference interpreter's processes pop one shared queue of the infeed
         # functions' values, each infeed op the next, in whatever order its threads reach
         # them; here the processes run one after another in process order (replica-major)
@@ -459,7 +459,8 @@ def run_parallel(ctx, op, *operands):
         values = [ctx.translator.callee(name)()[0] for name in p.infeed]
         site = f"{op.name} at {op.location}"
         io_callback(host_transfers.begin_run_parallel_infeed, None, *values, ordered=True)
-        outs = G.run_parallel_traced(module, p.programs, operands, sequential=True)
+        outs = G.run_parallel_traced(module, ctx.options, p.programs, operands,
+                                     sequential=True)
         io_callback(functools.partial(host_transfers.end_run_parallel_infeed, site), None,
                     ordered=True)
     except SpmdUnsupported as e:

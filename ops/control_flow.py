@@ -10,7 +10,7 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo2jax._jax_internals import custom_linear
+from shlo2jax.gradients import custom_linear
 from shlo2jax.ops._common import (explicit_captures, forward_mode_only, single_or_tuple,
                                   tangent_dtype)
 from shlo2jax.registry import register_op
@@ -265,7 +265,7 @@ def _max_trips(ctx, op, init) -> Optional[int]:
     provable = [n for n in provable if n is not None]
     if provable:
         return min(provable)
-    return ctx.translator.options.loop_bound(op.location)
+    return ctx.options.loop_bound(op.location)
 
 
 def bounded_reverse_mode(loop, bind, max_trips: int):

@@ -1,7 +1,7 @@
 """Dynamic-shape ops, and the `shape_assertion` custom call of `jax.export` artifacts.
 
 Functions with `?` dimensions are specialised to concrete shapes before they are
-translated (shlo2jax/dynamic.py), and `stablehlo-canonicalize-dynamism` turns
+translated (shlo2jax/executables/polymorphic.py), and `stablehlo-canonicalize-dynamism` turns
 most dynamic ops into their static forms. The ones left over (their shape
 operands are computed, not constant) have static result types by then, so each
 reduces to its static lax counterpart: the result type gives the shape, and a

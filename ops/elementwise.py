@@ -188,7 +188,7 @@ def imag(ctx, op, x):
 
 # ------------------------------------------- ops whose local derivative can be infinite
 # Their values are lax's; their derivatives follow the program's gradient mode
-# (shlo2jax.options.TranslationOptions.gradients): strong zeros by default.
+# (shlo2jax.options.LoadOptions.gradients): strong zeros by default.
 
 @register_op("stablehlo.exponential", "mhlo.exponential", prepare=reject_unsupported_types)
 def exponential(ctx, op, x):

@@ -19,7 +19,8 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
-from shlo2jax._jax_internals import general_scatter_primitive, set_batching_rule
+from shlo2jax.compat import set_batching_rule
+from shlo2jax.primitives import general_scatter_primitive
 from shlo2jax.attributes import GatherDims, Opaque, ScatterDims
 from shlo2jax.errors import TranslationError
 from shlo2jax.ops._common import ints, non_differentiable, result_shape, single_or_tuple

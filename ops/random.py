@@ -8,7 +8,7 @@ import jax
 import numpy as np
 from jax import lax
 
-from shlo2jax import _jax_internals
+from shlo2jax import primitives
 from shlo2jax import types as T
 from shlo2jax.ops._common import enum_value
 from shlo2jax.registry import Unsupported, register_custom_call, register_op
@@ -99,7 +99,7 @@ def rng_bit_generator(ctx, op, state):
     if lax_state:
         new_state, bits = lax.rng_bit_generator(state, shape, bits_dtype, _ALGORITHMS[algorithm])
     else:  # Philox's ui64[3] state, which lax does not take
-        new_state, bits = _jax_internals.rng_bit_generator_primitive().bind(
+        new_state, bits = primitives.rng_bit_generator_primitive().bind(
             state, shape=tuple(shape), dtype=bits_dtype, algorithm=algorithm)
     if dtype != bits_dtype:
         bits = lax.bitcast_convert_type(bits, dtype)

@@ -33,7 +33,8 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
-from shlo2jax._jax_internals import load_quant_dialect
+from shlo2jax.compat import load_quant_dialect
+from shlo2jax.translate import Translator
 from shlo2jax.types import (QuantizedType, UnsupportedTypeError, check_tensor_type,
                             parse_quantized_element)
 
@@ -242,6 +243,26 @@ def coerce_argument(arg, ttype):
     return arg
 
 
+def taking_storage_integers(input_types, body):
+    """`body` (of arguments of `input_types`), taking quantized arguments as their raw storage
+    integers too."""
+    if not any(isinstance(t, T.TensorType) and t.quant is not None for t in input_types):
+        return body
+
+    def coerced(*args):  # raw storage integers become quantized values
+        return body(*(coerce_argument(a, t) for a, t in zip(args, input_types)))
+    return coerced
+
+
+def coerced_f6(input_types, args) -> tuple:
+    """ml_dtypes float6 arguments as F6Arrays (jax cannot hold f6); the others as given."""
+    if not any(isinstance(t, T.TensorType) and type(t.quant) is T.Float6Type
+               for t in input_types):
+        return args
+    return tuple(coerce_argument(a, t) if isinstance(t, T.TensorType) else a
+                 for a, t in zip(args, input_types))
+
+
 def check_operand(value, kind: str):
     """For the conformance runner: a recorded check operand as plain values.
 
@@ -281,8 +302,8 @@ def straight_through(function):
     op -> quantize in this mode, which is exact. Region-carrying ops (reduce, while, ...)
     on quantized values do not carry the gradient.
     """
-    from shlo2jax.translate import Translator
-    translator = Translator(function.program.module)  # its own callees, traced in this mode
+    # its own callees, traced in this mode
+    translator = Translator(function.program.module, function.program.options)
     body = translator.function_body(function.definition)
     types = function.input_types
 

@@ -5,6 +5,7 @@ from shlo2jax.errors import (ElidedDataError, HostIOError, LoadError, ShapeError
 from shlo2jax.host_transfers import HostIO, call_with_io, host_io
 from shlo2jax.probes import ProbeKey, probe
 from shlo2jax.loader import load
+from shlo2jax.options import LoadOptions
 from shlo2jax.params import bind_params, lift_params
 from shlo2jax.program import Function, Program
 from shlo2jax.registry import register_composite, register_custom_call, register_op
@@ -13,7 +14,7 @@ from shlo2jax.translate import TOKEN, Token
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "compare", "Program", "Function", "lift_params", "bind_params", "register_op", "register_custom_call",
+    "load", "LoadOptions", "compare", "Program", "Function", "lift_params", "bind_params", "register_op", "register_custom_call",
     "register_composite", "TOKEN", "Token",
     "host_io", "HostIO", "HostIOError", "call_with_io", "probe", "ProbeKey",
     "Shlo2JaxError", "LoadError", "ElidedDataError", "UnsupportedError", "TranslationError", "ShapeError",
@@ -22,11 +23,11 @@ __all__ = [
 
 def __getattr__(name: str):
     # The tools load on first use, so `import shlo2jax` stays light: `shlo2jax.compare(...)`
-    # (a callable module), `shlo2jax.testing`, `shlo2jax.export`, `shlo2jax.tools`, and the
-    # grid runner `shlo2jax.spmd`.
+    # (the function; its backends are in shlo2jax.tools.compare), `shlo2jax.testing`,
+    # `shlo2jax.export`, `shlo2jax.tools`, and the grid runner `shlo2jax.spmd`.
     if name == "compare":
-        import shlo2jax.compare
-        return shlo2jax.compare
+        from shlo2jax.tools.compare import compare
+        return compare
     if name == "testing":
         import shlo2jax.testing
         return shlo2jax.testing

@@ -7,6 +7,7 @@ numpy arrays, and small records for the StableHLO structured attributes.
 from __future__ import annotations
 
 import binascii
+import io
 import re
 from typing import Any, NamedTuple
 
@@ -271,7 +272,6 @@ _BUILTIN_RESOURCES_RE = re.compile(rb"\bbuiltin\s*:\s*\{")
 
 def _resource_section(mlir_module) -> tuple:
     """(the printed module, {blob name: (start, end) of its hex digits})."""
-    import io
     out = io.BytesIO()
     mlir_module.operation.print(large_elements_limit=1, large_resource_limit=(1 << 31) - 1,
                                 binary=True, file=out)

@@ -1,7 +1,6 @@
-"""`shlo2jax.export`, the documented name of `shlo2jax.tools.export` (this module is it)."""
+"""A translated function written out as StableHLO or a `jax.export` artifact: see
+`shlo2jax.tools.export`."""
 
-import sys
+from shlo2jax.tools.export import export_translated, translated_stablehlo
 
-from shlo2jax.tools import export as _export
-
-sys.modules[__name__] = _export
+__all__ = ["export_translated", "translated_stablehlo"]

@@ -95,9 +95,10 @@ def _op_names(region, module, seen) -> set:
     return names
 
 
-def grid_function(module, programs: Sequence[Sequence], sequential: bool = False):
+def grid_function(module, options, programs: Sequence[Sequence], sequential: bool = False):
     """A traceable `f(per_process_args) -> per-process outputs` for a grid of FunctionDefs
-    (or names): `programs[r][p]` runs as replica r, partition p. `sequential`: run the
+    (or names) of `module`, translated with `options` (the program's LoadOptions):
+    `programs[r][p]` runs as replica r, partition p. `sequential`: run the
     processes one after another in process order (they share a host queue), whatever
     they contain."""
     rows = [[module.functions[f] if isinstance(f, str) else f for f in row] for row in programs]
@@ -109,7 +110,7 @@ def grid_function(module, programs: Sequence[Sequence], sequential: bool = False
     distinct = list({f.name: f for f in flat}.values())
     ops = {f.name: _op_names(f.body, module, {f.name}) for f in distinct}
     if sequential or (n > 1 and any(ops[f.name] & _SEND_RECV for f in distinct)):
-        return _sequential_grid(module, rows, flat, distinct, ops)
+        return _sequential_grid(module, options, rows, flat, distinct, ops)
     if len(distinct) > 1:
         for f in distinct:
             found = ops[f.name] & _COLLECTIVES
@@ -124,14 +125,15 @@ def grid_function(module, programs: Sequence[Sequence], sequential: bool = False
         if (f.input_types, f.output_types) != (in_types, out_types):
             if not any(ops[g.name] & _COLLECTIVES for g in distinct):
                 # independent processes: no shard_map needed
-                return _sequential_grid(module, rows, flat, distinct, ops)
+                return _sequential_grid(module, options, rows, flat, distinct, ops)
             raise SpmdUnsupported(
                 f"processes run functions of different signatures (@{flat[0].name}, "
                 f"@{f.name}): one shard_map needs one signature")
     if any(isinstance(t, T.TupleType) for t in in_types + out_types):
         raise SpmdUnsupported("tuple arguments or results of per-process functions")
     # its own callee cache: these traces use mesh axes
-    translator = Translator(module, TranslatorMode(grid=ProcessGrid(R, P, in_mesh=n > 1)))
+    translator = Translator(module, options,
+                            TranslatorMode(grid=ProcessGrid(R, P, in_mesh=n > 1)))
     names = list(dict.fromkeys(f.name for f in flat))
     bodies = [translator.function_body(module.functions[name]) for name in names]
     branch = np.array([names.index(f.name) for f in flat], np.int32)
@@ -178,7 +180,7 @@ def grid_function(module, programs: Sequence[Sequence], sequential: bool = False
     return run, (R, P), flat
 
 
-def _sequential_grid(module, rows, flat, distinct, ops):
+def _sequential_grid(module, options, rows, flat, distinct, ops):
     """Processes without collectives (talking through send/recv, or not at all): each runs
     on its own, senders before receivers, in one trace. Their transfers are ordered host callbacks (ops/side_effects.py),
     so a send reaches the recv of its channel through the host feed (in order, per channel)
@@ -198,7 +200,7 @@ def _sequential_grid(module, rows, flat, distinct, ops):
     bodies = []
     for k, f in enumerate(flat):  # a translator per process: its ids are constants
         grid = ProcessGrid(R, P, in_mesh=False, process=(k // P, k % P))
-        translator = Translator(module, TranslatorMode(grid=grid))
+        translator = Translator(module, options, TranslatorMode(grid=grid))
         bodies.append(translator.function_body(f))
     receives = [bool({"stablehlo.recv", "mhlo.recv"} & ops[f.name]) for f in flat]
     order = sorted(range(len(flat)), key=lambda k: receives[k])
@@ -214,10 +216,10 @@ def _sequential_grid(module, rows, flat, distinct, ops):
     return run, (len(rows), len(rows[0])), flat
 
 
-def run_parallel_traced(module, programs, operands, sequential: bool = False) -> list:
+def run_parallel_traced(module, options, programs, operands, sequential: bool = False) -> list:
     """interpreter.run_parallel: operands are the processes' arguments one process after
     another (replica-major); the results come back the same way."""
-    run, _, flat = grid_function(module, programs, sequential)
+    run, _, flat = grid_function(module, options, programs, sequential)
     per_process, at = [], 0
     for f in flat:
         k = len(f.input_types)

@@ -16,7 +16,7 @@ from shlo2jax import outline
 from shlo2jax import registry
 from shlo2jax import types as T
 from shlo2jax.errors import ElidedDataError, LoadError, UnsupportedError
-from shlo2jax.options import TranslationOptions
+from shlo2jax.registry import COMPOSITE_RULES
 
 _TERMINATORS = frozenset({"func.return", "stablehlo.return", "mhlo.return", "chlo.return",
                           "sdy.return"})
@@ -106,7 +106,6 @@ class ModuleDef:
         self.functions: dict[str, FunctionDef] = functions
         self.attrs: dict = attrs
         self.ops: list = ops  # every op, in program order (nested regions included)
-        self.translation_options = TranslationOptions()  # load sets the user's
         # (op name, location, what) of each unsupported construct: in functions that can
         # run, and in those that never do (see _live_functions)
         self.problems: list = list(problems)
@@ -398,7 +397,6 @@ def _live_functions(functions: dict) -> set:
     """The functions that can run: the public ones (all, when none is public) and every
     function their ops name (callees, bodies, ...), except a composite's decomposition when a
     JAX implementation is registered for the composite's name."""
-    from shlo2jax.registry import COMPOSITE_RULES
     live = set()
     stack = [n for n, f in functions.items() if f.public] or list(functions)
     while stack:
@@ -421,7 +419,7 @@ def _live_functions(functions: dict) -> set:
 def decode_signatures(mlir_module, *, source_name: str = "") -> Optional[ModuleDef]:
     """The module's name, attributes and functions' signatures, without their bodies (each
     FunctionDef's `body` is None, and the module has no ops): what a program needs until it
-    translates (see shlo2jax.direct). None when a signature cannot be read (the full decode
+    translates (see shlo2jax.executables.direct). None when a signature cannot be read (the full decode
     reports why)."""
     decoder = _Decoder(source_name, None)
     module_attrs = attributes.decode_op_attributes(mlir_module.operation)

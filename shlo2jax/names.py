@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Optional, Sequence
 
+import jax
+
 # -- locations
 
 _POSITIONED_NAME_RE = re.compile(r"^\S.*?:\d+:\d+ \((.*)\)$", re.S)  # format_location's form
@@ -162,7 +164,6 @@ def exported_argument_names(exported, module_names: Sequence[Optional[str]]) -> 
     argument (`module_names[j]` for flat argument `module_kept_var_idx[j]`), and for those jax
     dropped, their `in_tree` path under the Python name learned from a kept argument of the
     same top-level position (`args[i]` when none is kept)."""
-    import jax
     tree = jax.tree_util.tree_unflatten(exported.in_tree, range(exported.in_tree.num_leaves))
     paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
 

@@ -19,8 +19,10 @@ import io
 import sys
 
 import numpy as np
+from jaxlib.mlir import ir
 
 from shlo2jax.attributes import dense_attribute, writes_back
+from shlo2jax.compat import make_ir_context
 
 # A constant this large is outlined (its data leaves the bytecode); a program whose outlined
 # constants add up to RELEASE_BYTES lets go of its MLIR module and context after decoding.
@@ -39,9 +41,6 @@ class ModuleOutline:
 
     def module(self):
         """The module, in a fresh context, with every outlined constant's data written back."""
-        from jaxlib.mlir import ir
-
-        from shlo2jax._jax_internals import make_ir_context
         context = make_ir_context()
         with context, ir.Location.unknown():
             module = ir.Module.parse(self.bytecode)
@@ -64,7 +63,6 @@ def outline(mlir_module, large_constants) -> "ModuleOutline | None":
     """The outline of `mlir_module` (changed in place: the caller drops it), or None when none of
     `large_constants` ((ir.Operation, decoded Op) of each constant of LARGE_CONSTANT_BYTES or
     more) can be written back exactly (dense_resource blobs, splats, types numpy lacks)."""
-    from jaxlib.mlir import ir
     arrays = []
     with mlir_module.context, ir.Location.unknown():
         i64 = ir.IntegerType.get_signless(64)
@@ -96,7 +94,6 @@ def outlined_bytes(large_constants) -> int:
 
 
 def _zero_splat(shaped_type):
-    from jaxlib.mlir import ir
     element = shaped_type.element_type
     try:
         zero = ir.IntegerAttr.get(element, 0) if isinstance(element, ir.IntegerType) \
@@ -120,3 +117,41 @@ def return_freed_memory() -> None:
     except (OSError, AttributeError):  # not glibc
         return
     trim(0)
+
+
+def release(module, mlir_module) -> "ModuleOutline | None":
+    """An outline of `mlir_module` when the large constants of `module` (decoded from it) add up
+    to `RELEASE_BYTES`: then no decoded record refers to an MLIR object any more (every op's
+    location is formatted), and the caller may let the MLIR module and its context go (which
+    hold the constants' data until they go). None when the program keeps its module. Empties
+    `module.large_constants` either way."""
+    large_constants, module.large_constants = module.large_constants, []
+    if mlir_module is None or outlined_bytes(large_constants) < RELEASE_BYTES:
+        return None
+    for op in module.ops:
+        op.location  # noqa: B018 - formats it: an ir.Location holds the context
+    return outline(mlir_module, large_constants)
+
+
+class HeldModule:
+    """A program's MLIR module, or its outline once the program let it go (see `release`)."""
+
+    def __init__(self, mlir_module):
+        self._module, self._outline = mlir_module, None
+
+    @property
+    def released(self) -> bool:
+        return self._outline is not None
+
+    def module(self):
+        """The module; where it was let go, rebuilt in a fresh context (a copy of its weights,
+        held while the caller holds it)."""
+        return self._outline.module() if self._outline is not None else self._module
+
+    def release(self, decoded_module) -> bool:
+        """Lets the module go when `decoded_module`'s large constants call for it (`release`);
+        whether it did."""
+        kept = release(decoded_module, self._module)
+        if kept is not None:
+            self._outline, self._module = kept, None
+        return kept is not None

@@ -40,7 +40,10 @@ import numpy as np
 
 from shlo2jax import names as naming
 from shlo2jax import types as T
+from shlo2jax.executables.exported import ExportedFunction
+from shlo2jax.loader import load
 from shlo2jax.module import Region
+from shlo2jax.program import Function, Program
 from shlo2jax.translate import Translator, TranslatorMode
 
 _CONSTANT_OPS = frozenset({"stablehlo.constant", "mhlo.constant"})
@@ -348,14 +351,15 @@ class _LiftedTranslator(Translator):
     """A translator whose constant rule reads lifted constants from the environment, and whose
     callees that use lifted constants take them as arguments."""
 
-    def __init__(self, module, mode: TranslatorMode, environment: _Environment, needs: dict):
-        super().__init__(module, mode)
+    def __init__(self, module, options, mode: TranslatorMode, environment: _Environment,
+                 needs: dict):
+        super().__init__(module, options, mode)
         self.lifted = environment.value
         self._environment = environment
         self._needs = needs  # function -> the parameter names it uses, itself or its callees
 
     def in_mode(self, mode: TranslatorMode) -> Translator:
-        return _LiftedTranslator(self.module, mode, self._environment, self._needs)
+        return _LiftedTranslator(self.module, self.options, mode, self._environment, self._needs)
 
     def callee(self, name: str) -> Callable:
         needed = tuple(sorted(self._needs.get(name, ())))
@@ -394,14 +398,12 @@ def _device_array(value: np.ndarray):
 
 
 def _function_of(source):
-    from shlo2jax.program import Function, Program
     if isinstance(source, Lifted):
         return source.function
     if isinstance(source, Program):
         return source.entry
     if isinstance(source, Function):
         return source
-    from shlo2jax.loader import load
     return load(source).entry
 
 
@@ -417,8 +419,7 @@ class Lifted:
     """
 
     def __init__(self, function, constants: list, arguments: list):
-        from shlo2jax.program import ExportedFunction
-        if function._dynamic:
+        if function.is_polymorphic:
             raise NotImplementedError(
                 f"lift_params: {function.signature} is shape-polymorphic; lifting constants "
                 "from a function with `?` dimensions is not supported")
@@ -450,7 +451,8 @@ class Lifted:
         for fname in index.reached:
             direct[fname] = {by_op[op.index] for op in index.ops_of[fname] if op.index in by_op}
         needs = index.transitive(direct)
-        translator = _LiftedTranslator(module, TranslatorMode(), environment, needs)
+        translator = _LiftedTranslator(module, function.program.options, TranslatorMode(),
+                                       environment, needs)
         body = function.taking_storage_integers(translator.function_body(function.definition))
         constant_names = self._constant_names
 
@@ -545,7 +547,7 @@ class Lifted:
         with jax.enable_x64(True):
             outs = self._traced(values, *module_args)
         if self._exported:
-            outs = outs[fn._result_tokens:]
+            outs = outs[fn.result_tokens:]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def bind(self, params) -> "Bound":

@@ -164,7 +164,7 @@ def probe(target, *args, values="all"):
     if not all(t.is_static for t in fn.input_types if isinstance(t, T.TensorType)):
         raise NotImplementedError(f"probe: @{fn.name} has dynamic input shapes")
     prober = _Prober(_select(fn.program.module, values))
-    body = Translator(fn.program.module, TranslatorMode(observer=prober)).function_body(
+    body = Translator(fn.program.module, fn.program.options, TranslatorMode(observer=prober)).function_body(
         fn.definition)
 
     def run(*call_args):

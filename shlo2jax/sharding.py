@@ -27,12 +27,16 @@ leaves the same way (`Tiling.to_global`).
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from typing import Optional
 
+import jax
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
+from shlo2jax import registry
 from shlo2jax.errors import ShardingError
 from shlo2jax.module import Op, Region
 from shlo2jax.sharding_attributes import (HloSharding, SdyMesh, SdySharding, Tiling,
@@ -161,7 +165,6 @@ class ShardingContext:
         """A `NamedSharding` on `self.mesh`, or None when the sharding says nothing
         (unknown, manual, a tuple) or cannot be expressed on the mesh. `open_dims`:
         unsharded dimensions are left to the compiler (PartitionSpec.UNCONSTRAINED)."""
-        from jax.sharding import NamedSharding, PartitionSpec
         named = self._named(sharding, rank)
         if named is None or not open_dims:
             return named
@@ -170,7 +173,6 @@ class ShardingContext:
             PartitionSpec.UNCONSTRAINED if d is None else d for d in spec]))
 
     def _named(self, sharding, rank: int):
-        from jax.sharding import NamedSharding, PartitionSpec
         if sharding is None:
             return None
         mesh = self.mesh
@@ -194,7 +196,6 @@ class ShardingContext:
         """The partition spec on the mesh whose tile assignment is exactly `tiling`."""
         mesh = self.mesh
         names, sizes = list(mesh.axis_names), [mesh.shape[a] for a in mesh.axis_names]
-        import jax
         index = {d: k for k, d in enumerate(jax.devices()[:self.num_devices])}
         ids = np.vectorize(lambda d: index[d], otypes=[np.int64])(mesh.devices)
         # the mesh is small: try every way of splitting dimensions over its axes
@@ -277,7 +278,6 @@ def rewrite_manual_regions(module) -> list:
     """Folds each connected `SPMDFullToShardShape ... SPMDShardToFullShape` stretch of
     every block into one `shlo2jax.manual_region` op (a region of per-device code);
     returns the problems found as (op name, location, why)."""
-    from shlo2jax import registry
     problems = []
     seen = set()
 
@@ -408,7 +408,6 @@ def _manual_op(members, producer, ops, module, registry) -> Op:
 
 def _topological(ops, available) -> list:
     """`ops` reordered (stably) so every value is defined before it is used."""
-    import heapq
     producer = {v: k for k, op in enumerate(ops) for v in op.results}
     deps = []
     for op in ops:
@@ -432,3 +431,9 @@ def _topological(ops, available) -> list:
     if len(out) != len(ops):
         raise ShardingError("a manual region's results feed its own inputs")
     return out
+
+
+def has_manual_regions(module) -> bool:
+    """Whether the decoded module has per-device (shard_map) regions."""
+    return any(op.name == "sdy.manual_computation" for op in module.ops) or any(
+        op.name == MANUAL_REGION for f in module.functions.values() for op in f.body.ops)

@@ -16,6 +16,7 @@ import math
 import re
 from typing import NamedTuple, Optional
 
+import jax.numpy as jnp
 import numpy as np
 
 from shlo2jax import types as T
@@ -53,7 +54,6 @@ class Tiling(NamedTuple):
 
     def to_local(self, x, n: int):
         """[n, *local]: device k's block of the global value x, for every device k < n."""
-        import jax.numpy as jnp
         blocks = _blocks(x, self.tiles, self.local_shape(x.shape))
         tile_of = self.tile_of()
         if len(tile_of) < n or (tile_of[:n] < 0).any():
@@ -62,7 +62,6 @@ class Tiling(NamedTuple):
 
     def to_global(self, y, shape):
         """The global value from the stacked device blocks y ([n, *local])."""
-        import jax.numpy as jnp
         first = self.devices.reshape(math.prod(self.tiles), -1)[:, 0]
         blocks = jnp.take(y, jnp.asarray(first), axis=0)
         local = tuple(y.shape[1:])

@@ -40,7 +40,7 @@ def run_spmd(function, per_process_args: Sequence[Sequence], num_replicas: int =
     else:
         grid = [[function.definition] * num_partitions for _ in range(num_replicas)]
         program = function.program
-    run, _, _ = grid_function(program.module, grid)
+    run, _, _ = grid_function(program.module, program.options, grid)
     with jax.enable_x64(True):
         outs = jax.jit(run)([list(a) for a in per_process_args])
     return [list(o) for o in outs]

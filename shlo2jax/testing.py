@@ -1,7 +1,5 @@
-"""`shlo2jax.testing`, the documented name of `shlo2jax.tools.testing` (this module is it)."""
+"""Assertions for tests that compare backends (`pytest`): see `shlo2jax.tools.testing`."""
 
-import sys
+from shlo2jax.tools.testing import BackendSkippedWarning, assert_backends_agree
 
-from shlo2jax.tools import testing as _testing
-
-sys.modules[__name__] = _testing
+__all__ = ["assert_backends_agree", "BackendSkippedWarning"]

@@ -20,10 +20,10 @@ from jax import lax
 import numpy as np
 
 from shlo2jax import types as T
-from shlo2jax._jax_internals import strong_zero_ops
 from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError
 from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
-from shlo2jax.options import TranslationOptions
+from shlo2jax.gradients import strong_zero_ops
+from shlo2jax.options import LoadOptions
 
 
 class Token:
@@ -48,7 +48,7 @@ LAX_MATH = types.SimpleNamespace(
     sqrt=lax.sqrt, rsqrt=lax.rsqrt, cbrt=lax.cbrt, tan=lax.tan, atan2=lax.atan2, pow=lax.pow)
 
 
-def math_for(options: TranslationOptions):
+def math_for(options: LoadOptions):
     return LAX_MATH if options.gradients == "lax" else strong_zero_ops()
 
 
@@ -82,10 +82,11 @@ class Translator:
     # op -> the value of its parameter in the call being traced, or None.
     lifted: Optional[Callable] = None
 
-    def __init__(self, module: ModuleDef, mode: TranslatorMode = _DEFAULT_MODE):
+    def __init__(self, module: ModuleDef, options: LoadOptions,
+                 mode: TranslatorMode = _DEFAULT_MODE):
         self.module = module
         self.mode = mode
-        self.options: TranslationOptions = module.translation_options
+        self.options = options
         # mul, div, exp, ...: lax's, or with strong-zero derivatives (`options.gradients`)
         self.math = math_for(self.options)
         self._callees: dict[str, Callable] = {}
@@ -105,7 +106,7 @@ class Translator:
 
     def in_mode(self, mode: TranslatorMode) -> "Translator":
         """A new translator like this one in `mode` (a subclass keeps its own state)."""
-        return Translator(self.module, mode)
+        return Translator(self.module, self.options, mode)
 
     def callee(self, name: str) -> Callable:
         """A func.call target: traced once per signature, reused at every call site."""
@@ -160,6 +161,11 @@ class Scope:
 
     def __init__(self, translator: Translator, env: dict):
         self.translator, self.env, self.shared = translator, env, {}
+
+    @property
+    def options(self) -> LoadOptions:
+        """The program's load options."""
+        return self.translator.options
 
     def region(self, region: Region) -> Callable:
         """The region as a function of its block arguments returning a list of outputs."""

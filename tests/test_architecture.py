@@ -21,7 +21,9 @@ PACKAGES = {"shlo2jax": ROOT / "shlo2jax", "shlo2jax.ops": ROOT / "ops",
 
 CORE = {
     "shlo2jax.errors", "shlo2jax.types", "shlo2jax.attributes", "shlo2jax.module",
-    "shlo2jax.registry", "shlo2jax.translate", "shlo2jax._jax_internals", "shlo2jax.options",
+    "shlo2jax.registry", "shlo2jax.translate", "shlo2jax.compat", "shlo2jax.options",
+    # what the translation and the ops build on: jax's primitive machinery put to use
+    "shlo2jax.gradients", "shlo2jax.primitives",
     # what the ops call into at run time: the host side of transfers, process grids,
     # decoded sharding annotations
     "shlo2jax.host_transfers", "shlo2jax.grid", "shlo2jax.sharding_attributes",
@@ -29,13 +31,14 @@ CORE = {
     "shlo2jax.outline",
 }
 FEATURES = {
-    "shlo2jax.chlo_legalize", "shlo2jax.dynamic", "shlo2jax.sharding", "shlo2jax.spmd",
-    "shlo2jax.probes", "shlo2jax.program", "shlo2jax.loader", "shlo2jax.names",
-    "shlo2jax.params", "shlo2jax.safe_parse", "shlo2jax.direct",
+    "shlo2jax.chlo_legalize", "shlo2jax.sharding", "shlo2jax.spmd", "shlo2jax.probes",
+    "shlo2jax.program", "shlo2jax.loader", "shlo2jax.names", "shlo2jax.params",
+    "shlo2jax.decoding", "shlo2jax.signatures",
 }
-# The package itself and the documented names of tools: `shlo2jax.compare`, ...
-API = {"shlo2jax", "shlo2jax.__main__", "shlo2jax.compare", "shlo2jax.testing",
-       "shlo2jax.export"}
+# Folders of features: every module in them
+FEATURE_PACKAGES = ("shlo2jax.sources", "shlo2jax.executables")
+# The package itself and the documented names of tools: `shlo2jax.testing`, `shlo2jax.export`
+API = {"shlo2jax", "shlo2jax.__main__", "shlo2jax.testing", "shlo2jax.export"}
 LAYERS = ("core", "ops", "features", "tools", "api")
 
 
@@ -44,7 +47,7 @@ def layer(module: str) -> str:
         return "core"
     if module.startswith(("shlo2jax.ops", "shlo2jax.quant")):
         return "ops"
-    if module in FEATURES:
+    if module in FEATURES or module.startswith(FEATURE_PACKAGES):
         return "features"
     if module == "shlo2jax.tools" or module.startswith("shlo2jax.tools."):
         return "tools"
@@ -132,7 +135,7 @@ def test_the_graph_sees_imports_inside_functions():
     # the loader imports the op families inside a function, at the first load
     assert "shlo2jax.ops" in graph["shlo2jax.loader"]
     # and the package's lazy attributes import the tools' documented names
-    assert {"shlo2jax.compare", "shlo2jax.testing", "shlo2jax.export"} <= graph["shlo2jax"]
+    assert {"shlo2jax.tools.compare", "shlo2jax.testing", "shlo2jax.export"} <= graph["shlo2jax"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
@@ -184,7 +187,7 @@ def test_shared_helpers_of_ops_import_no_family():
 def test_jax_internals_are_used_in_one_module():
     users = []
     for name, path in modules().items():
-        if name == "shlo2jax._jax_internals":
+        if name == "shlo2jax.compat":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
@@ -218,42 +221,39 @@ def test_import_shlo2jax_loads_no_tool():
     assert "shlo2jax.loader" in loaded
     tools = sorted(m for m in loaded if m == "shlo2jax.tools" or m.startswith("shlo2jax.tools."))
     assert not tools
-    assert not loaded & {"shlo2jax.compare", "shlo2jax.testing", "shlo2jax.export"}
+    assert not loaded & {"shlo2jax.testing", "shlo2jax.export"}
     # the op families load with the first program
     assert not any(m == "shlo2jax.ops" or m.startswith("shlo2jax.ops.") for m in loaded)
 
 
-@pytest.mark.parametrize("first", ["call", "from-import"])
-def test_shlo2jax_compare_is_the_function_and_the_module(first):
-    # `shlo2jax.compare(...)` and `from shlo2jax.compare import TranslatedBackend` both work,
-    # whichever is used first.
-    code = """
-        import numpy as np
+def test_shlo2jax_compare_is_the_function():
+    # `shlo2jax.compare(...)` is the backend comparison; its backends are in
+    # shlo2jax.tools.compare, and `shlo2jax.testing` / `shlo2jax.export` name the tools' APIs.
+    code = '''
         import shlo2jax
-        text = '''func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+        from shlo2jax.tools.compare import TranslatedBackend, compare
+        text = """func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
           %0 = stablehlo.negate %x : tensor<2xf32>
           func.return %0 : tensor<2xf32>
-        }'''
-        def call():
-            result = shlo2jax.compare(text, ["cpu", TranslatedBackend(name="again")])
-            assert result.ok and [p.errors.ok for p in result.pairs] == [True]
-        """
-    if first == "call":
-        code += """
-        from shlo2jax.tools.compare import TranslatedBackend
-        call()
-        from shlo2jax.compare import TranslatedBackend as named
-        assert named is TranslatedBackend
-        """
-    else:
-        code += """
-        from shlo2jax.compare import TranslatedBackend, Comparison, array_errors
-        call()
-        """
-    code += """
+        }"""
+        result = shlo2jax.compare(text, ["cpu", TranslatedBackend(name="again")])
+        assert result.ok and [p.errors.ok for p in result.pairs] == [True]
+        assert shlo2jax.compare is compare
         from shlo2jax.testing import assert_backends_agree
         from shlo2jax.export import export_translated
-        assert shlo2jax.compare.compare is shlo2jax.tools.compare.compare
-        """
+        '''
     loaded = _loaded_after(code)
     assert "shlo2jax.tools.compare" in loaded
+
+
+def test_no_module_replaces_itself():
+    # No callable module and no module that swaps itself in sys.modules: a module is what its
+    # file defines.
+    hacks = [name for name, path in modules().items()
+             if "sys.modules[__name__]" in path.read_text()]
+    assert not hacks, hacks
+
+
+def test_no_jax_internals_module_under_its_old_name():
+    # every jax internal and version difference is in shlo2jax.compat
+    assert "shlo2jax._jax_internals" not in modules()

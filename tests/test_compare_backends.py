@@ -13,8 +13,8 @@ import pytest
 
 import shlo2jax
 from shlo2jax.tools import cli
-from shlo2jax.compare import (Backend, BackendUnavailable, TranslatedBackend, array_errors,
-                              compare, upcast_module_text)
+from shlo2jax.tools.compare import (Backend, BackendUnavailable, TranslatedBackend, array_errors,
+                                    compare, upcast_module_text)
 from shlo2jax.export import export_translated, translated_stablehlo
 from shlo2jax.testing import BackendSkippedWarning, assert_backends_agree
 

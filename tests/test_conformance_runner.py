@@ -308,7 +308,7 @@ def test_dynamic_case_gets_consistent_sizes_and_a_refined_reference():
     (reference,) = C.reference.run_interpreter(text, inputs[1:], True, 60)
     np.testing.assert_array_equal(reference, (inputs[1] + inputs[1]).T)
     result, message = run(DYNAMIC)
-    # the translation of `?` signatures lives in shlo2jax.dynamic
+    # the translation of `?` signatures lives in shlo2jax.executables.polymorphic
     assert result == "pass" or (result == "unsupported" and "dynamic" in message), message
 
 

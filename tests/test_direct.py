@@ -1,4 +1,4 @@
-"""`load(..., lowering="direct")` (shlo2jax/direct.py): calls and jit lower a function to the
+"""`load(..., lowering="direct")` (shlo2jax/executables/direct.py): calls and jit lower a function to the
 module's own ops; grad, jvp and vmap trace the translation. Checked on real producers' exports
 from the corpus against the producers' own outputs and gradients (tests/corpus/checks.py)."""
 
@@ -25,7 +25,7 @@ def _load(entry_id, **options):
     return e, program, program[e.meta.get("function", "main")]
 
 
-# What keeps a corpus entry translated (see shlo2jax.direct): composites (jax's erf and
+# What keeps a corpus entry translated (see shlo2jax.executables.direct): composites (jax's erf and
 # top_k), TensorFlow's @mhlo.erf custom call, `?` dimensions in the signature.
 TRANSLATED_BECAUSE = ("stablehlo.composite runs translated", "custom call @mhlo.erf",
                       "a signature type the translation carries (tensor<?x")
@@ -44,7 +44,7 @@ def test_every_corpus_entry_lowers_directly_or_says_why(entry_id):
         return
     result = checks.run(e, "forward", fn)
     assert result.ok, result.message
-    from shlo2jax._jax_internals import registered_custom_call_targets
+    from shlo2jax.compat import registered_custom_call_targets
     # (kernels CPU lacks, a GPU export's, lower as the translation: that decodes it)
     assert program.decoded == (
         not program.direct_scan.custom_call_targets <= registered_custom_call_targets("cpu"))

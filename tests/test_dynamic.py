@@ -8,8 +8,8 @@ import pytest
 from jax import export
 
 import shlo2jax
-from shlo2jax import dynamic
-from shlo2jax.dynamic import ShapeError
+from shlo2jax.executables import polymorphic
+from shlo2jax.errors import ShapeError
 
 
 def _mlp(x, w, b):
@@ -89,15 +89,15 @@ def test_divisibility_constraint_is_reported():
 def test_one_refinement_per_signature(mlp_program):
     function = mlp_program.entry
     function.__dict__.pop("_specialised", None)
-    start = dynamic.refinement_count
+    start = polymorphic.refinement_count
     mlp_program(*_mlp_args(6))
-    assert dynamic.refinement_count == start + 1
+    assert polymorphic.refinement_count == start + 1
     mlp_program(*_mlp_args(6, seed=1))  # same shapes: cached
-    assert dynamic.refinement_count == start + 1
+    assert polymorphic.refinement_count == start + 1
     mlp_program(*_mlp_args(9))
-    assert dynamic.refinement_count == start + 2
+    assert polymorphic.refinement_count == start + 2
     mlp_program(*_mlp_args(6, seed=2))
-    assert dynamic.refinement_count == start + 2
+    assert polymorphic.refinement_count == start + 2
 
 
 # A jax2tf-era module: %arg0 is the size of the `?` dimension (its VALUE drives the shapes).
@@ -139,13 +139,13 @@ def test_dimension_size_argument():
 def test_dimension_size_value_is_part_of_the_cache_key():
     program = shlo2jax.load(DIM_ARG_MODULE)
     x = np.ones((1, 4), np.float32)  # one row broadcasts to any count: only %arg0 decides it
-    start = dynamic.refinement_count
+    start = polymorphic.refinement_count
     for n in (2, 5, 2):
         out = program(np.array(n, np.int64), x)
         expected = _dim_arg_expected(np.ones((n, 4), np.float32))
         np.testing.assert_array_equal(np.asarray(out), expected)
     # One refinement on shapes alone, then one per distinct value.
-    assert dynamic.refinement_count == start + 3
+    assert polymorphic.refinement_count == start + 3
 
 
 def test_inconsistent_dimension_size_argument_is_reported():

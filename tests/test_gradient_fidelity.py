@@ -22,11 +22,11 @@ import shlo2jax
 from shlo2jax.errors import TranslationError
 
 
-def _roundtrip(fn, *args, **load_options):
+def _roundtrip(fn, *args, **option_values):
     """fn exported by jax.export, serialized, and loaded back."""
     specs = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in args]
     exported = jax.export.export(jax.jit(fn))(*specs)
-    return shlo2jax.load(exported.serialize(), **load_options).entry
+    return shlo2jax.load(exported.serialize(), **option_values).entry
 
 
 def _assert_grads_agree(got, want, rtol=1e-4):
@@ -130,10 +130,10 @@ class Special:
     jax.grad; "fwd": forward mode only, as jax cannot reverse-differentiate its loop;
     None: jax has no derivative rule, so the reference is numerical) and w.r.t. what."""
 
-    def __init__(self, fn, args, producer="rev", argnums=None, **load_options):
+    def __init__(self, fn, args, producer="rev", argnums=None, **option_values):
         self.fn, self.args, self.producer = fn, args, producer
         self.argnums = tuple(range(len(args))) if argnums is None else argnums
-        self.load_options = load_options
+        self.option_values = option_values
 
 
 SPECIAL = {
@@ -205,7 +205,7 @@ def _producer_grads(case):
 @pytest.mark.parametrize("name", sorted(n for n in SPECIAL if SPECIAL[n].producer))
 def test_special_function_gradient_matches_producer(name):
     case = SPECIAL[name]
-    translated = _roundtrip(case.fn, *case.args, **case.load_options)
+    translated = _roundtrip(case.fn, *case.args, **case.option_values)
     np.testing.assert_allclose(translated(*case.args), case.fn(*case.args), rtol=2e-6,
                                atol=1e-6)
     got = jax.grad(_loss(translated), argnums=case.argnums)(*case.args)
@@ -218,7 +218,7 @@ def test_special_function_check_grads_order_2(name):
     case = SPECIAL[name]
     with jax.enable_x64(True):
         args = tuple(np.asarray(a, np.float64) for a in case.args)
-        translated = _roundtrip(case.fn, *args, **case.load_options)
+        translated = _roundtrip(case.fn, *args, **case.option_values)
 
         def fn(*diff):
             full = list(args)

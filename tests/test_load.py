@@ -184,7 +184,7 @@ def test_outlined_constants_are_written_back_bit_for_bit(monkeypatch):
 
 
 def test_shape_refinement_of_a_program_that_let_its_module_go(monkeypatch):
-    # `?` dimensions are specialised by refining the module (shlo2jax.dynamic): a program that
+    # `?` dimensions are specialised by refining the module (shlo2jax.executables.polymorphic): a program that
     # let its module go rebuilds it for that, and so does each refined program
     from shlo2jax import outline
     w = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
@@ -194,7 +194,7 @@ def test_shape_refinement_of_a_program_that_let_its_module_go(monkeypatch):
         patched.setattr(outline, "LARGE_CONSTANT_BYTES", 0)
         patched.setattr(outline, "RELEASE_BYTES", 0)
         program = shlo2jax.load(exported.serialize())
-        assert program.released_mlir_module and program.entry._dynamic
+        assert program.released_mlir_module and program.entry.is_polymorphic
         for batch in (1, 3):
             x = np.arange(batch * 4, dtype=np.float32).reshape(batch, 4) / 8
             np.testing.assert_allclose(np.asarray(program(x)), np.tanh(x @ w), rtol=1e-6)

@@ -87,7 +87,7 @@ func.func public @main(%x: tensor<2xf32>) -> (tensor<2xf32> {"ja\F2.result_info"
 def test_location_as_a_vhlo_constant_value():
     from jax import export
     from jaxlib.mlir import ir
-    from shlo2jax._jax_internals import make_ir_context
+    from shlo2jax.compat import make_ir_context
     exported = export.deserialize(bytearray(
         (ROOT / "tests" / "corpus" / "jax" / "mlp" / "exported.bin").read_bytes()))
     with make_ir_context():

@@ -367,8 +367,8 @@ def test_dense_resource_blobs_are_parameters():
     # Importers such as torch-mlir write weights as dense_resource blobs (dialect_resources):
     # the convnet's weights rewritten that way, with the MLIR API they use.
     from jaxlib.mlir import ir
-    from shlo2jax._jax_internals import make_ir_context
-    from shlo2jax.loader import parse_mlir
+    from shlo2jax.compat import make_ir_context
+    from shlo2jax.sources.mlir import parse_mlir
     e, fn = _convnet()
     exported = jax.export.deserialize(bytearray(e.artifact_path.read_bytes()))
     context = make_ir_context()
@@ -511,7 +511,7 @@ def test_a_program_that_let_its_module_go_offers_everything(monkeypatch):
     want = np.asarray(kept(x))
     np.testing.assert_array_equal(np.asarray(program(x)), want)
     # its Exported kept no module bytes: they are serialized again when asked for
-    assert program._exported.mlir_module_serialized == b""
+    assert program.entry._exported.mlir_module_serialized == b""
     np.testing.assert_array_equal(np.asarray(jax.tree.leaves(program.exported.call(x))[0]), want)
     assert "stablehlo" in program.exported.mlir_module()
     np.testing.assert_array_equal(np.asarray(shlo2jax.load(program.exported.serialize())(x)),

@@ -54,7 +54,7 @@ def test_the_exceptions_are_still_exceptions(name):
 
 
 def test_every_registered_name_is_written_where_it_is_registered():
-    sources = "".join(p.read_text() for p in (ROOT / "ops").glob("*.py"))
+    sources = "".join(p.read_text() for p in (ROOT / "ops").rglob("*.py"))
     literals = set(re.findall(r'"([^"\s]+)"', sources))
     unwritten = sorted(n for n in list(registry.OP_RULES) + list(registry.CUSTOM_CALL_RULES)
                        if n not in literals and registry.OP_RULES.get(

@@ -230,7 +230,7 @@ def dce_sink(ctx, op, *args):
 
 # ------------------------------------------------ jax.export's dynamic-shape ops
 # `stablehlo.dynamic_*` custom calls carry sizes as operands. Calls with
-# concrete shapes are refined first (shlo2jax.dynamic), which usually rewrites
+# concrete shapes are refined first (shlo2jax.executables.polymorphic), which usually rewrites
 # them into static ops; when one survives, its size operands must be known
 # while tracing (constants after refinement). (`stablehlo.dynamic_rng_bit_generator`
 # is in ops/random.py.)

@@ -18,7 +18,7 @@ from jax import lax
 from jax.lax import linalg as L
 
 from shlo2jax import registry
-from shlo2jax._jax_internals import lax_geqp3
+from shlo2jax.compat import lax_geqp3
 from shlo2jax.ops import _linalg as K
 from shlo2jax.ops._common import TriangularSolve, backend_config
 from shlo2jax.ops.custom_calls._descriptors import Outputs, known_int

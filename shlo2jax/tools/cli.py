@@ -45,7 +45,7 @@ def _info(args) -> int:
 
 
 def _print_derivatives(program) -> None:
-    options = program.module.translation_options
+    options = program.options
     print("derivatives:")
     for fn in program.functions.values():
         if getattr(fn, "uses_producer_vjp", False):

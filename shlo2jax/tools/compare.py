@@ -29,17 +29,24 @@ import dataclasses
 import itertools
 import json
 import re
-import sys
 import time
-import types
 from typing import Callable, Optional, Sequence
 
 import jax
 import numpy as np
 
+from shlo2jax import attributes
 from shlo2jax import types as T
+from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import BackendUnavailable
+from shlo2jax.executables.polymorphic import inline_calls, specialise
+from shlo2jax.loader import load
+from shlo2jax.module import format_location
+from shlo2jax.options import LoadOptions
+from shlo2jax.probes import ProbeKey, probe
+from shlo2jax.program import Program
 from shlo2jax.tools import reference
+from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.numerics import Errors, array_errors
 
 BUILTIN_BACKENDS = ("cpu", "gpu", "tpu", "interpreter", "xla-direct", "f64")
@@ -92,11 +99,11 @@ class TranslatedBackend(Backend):
     different module is translated (same signature): e.g. a deliberately perturbed copy."""
 
     def __init__(self, platform: str = "cpu", name: Optional[str] = None, source=None,
-                 load_options: Optional[dict] = None):
+                 options: Optional[LoadOptions] = None):
         self.platform = platform
         self.name = name or platform
         self.source = source
-        self.load_options = load_options
+        self.options = options  # None: the compared program's
         self._programs: dict = {}
 
     def device(self):
@@ -110,9 +117,7 @@ class TranslatedBackend(Backend):
         if self.source is None:
             return program
         if "source" not in self._programs:
-            from shlo2jax.loader import load
-            options = dict(program.load_options if self.load_options is None else self.load_options)
-            self._programs["source"] = load(self.source, **options)
+            self._programs["source"] = load(self.source, self.options or program.options)
         return self._programs["source"]
 
     def inputs_for(self, inputs: list) -> list:
@@ -131,7 +136,6 @@ class TranslatedBackend(Backend):
                           lambda fn, args: [np.asarray(o) for o in _as_list(fn(*args))])
 
     def probe(self, program, function, inputs, values="all"):
-        from shlo2jax.probes import probe
         return self._call(self.effective_program(program), function, inputs,
                           lambda fn, args: probe(fn, *args, values=values))
 
@@ -145,9 +149,8 @@ class Float64Backend(TranslatedBackend):
     def effective_program(self, program):
         key = id(program)
         if key not in self._programs:
-            from shlo2jax.loader import load
             self._programs[key] = (program, load(upcast_module_text(program),
-                                                 **program.load_options))
+                                                 program.options))
         return self._programs[key][1]
 
     def inputs_for(self, inputs):
@@ -209,7 +212,7 @@ def backend(spec, interpreter_timeout: float = 600.0) -> Backend:
     if spec == "f64":
         return Float64Backend()
     raise ValueError(f"unknown backend {spec!r}; choose from {', '.join(BUILTIN_BACKENDS)} "
-                     "or pass a shlo2jax.compare.Backend")
+                     "or pass a shlo2jax.tools.compare.Backend")
 
 
 # ------------------------------------------------------------------- the f64 reference
@@ -244,8 +247,6 @@ def upcast_module_text(program) -> str:
     (bitcast_convert between floats and integers)."""
     from jaxlib.mlir import ir
 
-    from shlo2jax import attributes
-    from shlo2jax._jax_internals import make_ir_context
     text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
     cache: dict = {}
 
@@ -358,10 +359,6 @@ def instrumented_module_text(program, function: str, max_elements: int = 20_000_
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import func as func_dialect
 
-    from shlo2jax._jax_internals import make_ir_context
-    from shlo2jax.dynamic import inline_calls
-    from shlo2jax.probes import ProbeKey
-    from shlo2jax.module import format_location
     text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
     with make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
@@ -408,9 +405,8 @@ def instrumented_module_text(program, function: str, max_elements: int = 20_000_
 
 def _instrumented_records(backend: Backend, program, function: str, inputs: list):
     """ProbeRecords-like {key: [value]} from one run of the instrumented module."""
-    from shlo2jax.loader import load
     text, keys, n_outputs = instrumented_module_text(program, function)
-    instrumented = load(text, **program.load_options)
+    instrumented = load(text, program.options)
     outputs = backend.run_program(instrumented, function, inputs)
     return {key: [value] for key, value in zip(keys, outputs[n_outputs:])}
 
@@ -531,7 +527,7 @@ def compare(source, backends: Sequence = DEFAULT_BACKENDS, *, function: Optional
             inputs: Optional[Sequence] = None, seed: int = 0, rtol: float = 1e-4,
             atol: float = 1e-6, max_ulp: Optional[int] = None, locate: bool = False,
             locate_limit: int = 3, locate_values="all", interpreter_timeout: float = 600.0,
-            **load_options) -> Comparison:
+            options: Optional[LoadOptions] = None, **option_values) -> Comparison:
     """Runs one function of a module on each backend with the same inputs and compares
     every pair of backends' outputs. `source`: anything `shlo2jax.load` accepts, or a
     loaded Program. See the module docstring for the backends and the error figures.
@@ -539,18 +535,14 @@ def compare(source, backends: Sequence = DEFAULT_BACKENDS, *, function: Optional
     `locate_values`: which ops the probes record when locating ("all", or op names, indices
     or locations as `shlo2jax.probe` takes them); recording every op of a large model holds
     all its intermediate values in memory at once, twice."""
-    from shlo2jax.tools.inputs import seeded_inputs
-    from shlo2jax.loader import load
-    from shlo2jax.program import Program
-    program = source if isinstance(source, Program) else load(source, **load_options)
+    program = source if isinstance(source, Program) else load(source, options, **option_values)
     fn = program[function] if function else program.entry
     if inputs is None:
         inputs, how = seeded_inputs(fn, seed), f"seeded (seed {seed})"
     else:
         inputs, how = [np.asarray(x) for x in inputs], "given"
     fn.check_arguments(inputs)
-    if fn._dynamic:  # every backend runs the module refined to these inputs' shapes
-        from shlo2jax.dynamic import specialise
+    if fn.is_polymorphic:  # every backend runs the module refined to these inputs' shapes
         fn = specialise(fn, inputs)
         program = fn.program
     chosen = [backend(b, interpreter_timeout) for b in backends]
@@ -661,14 +653,3 @@ def diverging_ops(records_a, records_b, rtol, atol, max_ulp, limit: int) -> list
         if len(found) >= limit:
             break
     return found
-
-
-class _CallableModule(types.ModuleType):
-    """`shlo2jax.compare` is documented as the function and as the module of its backends
-    (`from shlo2jax.compare import TranslatedBackend`): the module calls the function."""
-
-    def __call__(self, *args, **kwargs) -> Comparison:
-        return compare(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

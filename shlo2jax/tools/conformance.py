@@ -382,7 +382,7 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
         from shlo2jax.probes import probe
         _, probed = probe(fn, values="probes")
     recorded = []
-    body = Translator(program.module, TranslatorMode(recorder=recorded)).function_body(
+    body = Translator(program.module, program.options, TranslatorMode(recorder=recorded)).function_body(
         fn.definition)
 
     def traced():

@@ -30,7 +30,7 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> li
     """The bundled example, the corpus's exports (serialized, their VHLO modules, and the
     printed text of their bytecode modules), and `shared`/models/*.mlir.bc when present."""
     from jaxlib.mlir import ir
-    from shlo2jax._jax_internals import make_ir_context
+    from shlo2jax.compat import make_ir_context
     sources = []
     with open(os.path.join(root, "examples", "mlp.mlir"), encoding="utf-8") as f:
         sources.append(Source("examples/mlp.mlir", f.read()))

@@ -14,7 +14,7 @@ import tempfile
 
 import numpy as np
 
-from shlo2jax import _jax_internals
+from shlo2jax import compat
 from shlo2jax.chlo_legalize import legalize_chlo, op_names
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported
 from shlo2jax.tools.numerics import bit_patterns
@@ -26,7 +26,7 @@ def xla_direct(program, platform: str = "cpu"):
     Returns a callable taking the entry function's arguments and returning a list of arrays.
     """
     text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=False)
-    return _jax_internals.compile_mlir_module(text, platform, program.num_replicas,
+    return compat.compile_mlir_module(text, platform, program.num_replicas,
                                               program.num_partitions)
 
 
@@ -156,12 +156,11 @@ def _refined_reference_text(text: str, dynamic: bool) -> str:
     """The wrapper module, shape-refined when it has `?` dimensions (the reference
     interpreter has no dynamic shapes)."""
     from jaxlib.mlir import ir
-    from shlo2jax._jax_internals import make_ir_context
-    with make_ir_context(), ir.Location.unknown():
+    with compat.make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         if dynamic:
             try:
-                module = _jax_internals.refine_polymorphic_shapes(module)
+                module = compat.refine_polymorphic_shapes(module)
             except Exception as e:
                 cause = e.__cause__ or e
                 raise InterpreterError("shape refinement of the reference module failed: "
@@ -332,7 +331,7 @@ def legalize_all_chlo(text: str) -> str:
     """Module text with every chlo op rewritten to stablehlo (for the reference interpreter,
     which implements no chlo op); the text unchanged when the pass cannot rewrite it."""
     from jaxlib.mlir import ir
-    with _jax_internals.make_ir_context(), ir.Location.unknown():
+    with compat.make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         if not legalize_chlo(module, unsupported_names=op_names(module)):
             return text

@@ -26,12 +26,12 @@ class BackendSkippedWarning(UserWarning):
 def assert_backends_agree(module, backends=DEFAULT_BACKENDS, *, function=None, inputs=None,
                           seed: int = 0, rtol: float = 1e-4, atol: float = 1e-6,
                           max_ulp=None, locate: bool = True, min_backends: int = 2,
-                          **load_options):
+                          **option_values):
     """Runs `module` on `backends` with the same inputs; fails unless every pair agrees.
-    Returns the `shlo2jax.compare.Comparison`."""
+    Returns the `shlo2jax.tools.compare.Comparison`."""
     import pytest
     result = compare(module, backends, function=function, inputs=inputs, seed=seed, rtol=rtol,
-                     atol=atol, max_ulp=max_ulp, locate=locate, **load_options)
+                     atol=atol, max_ulp=max_ulp, locate=locate, **option_values)
     skipped = [r for r in result.runs.values() if r.status == "skipped"]
     for run in skipped:
         warnings.warn(f"backend {run.name} skipped: {run.reason}", BackendSkippedWarning,

@@ -11,9 +11,9 @@ import pytest
 import scipy.special as sp
 
 import shlo2jax
-from shlo2jax._jax_internals import make_ir_context
+from shlo2jax.compat import make_ir_context
 from shlo2jax.chlo_legalize import legalize_chlo
-from shlo2jax.loader import parse_mlir
+from shlo2jax.sources.mlir import parse_mlir
 
 from _helpers import tensor
 

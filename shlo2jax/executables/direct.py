@@ -1,9 +1,9 @@
-"""`load(..., lowering="direct")`: a function lowers to the module's own ops.
+"""The direct executable (`load(..., lowering="direct")`): a function lowers to the module's own ops.
 
 Translating a function traces one lax primitive per op and JAX lowers each again: about
 10,000-15,000 ops/s, the same per-primitive cost as JAX tracing a program written in lax.
 A user who runs a program (jit, call) and transforms it only sometimes can skip that: the
-function becomes one primitive (`_jax_internals.direct_call_primitive`) whose lowering is
+function becomes one primitive (`direct_call_primitive`) whose lowering is
 the module's function itself, merged into the lowered module as `Exported.call` merges an
 export. The compiled program is then what XLA compiles from the module directly (no op
 growth, the same compile time), and loading is the whole cost. `jax.grad`, `jvp` and `vmap`
@@ -26,13 +26,19 @@ that lacks the kernel), one device. Anywhere else the translation runs, and
 from __future__ import annotations
 
 import functools
+import io
 from typing import Optional
 
+import jax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_dialect
 
 from shlo2jax import types as T
-
-LOWERINGS = ("translate", "direct")
+from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
+                             stable_custom_call_targets)
+from shlo2jax.module import format_location
 
 # Ops whose direct lowering is not what the translation gives or may not compile as-is on
 # every backend: host transfers and tokens, collectives and sharding, composites (the
@@ -105,8 +111,6 @@ def _of_integers(mlir_type) -> bool:
 def scan(mlir_module, source_name: str = "") -> DirectScan:
     """Walks `mlir_module` once (no decoding: a load that lowers directly skips it) for the ops
     and types only the translation handles (see the module docstring)."""
-    from shlo2jax._jax_internals import stable_custom_call_targets
-    from shlo2jax.module import format_location
     stable = stable_custom_call_targets()
     root = mlir_module.operation
     plain_types: dict = {}  # types are uniqued in their context: each is parsed once
@@ -150,6 +154,62 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
     return DirectScan(blocker[0] if blocker else None, frozenset(targets))
 
 
+@functools.cache
+def direct_call_primitive():
+    """A primitive whose lowering is a StableHLO module's function itself: the module's ops,
+    merged into the module being lowered (jax's `merge_mlir_modules`, as `jax.export`'s
+    `Exported.call` does), and a call of it. Binding takes the function's arguments and the
+    param `callee` (a DirectCallee: `bytecode`, a module whose `@main` is the
+    function; `out_avals`; `translated`, the translation of the same function;
+    `custom_call_targets`, the kernels the module calls). Derivatives and batching are the
+    translation's: its JVP and its vmap; so is the lowering for a platform that lacks one of
+    the module's kernels."""
+    prim = Primitive("shlo2jax_direct_call")
+    prim.multiple_results = True
+
+    def _impl(*args, callee):
+        if jit_disabled():  # op by op, as jax.disable_jit asks: the translation
+            return list(callee.translated(*args))
+        return jax.jit(functools.partial(prim.bind, callee=callee))(*args)
+
+    prim.def_impl(_impl)
+    prim.def_abstract_eval(lambda *avals, callee: [jax.core.ShapedArray(a.shape, a.dtype)
+                                                    for a in callee.out_avals])
+
+    def _lower(ctx, *args, callee):
+        mctx = ctx.module_context
+        if callee.custom_call_targets:
+            if not all(callee.custom_call_targets <= registered_custom_call_targets(p)
+                       for p in mctx.platforms):
+                # a kernel the target platform lacks (a GPU export's solver lowered for CPU):
+                # the translation, which maps it to lax
+                return mlir.lower_fun(lambda *a: list(callee.translated(*a)),
+                                      multiple_results=True)(ctx, *args)
+            initialize_kernels(mctx.platforms)
+        submodule = ir.Module.parse(callee.bytecode, context=mctx.context)
+        name = mlir.merge_mlir_modules(mctx.module, f"shlo2jax_{callee.name}", submodule,
+                                       dst_symtab=mctx.symbol_table)
+        result_types = [mlir.aval_to_ir_type(mctx, a) for a in ctx.avals_out]
+        call = func_dialect.CallOp(result_types, ir.FlatSymbolRefAttr.get(name), list(args))
+        return call.results
+
+    mlir.register_lowering(prim, _lower)
+
+    def _jvp(primals, tangents, *, callee):
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+        outs, out_tangents = jax.jvp(callee.translated, tuple(primals), tuple(tangents))
+        return list(outs), list(out_tangents)
+
+    ad.primitive_jvps[prim] = _jvp
+
+    def _batch(args, dims, *, callee):
+        outs = jax.vmap(callee.translated, in_axes=tuple(dims), out_axes=0)(*args)
+        return list(outs), [0] * len(outs)
+
+    batching.primitive_batchers[prim] = _batch
+    return prim
+
+
 def why_not_direct(program, fn) -> Optional[str]:
     """None when `fn` of `program` can lower directly, else the reason it cannot."""
     if fn.name != "main":
@@ -184,23 +244,33 @@ class DirectCallee:
 
 def module_bytecode(mlir_module) -> bytes:
     """The module as MLIR bytecode (parsed again into each lowering's MLIR context)."""
-    import io
     buffer = io.BytesIO()
     mlir_module.operation.write_bytecode(buffer)
     return buffer.getvalue()
 
 
-def direct_body(fn, translate):
-    """`fn`'s body as one direct-call primitive (see the module docstring); `translate()`
-    makes its translation."""
-    import jax
+class Direct:
+    """Calls and jit lower the function to the module's own ops, through one direct-call
+    primitive (see the module docstring); derivatives and vmap trace the translation."""
+    lowering = "direct"
 
-    from shlo2jax._jax_internals import direct_call_primitive
-    prim = direct_call_primitive()
-    results = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in fn.output_types)
-    callee = DirectCallee(fn.name, module_bytecode(fn.program.mlir_module), results,
-                          translate, fn.program.direct_scan.custom_call_targets)
+    def __init__(self, function):
+        self.function = function
 
-    def body(*args):
-        return prim.bind(*args, callee=callee)
-    return body
+    @functools.cached_property
+    def jitted(self):
+        fn = self.function
+        program = fn.program
+        results = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in fn.output_types)
+        callee = DirectCallee(fn.name, module_bytecode(program.mlir_module), results,
+                              lambda: program.translator.function_body(fn.definition),
+                              program.direct_scan.custom_call_targets)
+        prim = direct_call_primitive()
+
+        def body(*args):
+            return prim.bind(*args, callee=callee)
+        return jax.jit(fn.taking_storage_integers(body))
+
+    def __call__(self, *args) -> tuple:
+        with jax.enable_x64(True):
+            return tuple(self.jitted(*args))

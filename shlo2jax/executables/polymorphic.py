@@ -1,4 +1,5 @@
-"""Calls of functions whose signature has `?` dimensions: specialise, then translate.
+"""The dynamic-shape executable: calls of functions whose signature has `?` dimensions are
+specialised to their arguments' shapes, then translated.
 
 A call with concrete argument shapes refines a clone of the module with
 StableHLO's own passes (`stablehlo-refine-arguments`, `stablehlo-refine-shapes`,
@@ -17,19 +18,24 @@ become a constant, the argument stays in the signature, and the value joins the
 cache key. Such an argument must then be concrete (not a tracer). `jax.export`
 artifacts need no values: their dimension variables are derived from the
 argument shapes, and their `shape_assertion` checks run at trace time
-(ops/dynamic.py) or, when refinement itself fails, are read from the folded
+(the dynamic op family) or, when refinement itself fails, are read from the folded
 module for the error message.
 """
 
 from __future__ import annotations
 
+import io
 import re
 import threading
 
 import numpy as np
+from jaxlib.mlir import ir, passmanager
+from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax import types as T
+from shlo2jax.compat import make_ir_context, refine_polymorphic_shapes
 from shlo2jax.errors import ShapeError, UnsupportedError
+from shlo2jax.module import format_location
 
 
 _REFINE_PIPELINE = ("builtin.module(stablehlo-refine-arguments{{types='{types}'}},"
@@ -52,9 +58,16 @@ class _Entry:
         self.by_values: dict = by_values if by_values is not None else {}
 
 
-def call_dynamic(function, args):
-    """Calls `function` (dynamic input types) on `args` (already checked against its signature)."""
-    return specialise(function, args)(*args)
+class Polymorphic:
+    """Calls specialise the function to their arguments (see the module docstring) and run the
+    specialised function's own executable."""
+    lowering = "translate"
+
+    def __init__(self, function):
+        self.function = function
+
+    def __call__(self, *args) -> tuple:
+        return specialise(self.function, args).call_module(*args)
 
 
 def specialise(function, args):
@@ -130,7 +143,6 @@ def _specialise(function, key, values: dict):
     leaves every call in place), and jax's refine_polymorphic_shapes stops on such a
     module with "incompatible refinement keys" before its shape assertions can speak.
     """
-    from jaxlib.mlir import ir
 
     refined = failed = error = None
     for inline in (False, True):
@@ -175,9 +187,7 @@ def _jax_refinement(function, key, values: dict):
     """(failed shape assertion message or None, refined (context, module) or None) from
     jax's `refine_polymorphic_shapes`, which runs StableHLO's refinement with jax's
     extensions (inlining, shape assertions, jax.export's dynamic custom calls)."""
-    from jaxlib.mlir import ir, passmanager
 
-    from shlo2jax._jax_internals import make_ir_context, refine_polymorphic_shapes
 
     context, module = _clone(function)
     with context:
@@ -208,7 +218,6 @@ def inline_calls(module, root: str = "main", limit: int = 200000) -> bool:
     """Replaces every func.call reachable from @root by a copy of its callee's body (call
     inside the module's context). jaxlib's `inline` pass cannot: its bindings register no
     inliner interface for func, so the pass leaves every call in place."""
-    from jaxlib.mlir import ir
 
     functions = {view.operation.attributes["sym_name"].value: view.operation
                  for view in module.body.operations if view.operation.name == "func.func"}
@@ -296,7 +305,6 @@ def _drop_unreachable(module) -> None:
 def _symbol_uses(operation) -> set:
     """Symbols named by attributes of nested ops (func.call callees, composite
     decompositions, custom_call called_computations, ...)."""
-    from jaxlib.mlir import ir
 
     names = set()
     for region in operation.regions:
@@ -329,12 +337,8 @@ def _clone(function):
     `stablehlo-refine-arguments` refines @main only: another function is renamed @main in
     the copy (and a @main it has is renamed out of the way).
     """
-    import io
 
-    from jaxlib.mlir import ir
-    from jaxlib.mlir.dialects import stablehlo
 
-    from shlo2jax._jax_internals import make_ir_context
 
     global _passes_registered
     if not _passes_registered:
@@ -384,7 +388,6 @@ def _check_bounds(function, key) -> None:
 
 
 def _rename(module, old: str, new: str) -> None:
-    from jaxlib.mlir import ir
 
     for view in module.body.operations:
         operation = view.operation
@@ -403,7 +406,6 @@ def _entry_func(module, name: str):
 
 
 def _refine(module, key) -> None:
-    from jaxlib.mlir import passmanager
 
     global refinement_count
     refinement_count += 1
@@ -414,7 +416,6 @@ def _refine(module, key) -> None:
 
 def _refined_argument_types(module, key) -> list:
     """@main's argument types with the call's shapes (MLIR spelling)."""
-    from jaxlib.mlir import ir
 
     types = []
     for arg, k in zip(_entry_func(module, "main").regions[0].blocks[0].arguments, key):
@@ -446,7 +447,6 @@ def _describe_call(function, key, values) -> str:
 
 
 def _is_dynamic(mlir_type) -> bool:
-    from jaxlib.mlir import ir
     if isinstance(mlir_type, ir.RankedTensorType):
         return not mlir_type.has_static_shape
     return isinstance(mlir_type, ir.UnrankedTensorType)
@@ -482,7 +482,6 @@ _SHAPE_OPERANDS = {
 
 def _dimension_arguments(module, dynamic_ops) -> tuple:
     """Scalar integer arguments of the entry function whose values flow into a dynamic op."""
-    from jaxlib.mlir import ir
 
     func_op = _entry_func(module, "main")
     entry_block = func_op.regions[0].blocks[0]
@@ -518,7 +517,6 @@ def _dimension_arguments(module, dynamic_ops) -> tuple:
 
 def _is_small_integer(mlir_type) -> bool:
     """A scalar, or a short static vector (start indices), of integers."""
-    from jaxlib.mlir import ir
     return isinstance(mlir_type, ir.RankedTensorType) and mlir_type.has_static_shape and \
         mlir_type.rank <= 1 and (mlir_type.rank == 0 or mlir_type.shape[0] <= 8) and \
         isinstance(mlir_type.element_type, ir.IntegerType) and mlir_type.element_type.width > 1
@@ -526,8 +524,6 @@ def _is_small_integer(mlir_type) -> bool:
 
 def _substitute_constants(module, values: dict) -> None:
     """Each dimension-size argument's uses become a constant; the argument itself stays."""
-    from jaxlib.mlir import ir
-    from jaxlib.mlir.dialects import stablehlo
 
     func_op = _entry_func(module, "main")
     block = func_op.regions[0].blocks[0]
@@ -545,8 +541,6 @@ def _translate(function, module):
 
 
 def _still_dynamic(function, operations, values) -> UnsupportedError:
-    from shlo2jax.module import format_location
-
     source = function.program.source_name
     problems = []
     for operation in operations[:10]:

@@ -24,9 +24,12 @@ reads the file's headers and tables, not its IR: it costs a few milliseconds on 
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 from typing import NamedTuple, Optional
+
+from shlo2jax.compat import QUANT_WARMUP
 
 BYTECODE_MAGIC = b"ML\xefR"
 
@@ -297,7 +300,7 @@ def _printed_problem(asm: bytes, escaped: bool) -> Optional[str]:
 
 
 # The child imports jaxlib's MLIR bindings only (0.4 s, not jax's 1.3 s), builds its context
-# as jax's `make_ir_context` and shlo2jax's `_jax_internals.make_ir_context` do (the same
+# as jax's `make_ir_context` and shlo2jax's `compat.make_ir_context` do (the same
 # dialects, unregistered ones allowed, `quant` loaded), and reads the input on the same path
 # as `shlo2jax.loader.parse_mlir_unchecked`: a VHLO artifact first (that path has no Python
 # diagnostic handler), then `ir.Module.parse`. Exit status 0: parsed; 3: a Python exception,
@@ -347,18 +350,13 @@ class ChildParse(NamedTuple):
     message: str = ""
 
 
-def _quant_warmup() -> str:
-    from shlo2jax import _jax_internals
-    return _jax_internals._QUANT_WARMUP
-
-
 def parse_in_child(source, source_name: str = "", timeout: float = 600.0) -> ChildParse:
     """Parses `source` (text or bytes) in a child process: did jaxlib read it, and if not,
     what did it say (an exception's message, or how the process died)?"""
     kind = "bytes" if isinstance(source, bytes) else "text"
     data = source if isinstance(source, bytes) else source.encode("utf-8")
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, kind, _quant_warmup()], input=data,
+        proc = subprocess.run([sys.executable, "-c", _CHILD, kind, QUANT_WARMUP], input=data,
                               capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return ChildParse(False, f"parsing ran past {timeout:.0f} s in a child process")
@@ -374,7 +372,6 @@ def parse_in_child(source, source_name: str = "", timeout: float = 600.0) -> Chi
 
 
 def _signal_name(code: int) -> str:
-    import signal
     try:
         return signal.Signals(-code).name
     except ValueError:

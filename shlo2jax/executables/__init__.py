@@ -1,0 +1,52 @@
+"""The ways a function runs, each an executable chosen once, when its program is loaded.
+
+An executable is called with a function's checked positional arguments (its module
+function's, f6 values coerced) and returns the tuple of its results; `jax.jit`, `jax.grad`
+and `jax.vmap` of a `Function` trace that call. `lowering` names what calls and jit lower:
+"direct" (the module's own ops) or "translate".
+
+- `translated`: the translation, jitted (the default);
+- `direct`: the module's own ops, through one primitive whose derivatives and vmap are the
+  translation's (`load(..., lowering="direct")`);
+- `sharded`: a program partitioned over several devices, on its mesh;
+- `polymorphic`: a function with `?` dimensions, specialised per call;
+- `exported` and `producer_vjp`: a `jax.export` artifact's calling convention, and reverse
+  mode through the VJP it ships (they wrap one of the above).
+
+A new kind is one module with a class of this protocol and one line in `choose`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Protocol
+
+from shlo2jax.executables.direct import Direct, why_not_direct
+from shlo2jax.executables.polymorphic import Polymorphic
+from shlo2jax.executables.sharded import Sharded
+from shlo2jax.executables.translated import Translated
+
+
+class Executable(Protocol):
+    lowering: str  # "direct" or "translate"
+
+    def __call__(self, *args) -> tuple:
+        ...
+
+
+def why_translated(function) -> Optional[str]:
+    """None when `function` lowers directly; else why it is translated ("not asked for"
+    unless the program was loaded with `lowering="direct"`)."""
+    if function.program.options.lowering != "direct":
+        return "not asked for"
+    return why_not_direct(function.program, function)
+
+
+def choose(function) -> Executable:
+    """The executable that runs `function` (its `lowering_note` already decided)."""
+    if function.is_polymorphic:
+        return Polymorphic(function)
+    if function.is_sharded:
+        return Sharded(function)
+    if function.lowering_note is None:
+        return Direct(function)
+    return Translated(function)

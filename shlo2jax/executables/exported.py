@@ -1,0 +1,164 @@
+"""A `jax.export.Exported`'s entry function, called like `exported.call`: with the exported
+function's flat arguments (`exported.in_avals`), returning its flat results.
+
+The serialized module's own `@main` differs: jax drops arguments the function does not use
+(`module_kept_var_idx`), a multi-platform export takes a leading platform index, and ordered
+effects thread tokens. `ExportedFunction` supplies them: the platform index is the current
+backend's platform when the export lists it, else the first platform the export lists (the
+translation runs that platform's code here, custom calls included). The module function
+itself runs on the executable chosen for it like any other; reverse mode goes through the
+producer's VJP where the program was loaded to use it (`producer_vjp`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import jax
+import numpy as np
+
+from shlo2jax import names
+from shlo2jax import types as T
+from shlo2jax.compat import with_serialized_module
+from shlo2jax.errors import LoadError
+from shlo2jax.executables.producer_vjp import ProducerVjp
+from shlo2jax.module import FunctionDef
+from shlo2jax.program import Function, Program
+from shlo2jax.translate import TOKEN
+
+
+class ExportedCall:
+    """Runs the exported function: its arguments adapted to the module's @main, the result
+    tokens dropped."""
+
+    def __init__(self, function: "ExportedFunction"):
+        self.function = function
+
+    @property
+    def lowering(self) -> str:
+        return self.function.executable.lowering
+
+    def __call__(self, *args) -> tuple:
+        fn = self.function
+        outs = fn.call_module(*fn.module_arguments(args))
+        return tuple(outs[fn.result_tokens:])
+
+
+class ExportedFunction(Function):
+    """The entry function of a `jax.export.Exported` (see the module docstring).
+
+    `vjp`: the producer's VJP (called as the entry function of the program of `exported.vjp()`,
+    loaded on first use), when the artifact carries one and the program was loaded with
+    `producer_vjp=True`: reverse mode then uses it; forward mode and vmap use the translation.
+    """
+
+    def __init__(self, program: Program, fdef: FunctionDef, exported, vjp=None):
+        super().__init__(program, fdef)
+        self._exported = exported  # (its module bytes may be dropped: see `exported`)
+        self._kept = tuple(exported.module_kept_var_idx)
+        module_inputs = list(fdef.input_types)
+        self._platform_index = None
+        if fdef.arg_attrs and fdef.arg_attrs[0].get("jax.global_constant") == "_platform_index":
+            module_inputs.pop(0)
+            platforms = tuple(exported.platforms)
+            here = jax.default_backend()
+            self._platform_index = np.int32(platforms.index(here) if here in platforms else 0)
+        self._tokens = _leading_tokens(module_inputs)
+        self.result_tokens = _leading_tokens(fdef.output_types)
+        declared = tuple(exported.out_avals)
+        returned = tuple(fdef.output_types[self.result_tokens:])
+        if len(returned) != len(declared) or not all(
+                _returns_aval(t, a) for t, a in zip(returned, declared)):
+            raise LoadError(
+                f"jax.export artifact {exported.fun_name}: @main returns "
+                f"({', '.join(map(str, returned))}) but the export declares "
+                f"({', '.join(a.str_short() for a in declared)})")
+        if len(module_inputs) - self._tokens != len(self._kept):
+            raise LoadError(
+                f"jax.export artifact {exported.fun_name}: @main takes {len(module_inputs)} "
+                f"arguments after the platform index, but the export keeps {len(self._kept)} of "
+                f"its {len(exported.in_avals)} arguments and {self._tokens} tokens")
+        self.vjp_function = vjp
+        call = ExportedCall(self)
+        self.exported_executable = call if vjp is None else ProducerVjp(call, exported, vjp)
+
+    @classmethod
+    def wrapping(cls, function: Function, exported, vjp=None) -> "ExportedFunction":
+        """The exported function whose module function is `function`."""
+        return cls(function.program, function._definition, exported, vjp)
+
+    @property
+    def exported(self):
+        """The `jax.export.Exported`. One the loader made from serialized bytes does not keep
+        its module bytes once the program let its module go: it is rebuilt here, the module
+        serialized again, on each access."""
+        if not self._exported.mlir_module_serialized:
+            return with_serialized_module(self._exported, self.program.mlir_module)
+        return self._exported
+
+    def drop_module_bytes(self) -> None:
+        """Lets the `Exported`'s module bytes go (they hold the weights once more; see
+        `exported`)."""
+        self._exported = dataclasses.replace(self._exported, mlir_module_serialized=b"")
+
+    @property
+    def in_avals(self) -> tuple:
+        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self._exported.in_avals)
+
+    @property
+    def out_avals(self) -> tuple:
+        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self._exported.out_avals)
+
+    @property
+    def signature(self) -> str:
+        ins = ", ".join(f"%arg{i}: {a.str_short()}" for i, a in enumerate(self._exported.in_avals))
+        outs = ", ".join(a.str_short() for a in self._exported.out_avals)
+        return f"@{self.name}({ins}) -> ({outs})  [jax.export {self._exported.fun_name}]"
+
+    @property
+    def uses_producer_vjp(self) -> bool:
+        """Whether reverse mode uses the VJP the artifact ships (see the class docstring)."""
+        return self.vjp_function is not None
+
+    def module_arguments(self, args) -> tuple:
+        """The exported function's arguments as the module's @main takes them."""
+        if len(args) != len(self._exported.in_avals):
+            raise TypeError(f"{self.signature} takes {len(self._exported.in_avals)} argument(s), "
+                            f"got {len(args)}")
+        head = () if self._platform_index is None else (self._platform_index,)
+        return head + (TOKEN,) * self._tokens + tuple(args[i] for i in self._kept)
+
+    @functools.cached_property
+    def arg_names(self) -> tuple:
+        """The names of the exported function's flat arguments (see Function.arg_names; for
+        arguments jax dropped as unused, their `in_tree` path)."""
+        module_names = names.module_argument_names(self.program, self._definition)
+        skip = (self._platform_index is not None) + self._tokens
+        return names.with_fallback(
+            names.exported_argument_names(self._exported, module_names[skip:]), "arg")
+
+    @functools.cached_property
+    def result_names(self) -> tuple:
+        module_names = names.module_result_names(self.program, self._definition)
+        return names.with_fallback(module_names[self.result_tokens:], "result")
+
+    def __call__(self, *args, **kwargs):
+        outs = self.exported_executable(*self.bind_keywords(args, kwargs))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _leading_tokens(types) -> int:
+    n = 0
+    while n < len(types) and isinstance(types[n], T.TokenType):
+        n += 1
+    return n
+
+
+def _returns_aval(ttype, aval) -> bool:
+    """Whether a module result of type `ttype` is the exported function's result `aval`
+    (dimensions compared where both are numbers: a polymorphic one is a `?` or a symbol)."""
+    if not isinstance(ttype, T.TensorType) or len(ttype.shape) != len(aval.shape):
+        return False
+    dtype = np.dtype(np.bool_) if aval.dtype == jax.dtypes.float0 else np.dtype(aval.dtype)
+    return ttype.dtype == dtype and all(
+        d is None or not isinstance(s, int) or d == s for d, s in zip(ttype.shape, aval.shape))

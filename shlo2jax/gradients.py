@@ -1,0 +1,279 @@
+"""Derivatives the translation needs that lax does not give: strong-zero rules for the ops whose
+local derivative can be infinite, linear maps with a custom transpose, and ops with a forward
+but no reverse-mode derivative.
+
+Built on jax's primitive machinery, reached through `shlo2jax.compat`.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.core import Primitive
+
+from shlo2jax.compat import (ad, auto_insert_reshard, batching, copy_lowerings, core,
+                             cotangent_aval, dispatch, lax_internal, mlir, unbroadcast)
+from shlo2jax.errors import TranslationError
+
+
+# ------------------------------------------------------------------ strong-zero derivatives
+
+@functools.cache
+def strong_zero_ops():
+    """The element-wise ops whose local derivative can be infinite, with strong-zero
+    derivatives: a zero tangent or cotangent times an infinite (or NaN) local derivative
+    contributes 0, as it does in the producer's own derivative of the function the module
+    was exported from.
+
+    Exporters decompose erf, erf_inv, lgamma, Bessel functions, ... into polynomial branches
+    chosen by `select`; the unselected branch can overflow (`1/x` at 0, `exp` of a large
+    value), and reverse mode multiplies its exactly-zero cotangent by that infinite local
+    derivative: 0 * inf = NaN. Here every such op is a primitive of its own whose values and
+    lowering are exactly the lax primitive's (the same StableHLO op), and whose JVP multiplies
+    tangents with `sz_mul`/`sz_div`: linear primitives with 0 * anything = 0, their own
+    transposes and batching rules, whose derivatives are strong-zero too (to every order).
+
+    Returns a namespace: `mul div exp expm1 log log1p sqrt rsqrt cbrt tan atan2 pow` (the
+    primal ops) and `sz_mul sz_div` (the tangent products). Uses jax's primitive rule tables
+    (ad, batching, mlir lowering), `core.auto_insert_reshard` (shard_map's varying axes) and
+    lax's own abstract evaluation and lowering rules of the wrapped primitives.
+    """
+    def const(x, value):
+        return np.array(value, dtype=np.dtype(x.dtype))
+
+    def new_primitive(name, like, nary):
+        prim = Primitive(name)
+        prim.def_impl(functools.partial(dispatch.apply_primitive, prim))
+        prim.def_effectful_abstract_eval(like.abstract_eval)
+        (batching.defbroadcasting if nary else batching.defvectorized)(prim)
+        return prim
+
+    # -- the tangent products: 0 * x = 0 for every x, inf and NaN included
+    sz_mul_p = new_primitive("strong_zero_mul", lax_internal.mul_p, True)
+    sz_div_p = new_primitive("strong_zero_div", lax_internal.div_p, True)
+
+    def sz_mul(a, b):
+        return sz_mul_p.bind(*auto_insert_reshard(a, b), out_dtype=None)
+
+    def sz_div(t, x):
+        """t / x, linear in t, 0 where t is 0."""
+        return sz_div_p.bind(*auto_insert_reshard(t, x))
+
+    def zero_where(mask, value):
+        return lax.select(jnp.broadcast_to(mask, value.shape), lax.full_like(value, 0), value)
+
+    def sz_mul_value(a, b, out_dtype=None):
+        return zero_where((a == 0) | (b == 0), lax.mul(a, b))
+
+    def sz_div_value(t, x):
+        return zero_where(t == 0, lax.div(t, x))
+
+    mlir.register_lowering(sz_mul_p, mlir.lower_fun(sz_mul_value, multiple_results=False))
+    mlir.register_lowering(sz_div_p, mlir.lower_fun(sz_div_value, multiple_results=False))
+    ad.defbilinear(sz_mul_p,
+                   lambda ct, a, b, **_: unbroadcast(a.aval, sz_mul(ct, b)),
+                   lambda ct, a, b, **_: unbroadcast(b.aval, sz_mul(a, ct)))
+    ad.defjvp(sz_div_p,
+              lambda dt, t, x: sz_div(dt, x),
+              lambda dx, t, x: lax.neg(sz_mul(dx, sz_div(sz_div(t, x), x))))
+
+    def numerator_transpose(name, divide):
+        def transpose(ct, x, y):
+            if ad.is_undefined_primal(y):
+                raise ValueError(f"{name} is linear in its numerator only")
+            if type(ct) is ad.Zero:
+                return [ad.Zero(cotangent_aval(x.aval)), None]
+            return [unbroadcast(x.aval, divide(ct, y)), None]
+        return transpose
+
+    ad.primitive_transposes[sz_div_p] = numerator_transpose("strong_zero_div", sz_div)
+
+    # -- the primal ops: lax's values and lowering, strong-zero JVPs
+    def wrap(source, example):
+        params = _LAX_PARAMS.get(source.name, {})  # what lax's own function binds
+        prim = new_primitive(f"{source.name}_strong_zero", source, len(example) > 1)
+        copy_lowerings(source, prim)
+
+        def bind(*args):
+            return prim.bind(*auto_insert_reshard(*args), **params)
+        bind.__name__ = source.name
+        return prim, bind
+
+    f1, f2 = (np.float32(1),), (np.float32(1), np.float32(1))
+    L = lax_internal
+    mul_p, mul = wrap(L.mul_p, f2)
+    div_p, div = wrap(L.div_p, f2)
+    exp_p, exp = wrap(L.exp_p, f1)
+    expm1_p, expm1 = wrap(L.expm1_p, f1)
+    log_p, log = wrap(L.log_p, f1)
+    log1p_p, log1p = wrap(L.log1p_p, f1)
+    sqrt_p, sqrt = wrap(L.sqrt_p, f1)
+    rsqrt_p, rsqrt = wrap(L.rsqrt_p, f1)
+    cbrt_p, cbrt = wrap(L.cbrt_p, f1)
+    tan_p, tan = wrap(L.tan_p, f1)
+    atan2_p, atan2 = wrap(L.atan2_p, f2)
+    pow_p, pow_ = wrap(L.pow_p, f2)
+
+    one = lambda x: const(x, 1)
+    # The formulas are lax's own (jax/_src/lax/lax.py), with every product of a tangent
+    # strong-zero and every residual computed by these ops (so higher orders are too).
+    ad.defbilinear(mul_p,
+                   lambda ct, x, y, **_: unbroadcast(x.aval, sz_mul(ct, y)),
+                   lambda ct, x, y, **_: unbroadcast(y.aval, sz_mul(x, ct)))
+    ad.defjvp(mul_p, lambda g, x, y, **_: sz_mul(g, y), lambda g, x, y, **_: sz_mul(x, g))
+    ad.defjvp2(div_p, lambda g, ans, x, y: sz_div(g, y),
+               lambda g, ans, x, y: lax.neg(sz_mul(g, div(ans, y))))
+    ad.primitive_transposes[div_p] = numerator_transpose("division", sz_div)
+    ad.defjvp2(exp_p, lambda g, ans, x, **_: sz_mul(g, ans))
+    ad.defjvp2(expm1_p, lambda g, ans, x, **_: sz_mul(g, lax.add(ans, one(ans))))
+    ad.defjvp(log_p, lambda g, x, **_: sz_div(g, x))
+    ad.defjvp(log1p_p, lambda g, x, **_: sz_div(g, lax.add(x, one(x))))
+    ad.defjvp2(sqrt_p, lambda g, ans, x, **_: sz_mul(g, div(const(x, 0.5), ans)))
+    ad.defjvp2(rsqrt_p, lambda g, ans, x, **_: sz_mul(g, mul(const(x, -0.5), div(ans, x))))
+    ad.defjvp2(cbrt_p, lambda g, ans, x, **_: sz_mul(g, div(const(x, 1 / 3), mul(ans, ans))))
+    ad.defjvp2(tan_p, lambda g, ans, x, **_: sz_mul(g, lax.add(one(x), mul(ans, ans))))
+
+    def atan2_denominator(x, y):
+        return lax.add(mul(x, x), mul(y, y))
+    ad.defjvp(atan2_p, lambda g, x, y: sz_mul(g, div(y, atan2_denominator(x, y))),
+              lambda g, x, y: sz_mul(g, div(lax.neg(x), atan2_denominator(x, y))))
+
+    def pow_jvp_base(g, ans, x, y):
+        return sz_mul(g, mul(y, pow_(x, lax.sub(y, one(y)))))
+
+    def pow_jvp_exponent(g, ans, x, y):
+        # lax's rule: log(x) with x = 0 replaced by 1 (the exponent's derivative is 0 there)
+        safe_x = lax.select(x == const(x, 0), lax.full_like(x, 1), x)
+        return sz_mul(g, mul(log(safe_x), ans))
+    ad.defjvp2(pow_p, pow_jvp_base, pow_jvp_exponent)
+
+    return types.SimpleNamespace(
+        mul=mul, div=div, exp=exp, expm1=expm1, log=log, log1p=log1p, sqrt=sqrt, rsqrt=rsqrt,
+        cbrt=cbrt, tan=tan, atan2=atan2, pow=pow_, sz_mul=sz_mul, sz_div=sz_div)
+
+
+# lax.mul binds `out_dtype`; the unary ops bind `accuracy` (None: XLA's default).
+_LAX_PARAMS = {"mul": {"out_dtype": None}, "exp": {"accuracy": None},
+                   "expm1": {"accuracy": None}, "log": {"accuracy": None},
+                   "log1p": {"accuracy": None}, "sqrt": {"accuracy": None},
+                   "rsqrt": {"accuracy": None}, "cbrt": {"accuracy": None},
+                   "tan": {"accuracy": None}}
+
+
+# ------------------------------------------------------------------ linear maps with a custom transpose
+
+class _Callable:
+    """A function as a primitive's param: params must hash, and a closure compares by identity."""
+    __slots__ = ("fn", "__weakref__")
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+@functools.cache
+def _custom_linear_primitive():
+    prim = Primitive("shlo2jax_custom_linear")
+    prim.multiple_results = True
+
+    def value(*args, forward, transpose, num_res, differentiable_forward):
+        return list(forward(*args))
+
+    def abstract(*avals, forward, transpose, num_res, differentiable_forward=None):
+        outs = jax.eval_shape(forward, *[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])
+        return [core.ShapedArray(o.shape, o.dtype) for o in outs]
+
+    prim.def_impl(value)
+    prim.def_abstract_eval(abstract)
+    mlir.register_lowering(prim, mlir.lower_fun(value, multiple_results=True))
+
+    def jvp(primals, tangents, *, forward, transpose, num_res, differentiable_forward):
+        res, lin = primals[:num_res], primals[num_res:]
+        res_tangents, lin_tangents = tangents[:num_res], tangents[num_res:]
+        params = dict(forward=forward, transpose=transpose, num_res=num_res,
+                      differentiable_forward=differentiable_forward)
+        out = prim.bind(*primals, **params)
+        out_tangents = prim.bind(*res, *map(ad.instantiate_zeros, lin_tangents), **params)
+        if any(type(t) is not ad.Zero for t in res_tangents):
+            # the map itself depends on the residuals (second-order derivatives)
+            _, through_res = jax.jvp(lambda *r: differentiable_forward(*r, *lin), tuple(res),
+                                     tuple(map(ad.instantiate_zeros, res_tangents)))
+            out_tangents = [a + b for a, b in zip(out_tangents, through_res)]
+        return out, out_tangents
+
+    def transpose_rule(cts, *args, forward, transpose, num_res, differentiable_forward):
+        res = args[:num_res]
+        if any(ad.is_undefined_primal(r) for r in res):
+            raise ValueError("custom_linear is not linear in its residual arguments")
+        avals = abstract(*[a.aval if ad.is_undefined_primal(a) else core.typeof(a) for a in args],
+                         forward=forward, transpose=transpose, num_res=num_res)
+        cts = [jax.lax.full(a.shape, 0, a.dtype) if type(ct) is ad.Zero else ct
+               for ct, a in zip(cts, avals)]
+        return [None] * num_res + list(transpose(*res, *cts))
+
+    def batch(args, dims, *, forward, transpose, num_res, differentiable_forward):
+        size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+        # linear arguments are materialised batched, so cotangents come back batched too
+        args = [a if i < num_res and d is None else batching.bdim_at_front(a, d, size)
+                for i, (a, d) in enumerate(zip(args, dims))]
+        res_axes = tuple(None if d is None else 0 for d in dims[:num_res])
+        n_lin = len(args) - num_res
+        batched_forward = jax.vmap(forward, in_axes=res_axes + (0,) * n_lin)
+        n_out = len(jax.eval_shape(batched_forward, *args))
+        batched_transpose = jax.vmap(transpose, in_axes=res_axes + (0,) * n_out)
+        batched_differentiable = jax.vmap(differentiable_forward,
+                                          in_axes=res_axes + (0,) * n_lin)
+        outs = prim.bind(*args, forward=_Callable(batched_forward),
+                         transpose=_Callable(batched_transpose), num_res=num_res,
+                         differentiable_forward=_Callable(batched_differentiable))
+        return outs, [0] * len(outs)
+
+    ad.primitive_jvps[prim] = jvp
+    ad.primitive_transposes[prim] = transpose_rule
+    batching.primitive_batchers[prim] = batch
+    return prim
+
+
+def custom_linear(forward, transpose, residuals, linear, differentiable_forward=None) -> list:
+    """`forward(*residuals, *linear)`, a list of arrays linear in `linear`, whose transpose
+    is `transpose(*residuals, *cotangents)` (a list of cotangents of `linear`).
+
+    Like `jax.custom_derivatives.linear_call`, plus a batching rule and derivatives with
+    respect to the residuals (second order), taken through `differentiable_forward` (the
+    same map, written so that reverse mode can go through it; default `forward`). It is how
+    a derivative can be computed one way in forward mode and another in reverse mode: a
+    `custom_jvp` rule returns `custom_linear(jvp, vjp, primals, tangents)`. Uses jax's
+    primitive rule tables.
+    """
+    return _custom_linear_primitive().bind(
+        *residuals, *linear, forward=_Callable(forward), transpose=_Callable(transpose),
+        num_res=len(residuals),
+        differentiable_forward=_Callable(differentiable_forward or forward))
+
+
+# ------------------------------------------------------------------ forward mode only
+
+def no_reverse_mode_primitive():
+    """An identity on tangents whose transpose raises: placed on the tangent outputs of an
+    op that has a forward-mode but no reverse-mode derivative, so reverse mode fails with
+    an error naming the op. Binding takes one array and the params `op_name`, `location`,
+    `why`. Uses jax's primitive rule tables (ad, batching, mlir lowering).
+    """
+    prim = Primitive("shlo2jax_no_reverse_mode")
+    prim.def_impl(lambda x, **_: x)
+    prim.def_abstract_eval(lambda x, **_: x)
+    mlir.register_lowering(prim, lambda ctx, x, **_: [x])
+
+    def _transpose(ct, x, *, op_name, location, why):
+        raise TranslationError(op_name, location, f"cannot reverse-differentiate: {why}")
+
+    ad.deflinear2(prim, _transpose)
+    batching.primitive_batchers[prim] = lambda args, dims, **p: (prim.bind(*args, **p), dims[0])
+    return prim
