@@ -1,6 +1,6 @@
 """The real-producer corpus (tests/corpus/<producer>/<name>/): every entry loads with every op
 supported, and its forward pass, gradients, vmap and jit-vs-eager agree with the producer's own
-results. The checks live in tests/corpus/checks.py (the README table's report uses them too).
+results. The checks live in tests/corpus/checks.py (the corpus table's report, docs/guides/corpus.md, uses them too).
 
 Known failures are listed per producer in tests/corpus/<producer>/known_failures.json; a listed
 check that fails is an xfail, a listed check that passes fails (remove its line: the lists only
@@ -8,8 +8,6 @@ shrink), an unlisted failure fails.
 """
 
 import copy
-import pathlib
-import re
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +19,6 @@ from corpus import entry as corpus_entry
 
 ENTRIES = corpus_entry.entries()
 KNOWN = corpus_entry.known_failures()
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 RUN_CHECKS = [c for c in checks.CHECKS if c != "load"]
 
 _loaded = {}
@@ -163,20 +160,3 @@ def test_sanity_jit_eager_mismatch_is_caught():
         out = checks.as_list(fn(*args))[0]
         return out + (1e-2 if jax.config.jax_disable_jit else 0.0)
     assert not checks.check_jit_eager(e, differs_eagerly).ok
-
-
-def test_readme_table_lists_every_entry():
-    text = README.read_text()
-    match = re.search(r"<!-- corpus-table:start -->(.*?)<!-- corpus-table:end -->", text, re.S)
-    assert match, "README.md has no corpus-table markers"
-    rows = set()
-    for line in match.group(1).splitlines():
-        if not line.startswith("|"):  # the notes under the table
-            continue
-        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 2 and cells[0] not in ("producer", "") and not set(cells[0]) <= set("-: "):
-            rows.add(f"{cells[0]}/{cells[1]}")
-    assert rows == {e.id for e in ENTRIES}, (
-        "README.md's corpus table is stale: regenerate it with "
-        "`python tests/corpus/report.py --readme README.md`; "
-        f"missing {sorted({e.id for e in ENTRIES} - rows)}, extra {sorted(rows - {e.id for e in ENTRIES})}")
