@@ -10,8 +10,8 @@ from shlo2jax.registry import register_op
 @register_op("stablehlo.constant", "mhlo.constant", prepare=lambda op: op.attrs["value"])
 def constant(ctx, op):
     # A constant lifted into a parameter (shlo2jax.params) reads its value from the parameters
-    # of the call being traced; the translator of such a call has `lifted` (op -> value or None).
-    lifted = ctx.translator.lifted
+    # of the call being traced; the translator of such a call has `mode.lifted`.
+    lifted = ctx.translator.mode.lifted
     if lifted is not None:
         value = lifted(op)
         if value is not None:

@@ -33,7 +33,7 @@ import contextlib
 import dataclasses
 import hashlib
 import threading
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Callable, Iterable, Optional, Union
 
 import jax
 import numpy as np
@@ -353,8 +353,7 @@ class _LiftedTranslator(Translator):
 
     def __init__(self, module, options, mode: TranslatorMode, environment: _Environment,
                  needs: dict):
-        super().__init__(module, options, mode)
-        self.lifted = environment.value
+        super().__init__(module, options, dataclasses.replace(mode, lifted=environment.value))
         self._environment = environment
         self._needs = needs  # function -> the parameter names it uses, itself or its callees
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import types
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 import jax
 from jax import lax
@@ -52,24 +52,66 @@ def math_for(options: LoadOptions):
     return LAX_MATH if options.gradients == "lax" else strong_zero_ops()
 
 
+class Recorder(Protocol):
+    """Where check ops record `(op, check, operands)` (the conformance runner's list)."""
+
+    def append(self, record: tuple) -> None: ...
+
+
+class Observer(Protocol):
+    """Called as `observer(op, None)` before and `observer(op, results)` after every op
+    (shlo2jax.probe)."""
+
+    def __call__(self, op: Op, results: Optional[tuple]) -> None: ...
+
+
+class Grid(Protocol):
+    """The grid of processes being traced (shlo2jax.grid.ProcessGrid)."""
+    num_replicas: int
+    num_partitions: int
+    in_mesh: bool
+    process: tuple
+
+
+class Sharding(Protocol):
+    """A program's sharding context while it runs on its device mesh
+    (shlo2jax.sharding.ShardingContext)."""
+    num_replicas: int
+    num_partitions: int
+    num_devices: int
+
+    def named(self, sharding, rank: int, open_dims: bool = False): ...
+
+    def tiling(self, sharding, rank: int, axes: Optional[set] = None): ...
+
+
+class LiftedConstants(Protocol):
+    """A constant op -> the value of its parameter in the call being traced, or None
+    (shlo2jax.params)."""
+
+    def __call__(self, op: Op) -> Any: ...
+
+
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
 class TranslatorMode:
     """How a translator traces, fixed when it is made.
 
     recorder: a list each check op appends `(op, check, operands)` to (the conformance runner).
-    observer: called as `observer(op, None)` before and `observer(op, results)` after every
-        op, in program order (shlo2jax.probe).
+    observer: called before and after every op, in program order (shlo2jax.probe).
     While either is set, callees are inlined rather than jitted, so that their checks and
     values stay in the caller's trace.
-    grid: the grid of processes being traced (a shlo2jax.grid.ProcessGrid): an SPMD run, or
-        the per-device code of a manual region. Collectives and replica/partition ids read it.
-    sharding: the program's sharding context (shlo2jax.sharding.ShardingContext) while it
-        runs on its device mesh; sharding markers become constraints on that mesh.
+    grid: the grid of processes being traced: an SPMD run, or the per-device code of a manual
+        region. Collectives and replica/partition ids read it.
+    sharding: the program's sharding context while it runs on its device mesh; sharding
+        markers become constraints on that mesh.
+    lifted: for constants lifted into parameters (shlo2jax.params): the constant rule reads
+        their values through it.
     """
-    recorder: Optional[list] = None
-    observer: Optional[Callable] = None
-    grid: Optional[object] = None
-    sharding: Optional[object] = None
+    recorder: Optional[Recorder] = None
+    observer: Optional[Observer] = None
+    grid: Optional[Grid] = None
+    sharding: Optional[Sharding] = None
+    lifted: Optional[LiftedConstants] = None
 
 
 _DEFAULT_MODE = TranslatorMode()
@@ -77,10 +119,6 @@ _DEFAULT_MODE = TranslatorMode()
 
 class Translator:
     """Per-program translation state: its mode, the traced callees and the region plans."""
-
-    # The constant rule's hook for constants lifted into parameters (shlo2jax.params):
-    # op -> the value of its parameter in the call being traced, or None.
-    lifted: Optional[Callable] = None
 
     def __init__(self, module: ModuleDef, options: LoadOptions,
                  mode: TranslatorMode = _DEFAULT_MODE):
