@@ -2,14 +2,14 @@
 
 Markers: `@Sharding`, `sdy.sharding_constraint`, `sdy.reshard`,
 `@xla.sdy.ShardingConstraint` / `@xla.sdy.FuncResultSharding`. When a program runs
-on its mesh (the translator's `mode.sharding`, a `shlo2jax.sharding.ShardingContext`
+on its mesh (the translator's `mode.sharding`, a `shlo2jax.mesh.ShardingContext`
 given by `Function`), they are `jax.lax.with_sharding_constraint`s with the marker's
 `NamedSharding`; on one device (or inside a manual region) they are the identity.
 
 Manual regions: `sdy.manual_computation` and the `shlo2jax.manual_region` ops that
-`shlo2jax.sharding.rewrite_manual_regions` folds from `@SPMDFullToShardShape` ...
+`shlo2jax.manual_regions.rewrite_manual_regions` folds from `@SPMDFullToShardShape` ...
 `@SPMDShardToFullShape` stretches run as a `jax.shard_map` over the grid of
-processes (see shlo2jax/sharding.py): the collectives inside communicate between
+processes (see shlo2jax/manual_regions.py): the collectives inside communicate between
 devices exactly as in a grid of processes (shlo2jax.grid). On one device a manual region whose
 per-device shapes equal the global ones is just its body.
 """

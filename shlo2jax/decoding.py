@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 
-from shlo2jax import sharding
+from shlo2jax import manual_regions
 from shlo2jax.chlo_legalize import legalize_chlo
 from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import ModuleDef, decode_module, decode_signatures
@@ -31,7 +31,7 @@ def decode(mlir_module, source_name: str, options: LoadOptions) -> ModuleDef:
             module = _decode_once(mlir_module, source_name, options)
     if options.strict and module.problems:
         raise UnsupportedError(module.problems)
-    problems = sharding.rewrite_manual_regions(module)
+    problems = manual_regions.rewrite_manual_regions(module)
     if problems:
         raise UnsupportedError(problems)
     return module

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
-from shlo2jax import decoding, executables, names, outline, quant, sharding, signatures
+from shlo2jax import decoding, executables, manual_regions, mesh, names, outline, quant, signatures
 from shlo2jax import types as T
 from shlo2jax.executables.direct import scan as direct_scan
 from shlo2jax.executables.sharded import named_shardings
@@ -152,7 +152,7 @@ class Program:
         self.options = options
         self.source_name = source_name
         self._held = outline.HeldModule(mlir_module)
-        self.sharding = sharding.ShardingContext(module, mlir_module)
+        self.sharding = mesh.ShardingContext(module, mlir_module)
         self.functions: dict[str, Function] = {
             name: Function(self, fdef) for name, fdef in module.functions.items() if fdef.public}
 
@@ -164,7 +164,7 @@ class Program:
         if not self._decoded:
             self._module = decoding.decode(self._held.module(), self.source_name, self.options)
             self._decoded = True
-            self.sharding = sharding.ShardingContext(self._module, self._held.module())
+            self.sharding = mesh.ShardingContext(self._module, self._held.module())
             self.release_mlir_module()
         return self._module
 
@@ -176,7 +176,7 @@ class Program:
         return Translator(self.module, self.options)
 
     has_manual_regions = functools.cached_property(
-        lambda self: sharding.has_manual_regions(self.module))
+        lambda self: manual_regions.has_manual_regions(self.module))
 
     @functools.cached_property
     def direct_scan(self):

@@ -75,7 +75,7 @@ class Grid(Protocol):
 
 class Sharding(Protocol):
     """A program's sharding context while it runs on its device mesh
-    (shlo2jax.sharding.ShardingContext)."""
+    (shlo2jax.mesh.ShardingContext)."""
     num_replicas: int
     num_partitions: int
     num_devices: int

@@ -17,7 +17,7 @@ import pytest
 
 import multidevice
 import shlo2jax
-from shlo2jax import sharding as S
+from shlo2jax import mesh as S
 from shlo2jax import sharding_attributes as A
 
 

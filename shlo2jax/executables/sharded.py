@@ -2,7 +2,7 @@
 mhlo.num_partitions > 1) runs under `jax.jit` on its mesh with its declared shardings.
 
 The declared `mhlo.sharding` / `sdy.sharding`s become `NamedSharding`s on the program's mesh
-(`shlo2jax.sharding.ShardingContext`) when jax has that many devices; the results are arrays
+(`shlo2jax.mesh.ShardingContext`) when jax has that many devices; the results are arrays
 with those shardings. With fewer devices, a program whose shardings are only annotations runs
 on one device, translated; one with manual (shard_map) regions raises.
 """
