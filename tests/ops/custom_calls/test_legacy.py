@@ -1285,11 +1285,12 @@ module @jit_eigh attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
 @pytest.mark.parametrize("as_bytecode", [False, True])
 def test_mhlo_module_bytecode_with_legacy_lapack(as_bytecode):
     import io
-    from shlo2jax import loader
+    from jaxlib.mlir import ir
+    from shlo2jax.compat import make_ir_context
     source = MHLO_EIGH
     if as_bytecode:
-        with loader.make_ir_context():
-            module = loader.ir.Module.parse(MHLO_EIGH)
+        with make_ir_context():
+            module = ir.Module.parse(MHLO_EIGH)
             buffer = io.BytesIO()
             module.operation.write_bytecode(buffer)
         source = buffer.getvalue()
