@@ -14,3 +14,23 @@ def shared_dir():
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent: the shared models/conformance data is not part of the repo")
     return SHARED
+
+
+# Marks of tests in files that do not import pytest (a decorator there would need the import).
+MARKS = {
+    "tests/test_fuzz.py::test_fixed_seeds_agree_on_every_backend": ("slow",),
+    "tests/test_fuzz.py::test_xla_killing_the_process_is_told_apart_from_the_translation": ("slow",),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `-m shared` must see the marker
+def pytest_collection_modifyitems(config, items):
+    """Adds the marks of MARKS, and marks `shared` every test whose behaviour depends on ../shared being beside the
+    checkout: those that take the `shared_dir` fixture (directly or through another
+    fixture: `fixturenames` is the closure) and the notebooks (they fall back to examples/
+    without the shared models). .ci/run runs `-m shared` on a copy with no ../shared."""
+    for item in items:
+        for mark in MARKS.get(item.nodeid, ()):
+            item.add_marker(mark)
+        if "shared_dir" in getattr(item, "fixturenames", ()) or item.get_closest_marker("notebook"):
+            item.add_marker(pytest.mark.shared)
