@@ -131,6 +131,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_check_grads(name):
     fn, args, ops = CASES[name]
@@ -142,6 +143,7 @@ def test_check_grads(name):
         check_grads(program, args, order=2, modes=("fwd", "rev"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [0, 1, 2, 7])
 def test_check_grads_if_case(k):
     with jax.enable_x64(True):
@@ -167,6 +169,7 @@ func.func @main(%a: tensor<3x3xf64>, %b: tensor<3x2xf64>) -> tensor<3x2xf64> {
 """
 
 
+@pytest.mark.slow
 def test_check_grads_cholesky_triangular_solve():
     a, b = normal(3, 3), normal(3, 2)
     with jax.enable_x64(True):
@@ -349,6 +352,7 @@ def _assert_trees_close(actual, expected, rtol=1e-5):
         np.testing.assert_allclose(a, e, rtol=rtol, atol=rtol * scale)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_grad_matches_original(name):
     fn, translated, params, x = load_model(name)
@@ -357,6 +361,7 @@ def test_model_grad_matches_original(name):
     _assert_trees_close(jax.grad(loss(translated))(params), jax.grad(loss(fn))(params))
 
 
+@pytest.mark.slow
 def test_searchless_chess_grad_agrees_with_finite_differences(shared_dir):
     program = shlo2jax.load((shared_dir / "models" / "searchless_chess_9m.mlir.bc").read_bytes())
     main = program.entry

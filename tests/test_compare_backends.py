@@ -415,6 +415,7 @@ CONFORMANCE_CASES = [
 ]
 
 
+@pytest.mark.conformance
 @pytest.mark.parametrize("name", CONFORMANCE_CASES)
 def test_conformance_cases_agree_on_every_cpu_backend(shared_dir, name):
     path = shared_dir / "conformance" / "testdata" / name
@@ -426,6 +427,7 @@ def test_conformance_cases_agree_on_every_cpu_backend(shared_dir, name):
     assert result.ok, result.table()
 
 
+@pytest.mark.slow
 def test_searchless_chess_agrees_translated_xla_and_f64(shared_dir):
     # The interpreter leg of this model takes ~10 minutes: .ci/run runs it through the CLI.
     result = compare(shared_dir / "models" / "searchless_chess_9m.mlir.bc",

@@ -230,6 +230,8 @@ def test_unsupported_is_reported_with_what_is_missing():
     assert result == "unsupported" and "no_such.target" in message
 
 
+@pytest.mark.conformance
+@pytest.mark.slow
 def test_multi_process_cases_run_on_the_workers_devices(tmp_path):
     # Workers start with 8 host devices; a 1x2 grid whose processes see their own ids.
     (tmp_path / "grid.mlir").write_text(textwrap.dedent("""\
@@ -338,6 +340,8 @@ def calling(target):
         """)
 
 
+@pytest.mark.conformance
+@pytest.mark.slow
 def test_crash_and_timeout_are_errors_and_the_run_goes_on(tmp_path):
     plugin = tmp_path / "plugin.py"
     plugin.write_text(PLUGIN)
@@ -370,6 +374,7 @@ def corpus(tmp_path):
     return root
 
 
+@pytest.mark.conformance
 def test_cli_summary_json_and_filter(corpus, tmp_path, capsys):
     out = tmp_path / "out.json"
     code = C.main([str(corpus), "-j", "0", "--json", str(out)])
@@ -385,6 +390,7 @@ def test_cli_summary_json_and_filter(corpus, tmp_path, capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1] == "1 passed, 0 failed, 0 skipped"
 
 
+@pytest.mark.conformance
 def test_gate_floor_and_known_failures(corpus, tmp_path, capsys):
     floor, known = tmp_path / "floor.json", tmp_path / "known.json"
     base = [str(corpus), "-j", "0"]
@@ -466,6 +472,7 @@ def test_check_statement_ends_where_nothing_continues_it():
     assert rewritten.startswith('  "check.expect_eq_const"(%1) {value = dense<1> : tensor<i32>}')
 
 
+@pytest.mark.conformance
 def test_reflowed_shared_conformance_checks_read_the_same(shared_dir):
     """Every check op of the shared corpus, reflowed, rewrites to the same generic op."""
     paths = sorted((shared_dir / "conformance").rglob("*.mlir"))

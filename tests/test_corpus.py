@@ -17,6 +17,8 @@ import pytest
 from corpus import checks
 from corpus import entry as corpus_entry
 
+pytestmark = pytest.mark.corpus
+
 ENTRIES = corpus_entry.entries()
 KNOWN = corpus_entry.known_failures()
 RUN_CHECKS = [c for c in checks.CHECKS if c != "load"]
@@ -61,6 +63,7 @@ def test_load(e):
     _verdict(e, "load", result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", RUN_CHECKS)
 @pytest.mark.parametrize("e", ENTRIES, ids=_ids)
 def test_entry(e, check):

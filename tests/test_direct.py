@@ -31,6 +31,8 @@ TRANSLATED_BECAUSE = ("stablehlo.composite runs translated", "custom call @mhlo.
                       "a signature type the translation carries (tensor<?x")
 
 
+@pytest.mark.corpus
+@pytest.mark.slow
 @pytest.mark.parametrize("entry_id", sorted(ENTRIES))
 def test_every_corpus_entry_lowers_directly_or_says_why(entry_id):
     """Over the whole corpus: an entry that lowers directly gives the producer's outputs
@@ -50,6 +52,8 @@ def test_every_corpus_entry_lowers_directly_or_says_why(entry_id):
         not program.direct_scan.custom_call_targets <= registered_custom_call_targets("cpu"))
 
 
+@pytest.mark.corpus
+@pytest.mark.slow
 @pytest.mark.parametrize("entry_id", DIRECT)
 def test_direct_lowering_agrees_with_the_producer(entry_id):
     e, _, fn = _load(entry_id, lowering="direct")
@@ -59,6 +63,7 @@ def test_direct_lowering_agrees_with_the_producer(entry_id):
         assert result.ok or result.skipped, f"{check}: {result.message}"
 
 
+@pytest.mark.corpus
 def test_direct_lowering_is_the_module_itself():
     """The lowered program holds the source module's ops, no more (the translation of the
     same export re-emits constants per use and adds converts); forward values are XLA's
@@ -73,6 +78,7 @@ def test_direct_lowering_is_the_module_itself():
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
+@pytest.mark.corpus
 def test_functions_the_direct_lowering_cannot_express_run_translated():
     e, _, fn = _load("tensorflow/tf_special", lowering="direct")  # TF's @mhlo.erf custom call
     assert fn.lowering == "translate"
@@ -85,6 +91,7 @@ def test_functions_the_direct_lowering_cannot_express_run_translated():
     assert poly.lowering == "translate" and "tensor<?x" in poly.lowering_note
 
 
+@pytest.mark.corpus
 def test_jax_kernels_lower_as_themselves():
     """LAPACK's typed-FFI kernels, which jax.export keeps stable, lower as the module's own
     custom calls on CPU; the translation (grad) maps them to lax and agrees with jax."""
@@ -97,6 +104,7 @@ def test_jax_kernels_lower_as_themselves():
         assert result.ok or result.skipped, f"{check}: {result.message}"
 
 
+@pytest.mark.corpus
 def test_kernels_the_platform_lacks_lower_as_the_translation():
     """A CUDA export's cuSOLVER kernels lowered for CPU: the primitive lowers the translation
     there (the kernels are not registered on CPU), and the results are the producer's."""
@@ -108,6 +116,7 @@ def test_kernels_the_platform_lacks_lower_as_the_translation():
     assert result.ok, result.message
 
 
+@pytest.mark.corpus
 def test_a_first_compile_of_lapack_kernels_does_not_crash():
     """jaxlib registers its CPU LAPACK kernels with XLA at import but binds them to LAPACK only
     when jax initializes them: a fresh process whose first compile runs one (a direct
@@ -130,6 +139,7 @@ print("ok")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+@pytest.mark.corpus
 def test_a_program_that_lowers_directly_is_decoded_on_first_need():
     """Loading parses and walks the module; calls and jit never decode it; grad does (and the
     records are then the translation's, as a translated load makes them)."""
@@ -167,6 +177,7 @@ def test_an_op_without_a_rule_runs_directly_and_fails_only_where_translated(monk
         program.module
 
 
+@pytest.mark.corpus
 def test_the_translation_is_the_default():
     _, _, fn = _load("jax/mlp")
     assert fn.lowering == "translate" and fn.lowering_note == "not asked for"

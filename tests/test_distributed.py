@@ -33,6 +33,8 @@ import time
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORKERS = 2

@@ -69,6 +69,7 @@ def test_bad_gradients_option():
                       gradients="zero")
 
 
+@pytest.mark.slow
 def test_strong_zero_second_order_jit_vmap():
     fn = _roundtrip(_where_problem, X)
     second = jax.jit(jax.grad(lambda x: jax.grad(lambda v: fn(v).sum())(x).sum()))(X)
@@ -202,6 +203,7 @@ def _producer_grads(case):
     return grads
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(n for n in SPECIAL if SPECIAL[n].producer))
 def test_special_function_gradient_matches_producer(name):
     case = SPECIAL[name]
@@ -213,6 +215,7 @@ def test_special_function_gradient_matches_producer(name):
         _assert_grads_agree(g, w, rtol=_LOOSER.get(name, 1e-4))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECIAL))
 def test_special_function_check_grads_order_2(name):
     case = SPECIAL[name]

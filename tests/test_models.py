@@ -7,6 +7,8 @@ import shlo2jax
 from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.reference import xla_direct
 
+pytestmark = pytest.mark.slow
+
 
 def test_searchless_chess_matches_xla_direct(shared_dir):
     program = shlo2jax.load(shared_dir / "models" / "searchless_chess_9m.mlir.bc")

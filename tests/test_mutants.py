@@ -13,6 +13,8 @@ import pytest
 
 from shlo2jax.tools.mutate import default_sources, mutants, run_mutants
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

@@ -18,6 +18,8 @@ def run_notebook(name):
     return notebook
 
 
+@pytest.mark.notebook
+@pytest.mark.slow
 def test_finetune_loss_goes_down():
     notebook = run_notebook("finetune.ipynb")
     # The notebook prints `loss A -> B` in its last cell; read the numbers back.
@@ -38,6 +40,8 @@ def _images(notebook) -> int:
                if cell.cell_type == "code" for out in cell.get("outputs", []))
 
 
+@pytest.mark.notebook
+@pytest.mark.slow
 def test_finetune_baked_weights():
     # the corpus's Flax CNN with closed-over weights: lifted, fine-tuned, written back out
     notebook = run_notebook("finetune_baked_weights.ipynb")
@@ -63,6 +67,8 @@ def test_committed_notebooks_carry_their_outputs():
         assert _images(notebook) >= 1, f"{path.name} shows no picture"
 
 
+@pytest.mark.notebook
+@pytest.mark.slow
 def test_compare_backends_notebook():
     notebook = run_notebook("compare_backends.ipynb")
     text = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"

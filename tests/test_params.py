@@ -67,6 +67,8 @@ def _loss_grads(e, apply, params):
     return jax.jit(jax.grad(lambda p: checks.loss(apply(p, *e.args), e.projections)))(params)
 
 
+@pytest.mark.corpus
+@pytest.mark.slow
 @pytest.mark.parametrize("e", CLOSED, ids=_ids)
 def test_closed_weights_become_parameters(e):
     fn = _load(e)
@@ -114,6 +116,8 @@ def test_closed_weights_become_parameters(e):
         assert error <= e.tolerance["grad_rtol"], f"{e.id}: d loss / d {name} ({key}): {error:.3g}"
 
 
+@pytest.mark.corpus
+@pytest.mark.slow
 @pytest.mark.parametrize("e", CLOSED, ids=_ids)
 def test_splat_weights_share_one_constant(e):
     # Fill values (zero biases, unit scales) and scalars are lifted with splats=True and
@@ -146,6 +150,7 @@ def test_splat_weights_share_one_constant(e):
     assert compared
 
 
+@pytest.mark.corpus
 def test_names_come_from_the_module():
     by_id = {e.id: e for e in CLOSED}
     expected = {
@@ -179,6 +184,7 @@ def test_names_come_from_the_module():
                for n, c in zip(apply._constant_names, apply.constants))
 
 
+@pytest.mark.corpus
 def test_names_are_stable_across_loads():
     e = next(e for e in CLOSED if e.id == "keras/keras_transformer_closed")
     first, _ = shlo2jax.lift_params(_load(e))
@@ -208,6 +214,7 @@ def _shared_weight_export():
     return jax.export.export(jax.jit(f))(jax.ShapeDtypeStruct((2, 3), jnp.float32)), w, f_of_w
 
 
+@pytest.mark.slow
 def test_one_weight_in_several_functions_is_one_parameter():
     exported, w, f_of_w = _shared_weight_export()
     program = shlo2jax.load(exported)
@@ -234,6 +241,8 @@ def _convnet():
     return e, _load(e)
 
 
+@pytest.mark.corpus
+@pytest.mark.slow
 def test_jit_vmap_over_inputs_and_params():
     e, fn = _convnet()
     params, apply = shlo2jax.lift_params(fn)
@@ -254,6 +263,7 @@ def test_jit_vmap_over_inputs_and_params():
                                    rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.corpus
 def test_shard_map_over_the_batch():
     e, fn = _convnet()
     params, apply = shlo2jax.lift_params(fn)
@@ -266,6 +276,7 @@ def test_shard_map_over_the_batch():
                                np.asarray(apply(params, e.args[0])), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.corpus
 def test_lifted_weights_are_not_copied():
     e, fn = _convnet()
     if jax.default_backend() != "cpu":
@@ -282,6 +293,7 @@ def test_lifted_weights_are_not_copied():
     assert wrapped >= 3  # the three kernels
 
 
+@pytest.mark.corpus
 def test_parameters_are_checked():
     e, fn = _convnet()
     params, apply = shlo2jax.lift_params(fn)
@@ -296,6 +308,7 @@ def test_parameters_are_checked():
         apply(params)
 
 
+@pytest.mark.corpus
 def test_min_elements_and_integers():
     e, fn = _convnet()
     params, _ = shlo2jax.lift_params(fn, min_elements=100)
@@ -312,6 +325,8 @@ def test_min_elements_and_integers():
     np.testing.assert_array_equal(np.asarray(apply(everything, x)), np.asarray(program(x)))
 
 
+@pytest.mark.corpus
+@pytest.mark.slow
 def test_weight_arguments_taken_into_params_by_name():
     # torchax passes the module's parameters and buffers as `states[i]`, the inputs as
     # `inputs[0][k]` (torch's placeholder names, p_net_0_weight, ..., are not in the artifact)
@@ -337,6 +352,8 @@ def test_weight_arguments_taken_into_params_by_name():
         shlo2jax.lift_params(fn, params=["p_net_0_weight"])
 
 
+@pytest.mark.corpus
+@pytest.mark.slow
 def test_bind_params_round_trip():
     # load -> lift -> fine-tune (here: move) the parameters -> bind -> export -> serialize ->
     # load again: the new artifact computes what apply computed with the moved parameters.
@@ -363,6 +380,7 @@ def test_bind_params_round_trip():
     np.testing.assert_array_equal(np.asarray(partial(x)), np.asarray(want))
 
 
+@pytest.mark.corpus
 def test_dense_resource_blobs_are_parameters():
     # Importers such as torch-mlir write weights as dense_resource blobs (dialect_resources):
     # the convnet's weights rewritten that way, with the MLIR API they use.
@@ -395,6 +413,7 @@ def test_dense_resource_blobs_are_parameters():
     np.testing.assert_array_equal(np.asarray(apply(params, x)), np.asarray(fn(x)))
 
 
+@pytest.mark.corpus
 def test_argument_and_result_names():
     def f(params, x, *, scale):
         return {"y": params["w"] @ x * scale, "z": x.sum()}
@@ -459,6 +478,7 @@ def _closed_mlp(width: int, layers: int):
     return weights, jax.export.export(jax.jit(f))(jax.ShapeDtypeStruct((2, width), jnp.float32))
 
 
+@pytest.mark.slow
 def test_load_holds_the_weights_once(tmp_path):
     # jax.export artifact with 64 MB of baked-in weights: before, the loaded program held them
     # three times (the Exported's module bytes, jaxlib's MLIR context, the decoded arrays)
@@ -490,6 +510,8 @@ def _released(source, monkeypatch):
     return program
 
 
+@pytest.mark.corpus
+@pytest.mark.slow
 def test_a_program_that_let_its_module_go_offers_everything(monkeypatch):
     from jaxlib.mlir import ir
     from shlo2jax.tools.reference import xla_direct

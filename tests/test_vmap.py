@@ -66,6 +66,7 @@ def _batched(a, size=3):
     return np.stack([a * (1 + 0.5 * k) - 0.3 * k for k in range(size)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_vmap_over_each_argument(name):
     fn, args, op = CASES[name]
@@ -160,6 +161,7 @@ MODELS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_vmap_over_batch(name):
     fn, params, xs = MODELS[name]

@@ -399,6 +399,7 @@ def test_householder_qr_in_lax_is_lapack_geqrf(shape, dtype):
 
 # Second-order check_grads costs ~30 s a case on 2 cores: one tall real and one wide complex
 # case here; the first-order reverse mode of every shape is checked against jnp.linalg.qr below.
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,dtype", [((4, 4), np.float64), ((3, 5), np.complex128)])
 def test_geqrf_and_householder_product_derivatives(shape, dtype):
     """Forward and reverse mode to second order, against finite differences."""
@@ -415,6 +416,7 @@ def test_geqrf_and_householder_product_derivatives(shape, dtype):
                         modes=("fwd", "rev"), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 @pytest.mark.parametrize("shape", [(5, 3), (4, 4), (2, 6, 4)])
 def test_qr_from_the_two_kernels_has_jnp_linalg_qr_gradient(shape, dtype):

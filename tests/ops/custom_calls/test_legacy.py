@@ -1031,6 +1031,7 @@ def test_rnn_lstm(target, bidirectional):
     np.testing.assert_allclose(c, c_ref, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target,bidirectional", [("cudnn_rnn_bwd", True),
                                                   ("cudnn_rnn_bwd_ffi", False)])
 def test_rnn_lstm_backward(target, bidirectional):
