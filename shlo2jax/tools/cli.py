@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import numpy as np
 
+from shlo2jax import registry
 from shlo2jax.loader import load
+from shlo2jax.tools.compare import compare
+from shlo2jax.tools.conformance import main as conformance_main
+from shlo2jax.tools.export import export_translated
+from shlo2jax.tools.fuzz import main as fuzz_main
+from shlo2jax.tools.inputs import seeded_inputs
+from shlo2jax.tools.mutate import main as mutate_main
 
 
 def _info(args) -> int:
@@ -70,8 +78,9 @@ def _print_derivatives(program) -> None:
 
 def _rules() -> int:
     """Every registered op and custom-call target, with the function that translates it."""
+    # Here, not at the top: the op families load for `info --ops` alone, not at every
+    # command's start (`--help`, and the conformance, fuzz and mutate parents, need none).
     import shlo2jax.ops  # noqa: F401  (the built-in rules register when their families load)
-    from shlo2jax import registry
 
     def where(handler) -> str:
         return f"{handler.__module__}:{handler.__qualname__}"
@@ -90,7 +99,6 @@ def _rules() -> int:
 
 
 def _run(args) -> int:
-    from shlo2jax.tools.inputs import seeded_inputs
     program = load(args.file, placeholder_data=args.placeholder_data, seed=args.seed,
                    lowering=args.lowering)
     fn = program[args.function] if args.function else program.entry
@@ -121,9 +129,6 @@ def _load_inputs(path: str) -> list:
 
 
 def _compare(args) -> int:
-    import json
-
-    from shlo2jax.tools.compare import compare
     result = compare(args.file, backends=[b.strip() for b in args.backends.split(",") if b.strip()],
                      function=args.function,
                      inputs=_load_inputs(args.inputs) if args.inputs else None, seed=args.seed,
@@ -139,7 +144,6 @@ def _compare(args) -> int:
 
 
 def _export(args) -> int:
-    from shlo2jax.tools.export import export_translated
     program = load(args.file, placeholder_data=args.placeholder_data, seed=args.seed)
     fn = program[args.function] if args.function else program.entry
     exported = export_translated(fn)
@@ -168,13 +172,10 @@ def _program_arguments(p, verb: str) -> None:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "conformance":
-        from shlo2jax.tools.conformance import main as conformance_main
         return conformance_main(argv[1:])
     if argv and argv[0] == "fuzz":
-        from shlo2jax.tools.fuzz import main as fuzz_main
         return fuzz_main(argv[1:])
     if argv and argv[0] == "mutate":
-        from shlo2jax.tools.mutate import main as mutate_main
         return mutate_main(argv[1:])
     parser = argparse.ArgumentParser(prog="shlo2jax", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

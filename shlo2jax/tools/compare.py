@@ -34,6 +34,9 @@ from typing import Callable, Optional, Sequence
 
 import jax
 import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_dialect
+from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax import attributes
 from shlo2jax import types as T
@@ -245,8 +248,6 @@ def upcast_module_text(program) -> str:
     complex<f32> to complex<f64>): values, block arguments, function types and constants.
     Raises BackendUnavailable for a module whose meaning depends on float widths
     (bitcast_convert between floats and integers)."""
-    from jaxlib.mlir import ir
-
     text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
     cache: dict = {}
 
@@ -315,7 +316,6 @@ def upcast_module_text(program) -> str:
     def split_complex_constant(operation):
         """A complex constant becomes stablehlo.complex of two f64 constants: the bindings
         can neither read nor build complex-valued dense attributes."""
-        from jaxlib.mlir.dialects import stablehlo
         values = widen(attributes._decode_from_asm(operation, "value"))
         # The parts get a location of their own, so that `locate` aligns the complex op
         # with the constant it replaces.
@@ -356,9 +356,6 @@ def instrumented_module_text(program, function: str, max_elements: int = 20_000_
     every op of `function`'s body appended to its outputs. Returns (text, keys, n_outputs):
     `keys[i]` names the op behind extra output i (a ProbeKey). Constants are not recorded;
     recording stops after `max_elements` elements (the later ops are then not located)."""
-    from jaxlib.mlir import ir
-    from jaxlib.mlir.dialects import func as func_dialect
-
     text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
     with make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)

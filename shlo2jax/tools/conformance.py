@@ -52,22 +52,33 @@ import argparse
 import collections
 import dataclasses
 import fnmatch
+import importlib
+import importlib.util
 import json
 import os
 import re
 import sys
 import time
 import traceback
+from multiprocessing.connection import wait
 from typing import Callable, Iterable, Optional
 
+import jax
 import numpy as np
 
+from shlo2jax import quant
+from shlo2jax import types as T
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported, LoadError, UnsupportedError
+from shlo2jax.host_transfers import host_io
+from shlo2jax.loader import load
+from shlo2jax.probes import probe
+from shlo2jax.quant import F6Array
 from shlo2jax.tools import isolated, reference
 from shlo2jax.tools.numerics import check_values, compare_with_reference
 from shlo2jax.tools.reference import (join_complex as _join_complex,
                                 interpreter_module_text as _reference_module_text,
                                 split_complex as _split_complex)
+from shlo2jax.translate import Token, Translator, TranslatorMode
 
 OUTCOMES = ("pass", "fail", "unsupported", "error")
 
@@ -363,9 +374,6 @@ def _unsupported_message(err) -> str:
 _NOT_MODELLED = ()
 
 def _flat_arrays(values) -> list:
-    import jax
-    from shlo2jax.quant import F6Array
-    from shlo2jax.translate import Token
     # An f6 value stays one leaf: np.asarray makes it an ml_dtypes float6 array.
     leaves = jax.tree_util.tree_leaves(values, is_leaf=lambda x: isinstance(x, (Token, F6Array)))
     return [v for v in leaves if not isinstance(v, Token)]
@@ -373,13 +381,9 @@ def _flat_arrays(values) -> list:
 
 def _run_checked(program, fn) -> tuple[int, Optional[str]]:
     """Runs a no-argument function with the check recorder; (checks, failure or None)."""
-    import jax
-    from shlo2jax import quant
-    from shlo2jax.translate import Translator, TranslatorMode
     probed = None
     if any(op.name == "interpreter.probe" for op in program.module.ops):
         # `expect_serialized_eq` compares with what a probe recorded: record them first.
-        from shlo2jax.probes import probe
         _, probed = probe(fn, values="probes")
     recorded = []
     body = Translator(program.module, program.options, TranslatorMode(recorder=recorded)).function_body(
@@ -430,7 +434,6 @@ def _run_checked_parallel(program, fn, text: str) -> tuple[int, Optional[str]]:
     its channel (loopback), and outfeeds go where nobody reads them."""
     if "interpreter.run_parallel" not in text:
         return _run_checked(program, fn)
-    from shlo2jax.host_transfers import host_io
     with host_io(loopback=True):
         return _run_checked(program, fn)
 
@@ -442,7 +445,6 @@ def _seeded_inputs(fn, size: int, seed: int = 0):
     the dimension sizes: they get `size`, and so does every `?` dimension (the corpus's
     programs name one size variable per leading argument, and equal sizes satisfy any
     mapping of variables to dimensions)."""
-    from shlo2jax import types as T
     rng = np.random.default_rng(seed)
     types = list(fn.input_types)
     if not all(isinstance(t, T.TensorType) for t in types):
@@ -489,7 +491,6 @@ def _run_reference(text: str, inputs: list, dynamic: bool, timeout: float) -> li
 def _run_against_reference(program, fn, deadline: float) -> str:
     """Runs `fn` on seeded inputs through the translation and through the reference
     interpreter (in a child process) and compares the outputs."""
-    from shlo2jax import types as T
     size = 3
     inputs, n_dims, static_types = _seeded_inputs(fn, size)
     dynamic = any(not t.is_static for t in fn.input_types)
@@ -513,7 +514,6 @@ def _run_against_reference(program, fn, deadline: float) -> str:
 
 def run_case(case: dict, timeout: float = 120.0) -> tuple[str, str]:
     """Runs one case in this process: (outcome, message)."""
-    from shlo2jax.loader import load
     deadline = time.time() + timeout
     text = case["text"]
     try:
@@ -568,8 +568,6 @@ _PLUGINS_ENV = "SHLO2JAX_CONFORMANCE_PLUGINS"
 def load_plugins(plugins: Iterable[str]) -> None:
     """Imports each plugin (a module name or a .py file), e.g. to register custom-call
     translations the programs need, before any case runs."""
-    import importlib
-    import importlib.util
     for plugin in plugins:
         if plugin.endswith(".py") and os.path.isfile(plugin):
             name = "_shlo2jax_plugin_" + re.sub(r"\W", "_", os.path.abspath(plugin))
@@ -598,9 +596,14 @@ def _worker_main() -> None:
     """Worker: reads cases from stdin, writes outcomes to stdout (pickled frames). Anything
     the case prints goes to stderr (a log the parent reads when the worker dies)."""
     conn_in, conn_out = isolated.worker_connections()
+    # jax read JAX_PLATFORMS when this module imported it (the parent's env has it; this
+    # default reaches the worker's own children); XLA reads XLA_FLAGS only when jax makes
+    # its backends, at the first case, so the host devices set here still count.
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     _with_host_devices(os.environ)
-    import jax  # noqa: F401  (imported once per worker, not per case)
+    # Here, not at the top: the op families register once per worker, before it reports
+    # ready (their import is not charged to a case's timeout); the parent, which only
+    # hands out cases, never loads them.
     import shlo2jax.ops  # noqa: F401  (every op family, once per worker)
     plugins = os.environ.get(_PLUGINS_ENV, "")
     load_plugins(p for p in plugins.split(os.pathsep) if p)
@@ -648,7 +651,6 @@ def run_cases(cases: list[Case], jobs: int, timeout: float,
             finish(case.as_dict(), outcome, message, time.time() - start)
         return results
 
-    from multiprocessing.connection import wait
     pending = collections.deque(c.as_dict() for c in cases)
     workers: list[_Worker] = []
     startup_limit = max(300.0, timeout)

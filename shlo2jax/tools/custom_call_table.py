@@ -15,6 +15,7 @@ import argparse
 import pathlib
 import sys
 
+import shlo2jax.ops  # noqa: F401  (registers every op family: the table is read from the registry)
 from shlo2jax import registry
 
 START = "<!-- custom-call-table:start -->"
@@ -24,7 +25,6 @@ README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 def builtin_targets() -> list:
     """The built-in custom-call targets in the registry (a user's own rule is not listed)."""
-    import shlo2jax.ops  # noqa: F401  (registers every family)
     return sorted(name for name, rule in registry.CUSTOM_CALL_RULES.items()
                   if registry.is_builtin(rule))
 

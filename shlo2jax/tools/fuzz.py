@@ -22,11 +22,22 @@ Last line: `fuzz: N programs, M mismatches, K crashes`; exit status 1 when M or 
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import random
+import time
 from typing import NamedTuple, Optional
 
+import ml_dtypes
 import numpy as np
+
+from shlo2jax.errors import BackendUnavailable
+from shlo2jax.loader import load
+from shlo2jax.tools.compare import InterpreterBackend, TranslatedBackend, XlaDirectBackend
+from shlo2jax.tools.isolated import run_isolated
+from shlo2jax.tools.numerics import compare_with_reference
+from shlo2jax.tools.reference import InterpreterServer
 
 _FLOATS = ("f32", "bf16", "f16")
 _INTS = ("i32", "i8", "ui8", "i64")
@@ -79,7 +90,6 @@ def _tensor(shape, element) -> str:
 
 def _special_values(element: str, rng: np.random.Generator, n: int) -> np.ndarray:
     if element in _FLOATS:
-        import ml_dtypes
         dtype = _float_dtype(element)
         info = ml_dtypes.finfo(dtype)
         pool = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 0.5, 2.0, 3.0,
@@ -99,7 +109,6 @@ def _special_values(element: str, rng: np.random.Generator, n: int) -> np.ndarra
 
 def _float_dtype(element: str):
     if element == "bf16":
-        import ml_dtypes
         return ml_dtypes.bfloat16
     return _NP[element]
 
@@ -302,7 +311,6 @@ _SMALL = 64  # elements: the reference interpreter evaluates element by element
 
 
 def _compare_outputs(a: list, b: list) -> Optional[str]:
-    from shlo2jax.tools.numerics import compare_with_reference
     if len(a) != len(b):
         return f"{len(a)} outputs vs {len(b)}"
     for k, (x, y) in enumerate(zip(a, b)):
@@ -321,16 +329,11 @@ _INTERPRETER = None
 
 def _run_backends(text: str, inputs: list, interpreter: bool, xla_direct: bool = True) -> dict:
     """{backend: outputs or ("unavailable", why)}; other exceptions propagate."""
-    from shlo2jax.loader import load
-    from shlo2jax.errors import BackendUnavailable
-    from shlo2jax.tools.compare import (InterpreterBackend, TranslatedBackend,
-                                        XlaDirectBackend)
     global _INTERPRETER
     program = load(text)
     backends = [TranslatedBackend("cpu")] + ([XlaDirectBackend()] if xla_direct else [])
     if interpreter:
         if _INTERPRETER is None:
-            from shlo2jax.tools.reference import InterpreterServer
             _INTERPRETER = InterpreterServer()
         backends.append(InterpreterBackend(timeout=120, server=_INTERPRETER))
     out = {}
@@ -384,7 +387,6 @@ def check(seed: int, xla_direct: bool = True) -> dict:
 def _flush_subnormals(x: np.ndarray) -> np.ndarray:
     if x.dtype.kind != "f" and "bfloat16" not in str(x.dtype):
         return x
-    import ml_dtypes
     tiny = float(ml_dtypes.finfo(x.dtype).tiny)
     wide = x.astype(np.float64)
     return np.where(np.abs(wide) < tiny, np.copysign(0.0, wide), wide).astype(x.dtype)
@@ -407,8 +409,6 @@ def _explained_by_flushing(program: Program, results: dict) -> bool:
         # XLA alone differs while the translation agrees with the interpreter: where XLA
         # fuses ops it flushes subnormals the translation's separate ops keep
         return _compare_outputs(results["cpu"], results["interpreter"]) is None
-    from shlo2jax.tools.compare import InterpreterBackend
-    from shlo2jax.loader import load
     again = InterpreterBackend(timeout=120).run(load(program.text()), "main", flushed)
     return _compare_outputs(results["cpu"], [np.asarray(o) for o in again]) is None
 
@@ -452,8 +452,6 @@ class Report(NamedTuple):
 
 
 def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
-    import time
-    from shlo2jax.tools.isolated import run_isolated
     start = time.time()
     mismatches, crashes, flushed, interpreted, xla_differs = [], [], [], 0, []
     for index, status, value in run_isolated("shlo2jax.tools.fuzz:check", seeds, jobs=jobs,
@@ -490,8 +488,6 @@ def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
 
 def main(argv=None) -> int:
     """`shlo2jax fuzz`: random programs, translation vs XLA vs the reference interpreter."""
-    import argparse
-    import json
     parser = argparse.ArgumentParser(prog="shlo2jax fuzz", description=main.__doc__)
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0, help="programs SEED .. SEED+COUNT-1")

@@ -14,11 +14,14 @@ work goes on. Results come in completion order.
 from __future__ import annotations
 
 import collections
+import importlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from multiprocessing.connection import Connection, wait
 from typing import Iterable, Iterator, Optional
 
 from shlo2jax.tools.reference import crash_reason, signal_name
@@ -30,7 +33,6 @@ def worker_connections():
     """In a worker process: (conn_in, conn_out) on the stdin/stdout pipes its parent made.
     Afterwards stdin reads /dev/null and what the work prints goes to stderr (the log), not
     into the result pipe."""
-    from multiprocessing.connection import Connection
     conn_in = Connection(os.dup(0), writable=False)
     conn_out = Connection(os.dup(1), readable=False)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -53,7 +55,6 @@ class WorkerProcess:
     on its stdin/stdout and its stderr in a temporary log file."""
 
     def __init__(self, argv: list, env: dict, log_prefix: str):
-        from multiprocessing.connection import Connection
         self.log = tempfile.TemporaryFile(prefix=log_prefix)
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, env=env)
@@ -119,8 +120,6 @@ def requests(conn_in):
 
 
 def _worker_main() -> None:
-    import importlib
-    import traceback
     conn_in, conn_out = worker_connections()
     module, _, name = sys.argv[1].partition(":")
     function = getattr(importlib.import_module(module), name)
@@ -152,7 +151,6 @@ def run_isolated(target: str, items: Iterable, jobs: int = 2, timeout: float = 1
                  env: Optional[dict] = None, items_per_worker: int = 500) -> Iterator[tuple]:
     """Calls `target` ("module:function") on every item in worker processes; yields
     (index, status, value) per item as they finish (see the module docstring)."""
-    from multiprocessing.connection import wait
     env = dict(os.environ if env is None else env)
     env.setdefault("JAX_PLATFORMS", "cpu")
     pending = collections.deque(enumerate(items))

@@ -14,11 +14,26 @@ of a call whose arguments do not match the signature. Run it through
 
 from __future__ import annotations
 
+import argparse
+import collections
+import json
 import os
 import random
 import re
+import time
 import traceback
 from typing import NamedTuple, Union
+
+import jax
+from jax import export
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from shlo2jax.compat import make_ir_context
+from shlo2jax.errors import Shlo2JaxError
+from shlo2jax.loader import load
+from shlo2jax.tools.inputs import seeded_inputs
+from shlo2jax.tools.isolated import run_isolated
 
 
 class Source(NamedTuple):
@@ -29,8 +44,6 @@ class Source(NamedTuple):
 def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> list:
     """The bundled example, the corpus's exports (serialized, their VHLO modules, and the
     printed text of their bytecode modules), and `shared`/models/*.mlir.bc when present."""
-    from jaxlib.mlir import ir
-    from shlo2jax.compat import make_ir_context
     sources = []
     with open(os.path.join(root, "examples", "mlp.mlir"), encoding="utf-8") as f:
         sources.append(Source("examples/mlp.mlir", f.read()))
@@ -55,7 +68,6 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> li
         sources.append(Source(rel, data))
         with make_ir_context() as context:
             if path.endswith(".bin"):
-                from jax import export
                 inner = bytes(export.deserialize(bytearray(data)).mlir_module_serialized)
                 sources.append(Source(rel + ":vhlo", inner))
                 text = str(_stablehlo_module(context, inner))
@@ -66,7 +78,6 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> li
 
 
 def _stablehlo_module(context, vhlo: bytes):
-    from jaxlib.mlir.dialects import stablehlo
     return stablehlo.deserialize_portable_artifact(context, vhlo)
 
 
@@ -262,7 +273,6 @@ def mutants(sources: list, count: int, seed: int = 0) -> list:
 
 def _allowed(e: BaseException) -> bool:
     """A library error, or the TypeError of a call whose arguments do not fit."""
-    from shlo2jax.errors import Shlo2JaxError
     if isinstance(e, Shlo2JaxError):
         return True
     if isinstance(e, TypeError):
@@ -274,9 +284,6 @@ def _allowed(e: BaseException) -> bool:
 
 def check_mutant(mutant: tuple, seed: int = 0, lowering: str = "translate") -> dict:
     """Loads the mutant, calls its entry on seeded inputs when it loads: what happened."""
-    import jax
-    from shlo2jax.loader import load
-    from shlo2jax.tools.inputs import seeded_inputs
     _, _, data = mutant
     try:
         program = load(data, lowering=lowering)
@@ -331,9 +338,6 @@ def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0,
                 lowering: str = "translate") -> Report:
     """Checks every mutant in worker processes (`run_isolated`): a mutant that kills its
     worker is reported as a crash, not as the end of the run."""
-    import collections
-    import time
-    from shlo2jax.tools.isolated import run_isolated
     start = time.time()
     outcomes: collections.Counter = collections.Counter()
     failures = []
@@ -360,8 +364,6 @@ def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0,
 def main(argv=None) -> int:
     """`shlo2jax mutate`: load and call mutants of the bundled modules; exit status 1 on a
     crash or an error that is not the library's."""
-    import argparse
-    import json
     parser = argparse.ArgumentParser(prog="shlo2jax mutate", description=main.__doc__)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)

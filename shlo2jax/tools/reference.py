@@ -7,14 +7,19 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import select
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
+from jaxlib.mlir import ir
 
-from shlo2jax import compat
+from shlo2jax import attributes, compat
+from shlo2jax import types as T
 from shlo2jax.chlo_legalize import legalize_chlo, op_names
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported
 from shlo2jax.tools.numerics import bit_patterns
@@ -39,7 +44,6 @@ def interpreter_module_text(program, fn, static_types, n_dims: int, size: int) -
     arguments become constants), so that the reference interpreter, which runs @main and has
     no dynamic shapes, can evaluate it after shape refinement. Complex arguments and results
     travel as (real, imaginary) pairs: jaxlib cannot convert complex attributes to Python."""
-    from jaxlib.mlir import ir
     module = program.mlir_module
     with module.context:
         text = module.operation.get_asm(large_elements_limit=None, enable_debug_info=False)
@@ -155,7 +159,6 @@ with open(sys.argv[2], "wb") as f:
 def _refined_reference_text(text: str, dynamic: bool) -> str:
     """The wrapper module, shape-refined when it has `?` dimensions (the reference
     interpreter has no dynamic shapes)."""
-    from jaxlib.mlir import ir
     with compat.make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         if dynamic:
@@ -169,13 +172,11 @@ def _refined_reference_text(text: str, dynamic: bool) -> str:
 
 
 def _reference_input(a: np.ndarray):
-    from shlo2jax import types as T
     data = a if a.dtype.kind in "biuf" else bit_patterns(a)  # ml_dtypes: their bit patterns
     return np.array(data, order="C"), str(T.tensor_type(a.shape, a.dtype))
 
 
 def _decode_reference_output(text: str) -> np.ndarray:
-    from shlo2jax import attributes, types as T
     return attributes.dense_from_text(text, T.parse_type(text[text.rindex(" : ") + 3:]))
 
 
@@ -256,8 +257,6 @@ class InterpreterServer:
         return self._stderr.read().decode("utf-8", "replace")
 
     def _read(self, n: int, deadline: float) -> bytes:
-        import select
-        import time
         fd, chunks, left = self._proc.stdout.fileno(), [], n
         while left:
             wait = deadline - time.monotonic()
@@ -271,8 +270,6 @@ class InterpreterServer:
         return b"".join(chunks)
 
     def run(self, text: str, inputs: list, timeout: float) -> list:
-        import struct
-        import time
         if self._proc is None or self._proc.poll() is not None:
             self.close()
             self._start()
@@ -330,7 +327,6 @@ def run_interpreter(text: str, inputs: list, dynamic: bool = False, timeout: flo
 def legalize_all_chlo(text: str) -> str:
     """Module text with every chlo op rewritten to stablehlo (for the reference interpreter,
     which implements no chlo op); the text unchanged when the pass cannot rewrite it."""
-    from jaxlib.mlir import ir
     with compat.make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         if not legalize_chlo(module, unsupported_names=op_names(module)):

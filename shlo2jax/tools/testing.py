@@ -29,7 +29,7 @@ def assert_backends_agree(module, backends=DEFAULT_BACKENDS, *, function=None, i
                           **option_values):
     """Runs `module` on `backends` with the same inputs; fails unless every pair agrees.
     Returns the `shlo2jax.tools.compare.Comparison`."""
-    import pytest
+    import pytest  # here: an optional dependency (the `test` extra), not the package's
     result = compare(module, backends, function=function, inputs=inputs, seed=seed, rtol=rtol,
                      atol=atol, max_ulp=max_ulp, locate=locate, **option_values)
     skipped = [r for r in result.runs.values() if r.status == "skipped"]
