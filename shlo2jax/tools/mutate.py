@@ -271,14 +271,20 @@ def mutants(sources: list, count: int, seed: int = 0) -> list:
 
 # ---------------------------------------------------------------- loading and calling one
 
+# Where a call's arguments are checked against the function's signature (a TypeError there is
+# the documented answer to arguments that do not fit).
+_ARGUMENT_CHECKS = ("program.py", "names.py", "signatures.py",
+                    os.path.join("executables", "exported.py"))
+
+
 def _allowed(e: BaseException) -> bool:
     """A library error, or the TypeError of a call whose arguments do not fit."""
     if isinstance(e, Shlo2JaxError):
         return True
     if isinstance(e, TypeError):
         frames = traceback.extract_tb(e.__traceback__)
-        return bool(frames) and frames[-1].filename.endswith(
-            tuple(os.path.join("shlo2jax", f) for f in ("program.py", "names.py")))
+        return bool(frames) and frames[-1].filename.endswith(tuple(
+            os.path.join("shlo2jax", f) for f in _ARGUMENT_CHECKS))
     return False
 
 
