@@ -415,6 +415,7 @@ CONFORMANCE_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.conformance
 @pytest.mark.parametrize("name", CONFORMANCE_CASES)
 def test_conformance_cases_agree_on_every_cpu_backend(shared_dir, name):

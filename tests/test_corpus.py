@@ -52,6 +52,7 @@ def test_corpus_is_there():
     assert len(ENTRIES) >= 1, "no entry under tests/corpus/*/*/meta.json"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("e", ENTRIES, ids=_ids)
 def test_load(e):
     result, _ = _load(e)

@@ -190,6 +190,7 @@ NARROW_FLOATS = ["f4E2M1FN", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "
                  "f8E4M3", "f8E3M4", "f8E8M0FNU"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("element", NARROW_FLOATS)
 def test_narrow_float_compare_every_pair_of_bit_patterns(element):
     """FLOAT (IEEE: NaN unordered, -0 == +0) and TOTALORDER (sign-magnitude order of the bit

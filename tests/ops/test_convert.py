@@ -231,6 +231,7 @@ INT_TARGETS = ["i1", "i2", "i4", "i8", "i16", "i32", "i64", "ui2", "ui4", "ui8",
                "ui64"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("src", FLOAT8_AND_4)
 def test_every_narrow_float_value_to_every_type(src):
     """Every bit pattern of a narrow float converted to every float type (rounded like
@@ -320,6 +321,7 @@ def xla_reduce_precision(x, exponent_bits, mantissa_bits):
     return np.where(np.isnan(x.astype(np.float64)), x, result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("element,pairs", [
     ("f16", [(e, m) for e in range(1, 6) for m in range(0, 11)]),
     # Wider types: every exponent width with a spread of mantissa widths.

@@ -112,6 +112,7 @@ def _check(name, actual, expected, exact, ordered, x, wide):
     assert not bad.any(), (name, x[bad][:8], actual[bad][:8], expected[bad][:8])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("element", NARROW_FLOATS)
 def test_float_ops_on_every_finite_value(element):
     dtype = T.ELEMENT_DTYPES[element]
@@ -223,6 +224,7 @@ def _xla_rem(a, b, lo, signed):
     return -r if a < 0 else r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("element", INTEGERS)
 def test_integer_ops_every_pair(element):
     """Every op on every pair of values (all values for 2/4-bit types, edge values for
@@ -299,6 +301,7 @@ def _chlo_cases():
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("element", NARROW_FLOATS)
 def test_chlo_unary_on_every_finite_value(element):
     dtype = T.ELEMENT_DTYPES[element]

@@ -517,6 +517,7 @@ def _bits_equal(actual, expected):
             == np.ascontiguousarray(expected).tobytes()), (actual, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("element", ALL_ELEMENTS)
 def test_indexing_ops_every_element_type(element):
     """dynamic_slice / dynamic_update_slice (clamped starts), gather and scatter (replace)
@@ -588,6 +589,7 @@ def _scatter_rows_reference(x, starts, updates, combine):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body", sorted(_SCATTER_BODIES))
 @pytest.mark.parametrize("starts", [(-1, 4), (-2, 5), (-7, 2), (3, -1), (2147483647, -2147483648)])
 def test_scatter_out_of_range_starts_on_every_path(body, starts):

@@ -381,6 +381,7 @@ def _householder_input(shape, dtype, seed=0):
     return a.astype(dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 @pytest.mark.parametrize("shape", HOUSEHOLDER_SHAPES)
 def test_householder_qr_in_lax_is_lapack_geqrf(shape, dtype):

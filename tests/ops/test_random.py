@@ -137,6 +137,7 @@ def _rng(distribution, element, dtype, a, b, shape, count=1):
     return [np.asarray(o) for o in out] if count > 1 else [np.asarray(out)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("element,dtype,a,b", [
     ("f32", np.float32, -2.0, 3.0), ("f64", np.float64, 0.5, 0.75),
     ("bf16", ml_dtypes.bfloat16, 1.0, 8.0), ("f16", np.float16, -1.0, 1.0),
@@ -175,6 +176,7 @@ RBG_TYPES = ["ui8", "ui16", "ui32", "ui64", "i8", "i16", "i32", "i64", "f16", "b
 RBG_SHAPES = [(), (3,), (2, 5), (3, 1, 5)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm,words", [("DEFAULT", 2), ("THREE_FRY", 2), ("PHILOX", 2),
                                              ("PHILOX", 3)])
 def test_bit_exact_with_xla_every_shape_and_type(algorithm, words):

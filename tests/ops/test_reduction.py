@@ -630,6 +630,7 @@ def _typed_values(element, rng, shape):
     return values, summable
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("element", ALL_REDUCIBLE)
 def test_reduce_reduce_window_sort_every_element_type(element):
     dtype = T.ELEMENT_DTYPES[element]

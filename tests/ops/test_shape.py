@@ -225,6 +225,7 @@ def _any_data(element, shape, salt=0):
         _data(element, shape)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("element", ALL_ELEMENTS)
 def test_data_movement_every_element_type(element):
     """reshape, transpose, broadcast_in_dim, slice, concatenate, pad and reverse in one

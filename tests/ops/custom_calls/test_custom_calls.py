@@ -770,6 +770,7 @@ def _herm(a):
     return a + jnp.conj(a.T)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform,target,name", [
     ("cuda", "cu_lu_pivots_to_permutation", "lu"), ("rocm", "hipsolver_getrf_ffi", "lu"),
     ("tpu", "LuDecomposition", "lu"),

@@ -376,6 +376,7 @@ def test_gpu_geqrf_orgqr(platform, dtype, batched_blas):
     np.testing.assert_allclose(q @ np.triu(r_and_v[:, :n, :]), a, atol=tol)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["cusolver_syevd", "cusolver_syevj", "hipsolver_syevd",
                                     "hipsolver_syevj"])
 @pytest.mark.parametrize("dtype", ALL)
@@ -428,6 +429,7 @@ func.func @main(%a: {mat}) -> ({mat}, tensor<2x{n}xf32>, tensor<2xi32>) {{
     np.testing.assert_allclose(a @ v, v * w[:, None, :], atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform,dtype", [("cu", np.float32), ("cu", np.complex128),
                                             ("hip", np.float64), ("hip", np.complex64)])
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
@@ -472,6 +474,7 @@ def test_gpu_gesvd(platform, dtype, shape, job):
         np.testing.assert_allclose(_adj(q) @ q, np.broadcast_to(np.eye(q.shape[-1]), q.shape[:-2] + (q.shape[-1],) * 2), atol=tol)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ALL)
 @pytest.mark.parametrize("b,econ", [(1, 1), (1, 0), (3, 0)])
 @pytest.mark.parametrize("vectors", [True, False])
@@ -500,6 +503,7 @@ def test_gpu_gesvdj(dtype, b, econ, vectors):
                                atol=tol)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["cu", "hip"])
 @pytest.mark.parametrize("dtype", ALL)
 @pytest.mark.parametrize("lower", [True, False])
@@ -523,6 +527,7 @@ def test_gpu_sytrd(platform, dtype, lower):
         _check_tridiagonal(a[i], out[i], d[i], e[i], taus[i], lower, dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ALL)
 def test_gpu_csrlsvqr(dtype):
     n = 4
@@ -703,6 +708,7 @@ def _mat_desc(dtype, rows, cols, nnz):
     return struct.pack("<7i", CUDA_DATA[dtype], 2, rows, cols, nnz, 1, 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lib", ["cusparse", "hipsparse"])
 @pytest.mark.parametrize("ffi", [False, True])
 @pytest.mark.parametrize("dtype", SPARSE_DTYPES)
@@ -769,6 +775,7 @@ def test_sparse_coo(lib, ffi, dtype):
     np.testing.assert_allclose(back, expected, rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lib,ffi", [("cusparse", False), ("hipsparse", True)])
 @pytest.mark.parametrize("fmt", ["csr", "coo"])
 @pytest.mark.parametrize("kind", ["matvec", "matmat"])
@@ -1166,6 +1173,7 @@ def test_bad_descriptors(target, desc, operands, results, message):
 # ---------------------------------------------------------------- the other pre-FFI LAPACK forms
 # (rules in ops/custom_calls_linalg.py): jaxlib/lapack.py of jax 0.4.1's operand lists.
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ALL)
 def test_lapack_operand_forms(dtype):
     b, m, n = 2, 4, 3
