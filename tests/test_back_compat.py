@@ -179,6 +179,7 @@ def _multi_device(data) -> bool:
     return data.get("nr_devices", 1) > 1
 
 
+@pytest.mark.xdist_group("back_compat")
 @pytest.mark.slow
 @pytest.mark.parametrize("name,data", CASES, ids=[name for name, _ in CASES])
 def test_back_compat(name, data, request):

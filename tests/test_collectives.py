@@ -689,6 +689,7 @@ def grid_results():
 _GRID_CHECKS = sorted(name for name in dir() if name.startswith("_grid_"))
 
 
+@pytest.mark.xdist_group("collectives_grid")
 @pytest.mark.slow
 @pytest.mark.parametrize("check", _GRID_CHECKS)
 def test_on_a_grid_of_processes(grid_results, check):

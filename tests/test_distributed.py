@@ -33,7 +33,7 @@ import time
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -339,6 +339,7 @@ def mesh_results():
     return multidevice.run_child(__file__)
 
 
+@pytest.mark.xdist_group("sharding_mesh")
 @pytest.mark.slow
 @pytest.mark.parametrize("check", sorted(_MESH_CHECKS))
 def test_on_a_2x4_mesh(mesh_results, check):
