@@ -175,7 +175,7 @@ def test_outlined_constants_are_written_back_bit_for_bit(monkeypatch):
         patched.setattr(outline, "RELEASE_BYTES", 0)
         program = shlo2jax.load(text)
     assert program.released_mlir_module and not kept.released_mlir_module
-    assert len(program._outline.arrays) == 10  # all but i1, i4 and complex (kept in it)
+    assert len(program._held._outline.arrays) == 10  # all but i1, i4 and complex (kept in it)
     asm = dict(large_elements_limit=None, enable_debug_info=True)
     assert program.mlir_module.operation.get_asm(**asm) == kept.mlir_module.operation.get_asm(**asm)
     for got, want in zip(program(), kept()):
