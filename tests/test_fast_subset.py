@@ -23,7 +23,7 @@ FAMILY_TESTS = {
     "control_flow": ["tests/ops/test_control_flow.py"],
     "convert": ["tests/ops/test_convert.py"],
     "convolution": ["tests/ops/test_convolution.py"],
-    "dynamic": ["tests/test_dynamic.py"],
+    "dynamic": ["tests/executables/test_polymorphic.py"],
     "elementwise": ["tests/ops/test_elementwise.py"],
     "indexing": ["tests/ops/test_indexing.py"],
     "linalg": ["tests/ops/test_linalg.py"],

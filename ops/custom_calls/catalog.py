@@ -193,7 +193,7 @@ describe(["dce_sink"], TargetInfo("prevent_mlir_dce sink (no results)", ("none",
                                   "any", (_CC + "test_dce_sink_has_no_effect_on_values",)))
 describe(["shape_assertion"], TargetInfo("Shape-polymorphism assertion", ("attributes",),
                                          "0.4.14 ..", "i32/i64 scalars",
-                                         ("tests/test_dynamic.py::test_shape_assertion_custom_call",
+                                         ("tests/executables/test_polymorphic.py::test_shape_assertion_custom_call",
                                           _BC)))
 describe(["stablehlo.dynamic_top_k", "stablehlo.dynamic_approx_top_k",
           "stablehlo.dynamic_rng_bit_generator", "stablehlo.dynamic_reduce_window"],
