@@ -17,6 +17,10 @@ class LoadError(Shlo2JaxError, ValueError):
     """The input is not a readable StableHLO program (carries the MLIR diagnostic)."""
 
 
+class MissingFileError(LoadError, FileNotFoundError):
+    """A path names no file (the message gives the closest names in its folder)."""
+
+
 class ElidedDataError(LoadError):
     """A `dense_resource<__elided__>` constant has no data and no placeholder was asked for."""
 
@@ -58,6 +62,11 @@ class InterpreterError(Shlo2JaxError):
 
 class InterpreterUnsupported(InterpreterError):
     """The reference interpreter aborted: it lacks an op or type the module uses."""
+
+
+class UsageError(Shlo2JaxError, ValueError):
+    """A command-line option or argument is wrong (an unknown function or backend, a value
+    out of range, inputs that do not fit the signature): the command line exits with 2."""
 
 
 class BackendUnavailable(Shlo2JaxError):
