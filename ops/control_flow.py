@@ -1,4 +1,4 @@
-"""func.call, while, if, case, tuples, optimization_barrier."""
+"""func.call, while, if, case, tuples, optimization_barrier; HLO's `fusion` and `copy`."""
 
 from __future__ import annotations
 
@@ -408,3 +408,17 @@ def get_tuple_element(ctx, op, tup):
 def optimization_barrier(ctx, op, *operands):
     outs = lax.optimization_barrier(tuple(operands))
     return single_or_tuple(op, outs)
+
+
+# After XLA's optimizations an HLO module holds `fusion` instructions (a computation XLA emits
+# as one kernel) and `copy` (a layout change); `hlo_to_stablehlo` keeps them as mhlo ops. The
+# fused computation is an ordinary region: it runs as a call. Layouts do not exist here, so a
+# copy is its operand.
+@register_op("mhlo.fusion")
+def fusion(ctx, op, *operands):
+    return single_or_tuple(op, ctx.region(op.regions[0])(*operands))
+
+
+@register_op("mhlo.copy")
+def copy(ctx, op, x):
+    return x

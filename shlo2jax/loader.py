@@ -20,12 +20,16 @@ from shlo2jax.program import Program
 
 
 def load(source, options: Optional[LoadOptions] = None, *, source_name: str = "",
-         **option_values) -> Program:
+         module: Optional[str] = None, **option_values) -> Program:
     """Loads a StableHLO program.
 
     `source` is MLIR text (a str), a path to a `.mlir` / `.mlir.bc` / `.bc` file,
     MLIR bytecode or a VHLO portable artifact (bytes), a `jax.export.Exported`,
-    or the bytes of a serialized `Exported` (`Exported.serialize()`).
+    or the bytes of a serialized `Exported` (`Exported.serialize()`); or XLA's HLO: HLO text
+    (`HloModule ...`), a serialized `HloModuleProto` (or the `HloProto` a `.hlo.pb` dump file
+    holds), or an `XLA_FLAGS=--xla_dump_to=DIR` folder, whose `before_optimizations` program
+    is read (`module` names one where the folder holds several: its name, `"jit_f"`, its file
+    prefix or its number). Whatever the input, the entry function is `program["main"]`.
 
     How it is loaded: `options` (a `shlo2jax.LoadOptions`), and any of its fields as keyword
     arguments, which override those of `options`:
@@ -58,7 +62,7 @@ def load(source, options: Optional[LoadOptions] = None, *, source_name: str = ""
                         f"{', '.join(sorted(fields))} (see shlo2jax.LoadOptions)")
     options = LoadOptions.of(options, **option_values)
     _load_builtin_rules()
-    return _program_of(sources.read(source, source_name), options)
+    return _program_of(sources.read(source, source_name, module), options)
 
 
 def _program_of(source: sources.Source, options: LoadOptions) -> Program:

@@ -30,7 +30,7 @@ from jaxlib.mlir import ir
 
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError, MissingFileError
-from shlo2jax.sources import jax_export
+from shlo2jax.sources import hlo, jax_export
 from shlo2jax.sources.mlir import parse_mlir
 from shlo2jax.sources.safe_parse import BYTECODE_MAGIC
 
@@ -46,9 +46,10 @@ class Source:
     owned: bool = False
 
 
-def read(source, source_name: str = "") -> Source:
+def read(source, source_name: str = "", module: Optional[str] = None) -> Source:
     """`source` detected and read (see the module docstring); malformed input is a
-    `LoadError` (a missing file a `MissingFileError`)."""
+    `LoadError` (a missing file a `MissingFileError`). `module` names the module of an XLA
+    dump folder to read (`sources.hlo`)."""
     if jax_export.is_exported(source):
         return _exported(source, owned=False)
     if isinstance(source, ir.Module):
@@ -57,8 +58,11 @@ def read(source, source_name: str = "") -> Source:
         path = os.fspath(source)
         source_name = source_name or path
         if os.path.isdir(path):
-            return read_folder(path, source_name)
+            return read_folder(path, source_name, module)
         source = _file_bytes(path)
+    if module is not None:
+        raise LoadError(f"module={module!r} names a module of an XLA dump folder, and "
+                        f"{source_name or 'the input'} is not a folder")
     if isinstance(source, (bytearray, memoryview)):
         source = bytes(source)
     if not isinstance(source, (str, bytes)):
@@ -122,10 +126,11 @@ def _file_bytes(path: str) -> bytes:
 
 class FolderReader(NamedTuple):
     """A reader of one kind of folder (an HLO dump, a bundle of files): `claims(path)` says
-    whether the folder is of its kind, `read(path, source_name)` reads it into a `Source`."""
+    whether the folder is of its kind, `read(path, source_name, module)` reads it into a
+    `Source` (`module`: the module the user named, or None)."""
     name: str
     claims: Callable[[str], bool]
-    read: Callable[[str, str], Source]
+    read: Callable[[str, str, Optional[str]], Source]
 
 
 # The one place folder kinds are dispatched: the first reader that claims a folder reads it.
@@ -134,12 +139,12 @@ FOLDER_READERS: list = []
 _PROGRAM_SUFFIXES = (".mlir", ".mlirbc", ".bc", ".bin", ".pb", ".txt", ".hlo")
 
 
-def read_folder(path: str, source_name: str = "") -> Source:
+def read_folder(path: str, source_name: str = "", module: Optional[str] = None) -> Source:
     """A folder read by the first of `FOLDER_READERS` that claims it; else a `LoadError`
     naming the folder and the program files in it."""
     for reader in FOLDER_READERS:
         if reader.claims(path):
-            return reader.read(path, source_name or path)
+            return reader.read(path, source_name or path, module)
     try:
         files = sorted(n for n in os.listdir(path) if n.endswith(_PROGRAM_SUFFIXES)
                        and os.path.isfile(os.path.join(path, n)))
@@ -269,12 +274,6 @@ def _jax_export(data: bytes, source_name: str, kind: Kind) -> Source:
     return _exported(exported, owned=True)
 
 
-def _not_read(data, source_name: str, kind: Kind) -> Source:
-    raise LoadError(f"{source_name or 'the input'} is {kind.description}, which shlo2jax does "
-                    "not read: give StableHLO (MLIR text or bytecode, a VHLO artifact or a "
-                    "jax.export artifact)")
-
-
 _CONTROL_RE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f]")
 
 
@@ -289,14 +288,26 @@ def _unknown(data: bytes, source_name: str, kind: Kind) -> Source:
     return _mlir(data, source_name, kind)
 
 
+def _hlo(data, source_name: str, kind: Kind) -> Source:
+    bytecode = hlo.to_stablehlo(data, source_name)
+    return Source(parse_mlir(bytecode, make_ir_context(), source_name), source_name)
+
+
+def _xla_dump(path: str, source_name: str, module: Optional[str]) -> Source:
+    data, name = hlo.read_dump_folder(path, module)
+    return _hlo(data, name, detect(data))
+
+
+FOLDER_READERS.append(FolderReader("xla-dump", hlo.is_dump_folder, _xla_dump))
+
 # Each kind `detect` names -> its reader (input, source name, kind) -> Source.
 READERS: dict = {
     "mlir-text": _mlir,
     "mlir-bytecode": _mlir,
     "vhlo": _mlir,
     "jax-export": _jax_export,
-    "hlo-text": _not_read,
-    "hlo-proto": _not_read,
+    "hlo-text": _hlo,
+    "hlo-proto": _hlo,
     "unknown": _unknown,
 }
 
