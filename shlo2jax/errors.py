@@ -64,6 +64,12 @@ class InterpreterUnsupported(InterpreterError):
     """The reference interpreter aborted: it lacks an op or type the module uses."""
 
 
+class InputError(Shlo2JaxError, ValueError):
+    """Values cannot be made or used as asked: inputs that do not fit a function's signature
+    (unknown or missing arguments, shapes, dtypes), a dimension size not given, a signature
+    that cannot be exported (the command line exits with 1)."""
+
+
 class UsageError(Shlo2JaxError, ValueError):
     """A command-line option or argument is wrong (an unknown function or backend, a value
     out of range, inputs that do not fit the signature): the command line exits with 2."""

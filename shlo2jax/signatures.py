@@ -21,22 +21,52 @@ def aval(ttype):
     return ttype
 
 
-def text(name: str, input_types, output_types) -> str:
-    ins = ", ".join(f"%arg{i}: {t}" for i, t in enumerate(input_types))
-    outs = ", ".join(str(t) for t in output_types)
+def type_text(t, mlir: bool = False) -> str:
+    """One argument's or result's type as signatures write it: `f32[8,16]` (the MLIR
+    element type, then the dimensions: `?` where dynamic, a symbol such as `b` for a
+    shape-polymorphic `jax.export`), tokens and tuples in their MLIR spelling. `mlir=True`:
+    the MLIR type, `tensor<8x16xf32>` (a symbolic dimension is `?` there).
+
+    `t`: a TensorType, TokenType or TupleType, or an aval (`jax.ShapeDtypeStruct`)."""
+    if isinstance(t, T.TensorType):
+        if mlir:
+            return str(t)
+        return f"{t.element}[{','.join('?' if d is None else str(d) for d in t.shape)}]"
+    if isinstance(t, T.TupleType):
+        return "tuple<" + ", ".join(type_text(e, mlir) for e in t.elements) + ">"
+    shape, dtype = getattr(t, "shape", None), getattr(t, "dtype", None)
+    if shape is None or dtype is None:
+        return str(t)
+    try:
+        element = T.dtype_name(dtype)
+    except (KeyError, TypeError):  # float0, the cotangent type of integer arguments
+        element = str(dtype)
+    if mlir:
+        return "tensor<" + "".join(f"{d if isinstance(d, int) else '?'}x" for d in shape) + \
+            f"{element}>"
+    return f"{element}[{','.join(str(d) for d in shape)}]"
+
+
+def text(name: str, input_types, output_types, arg_names=None, mlir_types: bool = False) -> str:
+    """`@name(w1: f32[8,16], x: f32[2,8]) -> (f32[2,4])`: each argument by its name (the
+    function's `arg_names`; `arg_<i>` where none is given) and type (`type_text`)."""
+    arg_names = arg_names or [f"arg_{i}" for i in range(len(input_types))]
+    ins = ", ".join(f"{n}: {type_text(t, mlir_types)}" for n, t in zip(arg_names, input_types))
+    outs = ", ".join(type_text(t, mlir_types) for t in output_types)
     return f"@{name}({ins}) -> ({outs})"
 
 
 def check_arguments(function, args) -> None:
     """Raises TypeError unless `args` are arrays of `function`'s input types (quantized
     arguments are checked by `shlo2jax.quant`)."""
+    names = function.arg_names
     if len(args) != len(function.input_types):
         raise TypeError(f"{function.signature} takes {len(function.input_types)} argument(s), "
                         f"got {len(args)}")
     for i, (arg, expected) in enumerate(zip(args, function.input_types)):
         if isinstance(expected, T.TokenType):
             if not isinstance(arg, Token):
-                raise TypeError(f"argument %arg{i} of @{function.name} must be a token "
+                raise TypeError(f"argument {names[i]} of @{function.name} must be a token "
                                 f"(shlo2jax.TOKEN), got {type(arg).__name__}")
             continue
         if isinstance(expected, T.TupleType):
@@ -47,12 +77,13 @@ def check_arguments(function, args) -> None:
         shape, dtype = getattr(arg, "shape", None), getattr(arg, "dtype", None)
         if shape is None or dtype is None or isinstance(arg, (bool, int, float, complex)):
             raise TypeError(
-                f"argument %arg{i} of @{function.name} must be an array of type {expected}, got "
+                f"argument {names[i]} of @{function.name} must be an array of type "
+                f"{type_text(expected)}, got "
                 f"{type(arg).__name__} (pass a numpy/jax array; values are never converted)")
         if np.dtype(dtype) != expected.dtype:
-            raise TypeError(f"argument %arg{i} of @{function.name} has dtype {np.dtype(dtype)}, "
-                            f"expected {expected} ({expected.dtype})")
+            raise TypeError(f"argument {names[i]} of @{function.name} has dtype "
+                            f"{np.dtype(dtype)}, expected {type_text(expected)} ({expected.dtype})")
         if len(shape) != len(expected.shape) or any(
                 d is not None and d != s for d, s in zip(expected.shape, shape)):
-            raise TypeError(f"argument %arg{i} of @{function.name} has shape {tuple(shape)}, "
-                            f"expected {expected}")
+            raise TypeError(f"argument {names[i]} of @{function.name} has shape {tuple(shape)}, "
+                            f"expected {type_text(expected)}")

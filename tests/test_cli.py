@@ -14,7 +14,7 @@ EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "mlp.mlir"
 def test_info(capsys):
     assert cli.main(["info", str(EXAMPLE)]) == 0
     out = capsys.readouterr().out
-    assert "@main(%arg0: tensor<8x16xf32>, %arg1: tensor<16xf32>" in out
+    assert "@main(arg_0: f32[8,16], arg_1: f32[16]" in out
     assert "stablehlo.broadcast_in_dim" in out and "every op is supported" in out
 
 

@@ -75,10 +75,10 @@ def test_garbage_bytes_and_missing_file(tmp_path):
 @pytest.mark.parametrize("args, match", [
     ((np.zeros((2, 3), np.float32),), r"takes 2 argument\(s\), got 1"),
     ((np.zeros((2, 3), np.float32),) * 3, r"takes 2 argument\(s\), got 3"),
-    ((np.zeros((2, 3), np.float64), np.zeros((2, 3), np.float32)), r"%arg0 .* dtype float64, expected tensor<2x3xf32>"),
-    ((np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32)), r"%arg1 .* shape \(3, 2\), expected tensor<2x3xf32>"),
-    ((np.zeros((2, 3), np.float32), 1.0), r"%arg1 .* got float"),
-    ((np.zeros((2, 3), np.float32), [[1.0] * 3] * 2), r"%arg1 .* got list"),
+    ((np.zeros((2, 3), np.float64), np.zeros((2, 3), np.float32)), r"arg_0 .* dtype float64, expected f32\[2,3\]"),
+    ((np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32)), r"arg_1 .* shape \(3, 2\), expected f32\[2,3\]"),
+    ((np.zeros((2, 3), np.float32), 1.0), r"arg_1 .* got float"),
+    ((np.zeros((2, 3), np.float32), [[1.0] * 3] * 2), r"arg_1 .* got list"),
 ])
 def test_wrong_arguments_raise_type_error(args, match):
     program = shlo2jax.load(ADD)

@@ -17,7 +17,7 @@ import functools
 import jax
 import numpy as np
 
-from shlo2jax import names
+from shlo2jax import names, signatures
 from shlo2jax import types as T
 from shlo2jax.compat import with_serialized_module
 from shlo2jax.errors import LoadError
@@ -111,9 +111,9 @@ class ExportedFunction(Function):
 
     @property
     def signature(self) -> str:
-        ins = ", ".join(f"%arg{i}: {a.str_short()}" for i, a in enumerate(self._exported.in_avals))
-        outs = ", ".join(a.str_short() for a in self._exported.out_avals)
-        return f"@{self.name}({ins}) -> ({outs})  [jax.export {self._exported.fun_name}]"
+        # The format of every signature (shlo2jax.signatures.text), the exported avals'.
+        return (signatures.text(self.name, self._exported.in_avals, self._exported.out_avals,
+                                self.arg_names) + f"  [jax.export {self._exported.fun_name}]")
 
     @property
     def uses_producer_vjp(self) -> bool:

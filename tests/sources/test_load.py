@@ -93,7 +93,7 @@ def test_functions_and_signatures():
     second = program["second"]
     assert second.in_avals == (jax.ShapeDtypeStruct((2,), np.int64),)
     assert second.out_avals == (jax.ShapeDtypeStruct((2,), np.int64),) * 2
-    assert second.signature == "@second(%arg0: tensor<2xi64>) -> (tensor<2xi64>, tensor<2xi64>)"
+    assert second.signature == "@second(arg_0: i64[2]) -> (i64[2], i64[2])"
     a, b = second(np.array([3, -4], np.int64))
     assert a.dtype == np.int64 and b.dtype == np.int64  # no x64 flag needed
     np.testing.assert_array_equal(a, [6, -8])
