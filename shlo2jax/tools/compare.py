@@ -451,13 +451,28 @@ class Comparison:
     locate_notes: list = dataclasses.field(default_factory=list)
 
     @property
+    def compared(self) -> bool:
+        """Whether at least two backends produced results (else nothing was compared)."""
+        return sum(r.status == "ok" for r in self.runs.values()) >= 2
+
+    @property
     def ok(self) -> bool:
-        """Every backend that ran agrees with every other, and none failed with an error."""
-        return all(r.status != "error" for r in self.runs.values()) and \
+        """At least two backends ran, every one agrees with every other, and none failed with
+        an error: agreement is never reported on fewer than two."""
+        return self.compared and all(r.status != "error" for r in self.runs.values()) and \
             all(p.errors.ok for p in self.pairs)
 
     def disagreeing(self) -> list:
         return [p for p in self.pairs if not p.errors.ok]
+
+    @property
+    def verdict(self) -> str:
+        """The table's last line."""
+        if self.disagreeing():
+            return "backends DISAGREE"
+        if not self.compared:
+            return "nothing compared: fewer than two backends produced results"
+        return "backends agree" if self.ok else "backends DISAGREE"  # a backend failed
 
     def table(self) -> str:
         lines = [f"@{self.function}  inputs: {self.inputs}  tolerances: "
@@ -488,7 +503,7 @@ class Comparison:
                              f"at {d.location}: max abs {e.max_abs:.3g}, max rel {e.max_rel:.3g}"
                              f"{ulp}, {e.mismatched}/{e.size} beyond tolerance")
             lines += [f"  {note}" for note in self.locate_notes]
-        lines.append("backends agree" if self.ok else "backends DISAGREE")
+        lines.append(self.verdict)
         return "\n".join(lines)
 
     def to_json(self) -> dict:
