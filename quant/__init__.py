@@ -32,6 +32,7 @@ import jax
 import numpy as np
 from jax import lax
 
+from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.compat import load_quant_dialect
 from shlo2jax.translate import Translator
@@ -317,7 +318,7 @@ def straight_through(function):
 
     def call(*args):
         function.check_arguments(args)
-        with jax.enable_x64(True):
+        with compat.enable_x64():
             outs = jitted(*args)
         return outs[0] if len(outs) == 1 else tuple(outs)
     call.__name__ = f"{function.name}_straight_through"

@@ -15,6 +15,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
+from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.errors import ElidedDataError
 
@@ -423,10 +424,8 @@ def decode_op_attributes(operation, placeholder_rng=None,
     """
     result = {}
     attributes = operation.attributes
-    for name in attributes:
-        try:
-            attr = attributes[name]
-        except TypeError:
+    for name, attr in compat.attribute_items(operation):
+        if attr is None:  # complex-valued dense data the bindings cannot read
             result[name] = _decode_from_asm(operation, name)
             continue
         value = decode(attr, placeholder_rng, blobs)

@@ -9,9 +9,11 @@ below, never through `jax._src` themselves.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
+import contextlib
 import dataclasses
+import inspect
 
 import jax
 from jax._src import compiler, core, dispatch, xla_bridge
@@ -21,16 +23,191 @@ from jax._src.interpreters import ad, batching, mlir
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import linalg as lax_linalg
 from jax._src.lib import xla_client
+from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 __all__ = ["core", "dispatch", "ad", "batching", "mlir", "lax_internal"]
+
+
+# ------------------------------------------------------------------ differences between releases
+#
+# Each difference between the jax releases shlo2jax supports (pyproject.toml's range) is one
+# entry here, chosen once at import by asking jax for the feature (an attribute, a parameter),
+# never by comparing version numbers: a release outside the tested range gets whichever variant
+# it has, and `check()` (`python -m shlo2jax.compat`) says which entry resolved how.
+# docs/guides/jax_versions.md lists them with the releases each variant belongs to.
+
+_POINTS: dict[str, Callable[[], str]] = {}
+
+
+def _point(name: str):
+    """Registers `probe() -> str` (the variant this jax gets; raises where none fits) as the
+    compatibility point `name` that `check()` reports."""
+    def register(probe):
+        _POINTS[name] = probe
+        return probe
+    return register
+
+
+def _params(fn) -> frozenset:
+    try:
+        return frozenset(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return frozenset()
+
+
+# `core.auto_insert_reshard` was `core.standard_insert_pvary` (jax <= 0.9).
+_insert_reshard = getattr(core, "auto_insert_reshard", None) or getattr(
+    core, "standard_insert_pvary", None)
+_point("auto_insert_reshard")(lambda: _insert_reshard.__name__)
+
+# lax.mul's primitive binds `out_dtype` (jax >= 0.10); earlier it binds nothing.
+MUL_PARAMS: dict = {"out_dtype": None} if "out_dtype" in _params(jax.lax.mul) else {}
+_point("mul_p params")(lambda: repr(MUL_PARAMS))
+
+# `mlir.aval_to_ir_type(ctx, aval)` (jax >= 0.10) was `aval_to_ir_type(aval)`.
+_AVAL_TO_IR_TYPE_TAKES_CTX = "ctx" in _params(mlir.aval_to_ir_type)
+_point("aval_to_ir_type")(
+    lambda: "aval_to_ir_type(ctx, aval)" if _AVAL_TO_IR_TYPE_TAKES_CTX else "aval_to_ir_type(aval)")
+
+
+def aval_to_ir_type(module_context, aval):
+    """The MLIR type of `aval` inside a lowering (`module_context`: the rule's module context)."""
+    if _AVAL_TO_IR_TYPE_TAKES_CTX:
+        return mlir.aval_to_ir_type(module_context, aval)
+    return mlir.aval_to_ir_type(aval)
+
+
+# `jax.enable_x64` (jax >= 0.8) was `jax.experimental.enable_x64`.
+def _find_enable_x64():
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64
+    from jax import experimental
+    return experimental.enable_x64
+
+
+_enable_x64 = _find_enable_x64()
+_point("enable_x64")(lambda: f"{_enable_x64.__module__}.enable_x64")
+
+
+def enable_x64() -> contextlib.AbstractContextManager:
+    """A context in which 64-bit types stay 64-bit (the user's `jax_enable_x64` left alone)."""
+    return _enable_x64(True)
+
+
+# The attributes of an operation: iterating `op.attributes` yields names (jaxlib >= 0.8) or
+# `NamedAttribute`s (<= 0.7). Reading a complex-valued dense attribute raises a TypeError on the
+# newer bindings, and kills the process (std::terminate inside the bindings) on the older ones,
+# through indexing and `NamedAttribute.attr` alike: there its presence is found in the printed
+# form (large elements elided, so the cost does not grow with constants) and it is never read.
+def _iteration_yields_names() -> bool:
+    with make_ir_context(), ir.Location.unknown():
+        probe = ir.Operation.create("shlo2jax.probe", attributes={"a": ir.UnitAttr.get()})
+        return isinstance(next(iter(probe.attributes)), str)
+
+
+_NAMES_ITERATE = None
+
+
+def attribute_names(operation) -> list:
+    """The names of `operation`'s attributes (none of them read)."""
+    return [n if isinstance(n, str) else n.name for n in operation.attributes]
+
+
+def attribute_items(operation):
+    """`(name, attribute)` for each attribute of `operation`, the attribute None where the
+    bindings cannot read it (a complex-valued dense attribute: decode it from the op's printed
+    form)."""
+    global _NAMES_ITERATE
+    if _NAMES_ITERATE is None:
+        _NAMES_ITERATE = _iteration_yields_names()
+    attributes = operation.attributes
+    if _NAMES_ITERATE:
+        for name in attributes:
+            try:
+                yield name, attributes[name]
+            except TypeError:
+                yield name, None
+        return
+    named = list(attributes)
+    unreadable = _complex_dense_names(operation, [n.name for n in named]) if named else ()
+    for item in named:
+        yield item.name, None if item.name in unreadable else item.attr
+
+
+def _complex_dense_names(operation, names) -> frozenset:
+    """The names of `operation`'s complex-valued dense attributes, read from its printed form
+    (its regions and large elements left out): `name = dense<...> : tensor<...complex<...>>`."""
+    text = operation.get_asm(print_generic_op_form=True, large_elements_limit=1,
+                             skip_regions=True)
+    if "complex<" not in text:
+        return frozenset()
+    found = set()
+    for name in names:
+        at = text.find(f"{name} = ")
+        value = text[at + len(name) + 3:] if at >= 0 else ""
+        if not value.startswith(("dense<", "dense_resource<")):
+            continue
+        rest = value[_angle_bracket_end(value):].lstrip()
+        if rest.startswith(":"):
+            type_text = rest[1:].lstrip()
+            if "complex<" in type_text[:_angle_bracket_end(type_text)]:
+                found.add(name)
+    return frozenset(found)
+
+
+def _angle_bracket_end(text: str) -> int:
+    """Index just past the `>` that closes the first `<` of `text` (0 when there is none)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return 0
+
+
+_point("op.attributes iteration")(
+    lambda: "names" if _iteration_yields_names() else "NamedAttribute (complex dense read from text)")
+
+
+# Children that import jaxlib's MLIR bindings only (no jax: a fraction of the start-up) build
+# their context with the dialects jax registers; this source, run first in such a child, binds
+# `ir`, `chlo`, `mhlo`, `sdy`, `stablehlo`, `mpmd` (None before jaxlib 0.8, which lacks the
+# dialect) and `register_jax_dialects(registry)` (`_jax_mlir_ext.register_dialects`, jaxlib >=
+# 0.7; the `register_jax_dialects` extension module in 0.6).
+CHILD_DIALECTS_SOURCE = """
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import chlo, mhlo, sdy, stablehlo
+try:
+    from jaxlib.mlir.dialects import mpmd
+except ImportError:
+    mpmd = None
+try:
+    from jaxlib.mlir._mlir_libs._jax_mlir_ext import register_dialects as register_jax_dialects
+except ImportError:
+    from jaxlib.mlir._mlir_libs.register_jax_dialects import (
+        register_dialects as register_jax_dialects)
+"""
+
+
+def _child_dialects() -> str:
+    namespace: dict = {}
+    exec(CHILD_DIALECTS_SOURCE, namespace)
+    return (f"mpmd {'present' if namespace['mpmd'] else 'absent'}, "
+            f"{namespace['register_jax_dialects'].__module__}.register_dialects")
+
+
+_point("child process dialects")(_child_dialects)
 
 
 # ------------------------------------------------------------------ jax's primitive machinery
 
 def auto_insert_reshard(*args):
     """The arguments of an n-ary primitive with their shard_map varying axes made to agree."""
-    return core.auto_insert_reshard(*args)
+    return _insert_reshard(*args)
 
 
 def unbroadcast(aval, x):
@@ -39,29 +216,60 @@ def unbroadcast(aval, x):
 
 
 def cotangent_aval(aval):
-    """The abstract value of a cotangent of a value of `aval`."""
-    return aval.to_ct_aval()
+    """The abstract value of a cotangent of a value of `aval` (`to_ct_aval`, jax >= 0.9; the
+    tangent's before)."""
+    return aval.to_ct_aval() if hasattr(aval, "to_ct_aval") else aval.to_tangent_aval()
+
+
+_point("cotangent aval")(lambda: "to_ct_aval" if hasattr(core.ShapedArray, "to_ct_aval")
+                         else "to_tangent_aval")
+
+
+def _lowering_entry(entry):
+    """(rule, inline) of a lowering table entry: a `LoweringRuleEntry` (jax >= 0.7) or the bare
+    rule (0.6, always inlined)."""
+    if hasattr(entry, "rule"):
+        return entry.rule, entry.inline
+    return entry, True
+
+
+_point("mlir._lowerings entries")(
+    lambda: type(mlir._lowerings[lax_internal.add_p]).__name__)
 
 
 def copy_lowerings(source, prim) -> None:
     """Registers `source`'s lowering rules (the default and the platform-specific ones) as
     `prim`'s, with the same inlining."""
-    entry = mlir._lowerings[source]
-    mlir.register_lowering(prim, entry.rule, inline=entry.inline)
+    rule, inline = _lowering_entry(mlir._lowerings[source])
+    mlir.register_lowering(prim, rule, **_inline(inline))
     for platform, table in list(mlir._platform_specific_lowerings.items()):
         if source in table:
-            mlir.register_lowering(prim, table[source].rule, platform=platform,
-                                   inline=table[source].inline)
+            rule, inline = _lowering_entry(table[source])
+            mlir.register_lowering(prim, rule, platform=platform, **_inline(inline))
+
+
+def _inline(inline: bool) -> dict:
+    # `register_lowering(..., inline=)` (jax >= 0.7); 0.6 always inlines.
+    return {"inline": inline} if "inline" in _params(mlir.register_lowering) else {}
 
 
 def lower_jaxpr(ctx, jaxpr, consts, *args):
     """Lowers `jaxpr` (with its constants' IR values) at the insertion point of a lowering
     rule's context `ctx`: the outputs' IR values."""
+    extra = {}
+    if "const_lowering" in _SUBCOMP_PARAMS:  # jax >= 0.7
+        extra["const_lowering"] = ctx.const_lowering
+    if "outer_traceback" in _SUBCOMP_PARAMS:  # jax >= 0.9
+        extra["outer_traceback"] = ctx.traceback
     outs, _ = mlir.jaxpr_subcomp(
         ctx.module_context, jaxpr, ctx.name_stack, mlir.TokenSet(), consts, *args,
-        dim_var_values=ctx.dim_var_values, const_lowering=ctx.const_lowering,
-        outer_traceback=ctx.traceback)
+        dim_var_values=ctx.dim_var_values, **extra)
     return outs
+
+
+_SUBCOMP_PARAMS = _params(mlir.jaxpr_subcomp)
+_point("jaxpr_subcomp keywords")(
+    lambda: ", ".join(sorted(_SUBCOMP_PARAMS & {"const_lowering", "outer_traceback"})) or "none")
 
 
 def jit_disabled() -> bool:
@@ -131,7 +339,7 @@ def compile_mlir_module(module_text, platform: str = "cpu", num_replicas: int = 
         tuple(devices)), compile_options=options)
 
     def run(*arrays):
-        with jax.enable_x64(True):
+        with enable_x64():
             args = [jax.device_put(a, devices[0]) for a in arrays]
             results = executable.execute_sharded(args)
             return [per_device[0] for per_device in
@@ -155,6 +363,43 @@ def lax_geqp3(a, jpvt):
     return lax_linalg.geqp3(a, jpvt)
 
 
+def lax_ormqr(a, taus, c, *, left: bool, transpose: bool):
+    """Q (Q^H with `transpose`) of the Householder reflectors `(a, taus)` applied to `c`, on the
+    left or the right (LAPACK's ormqr/unmqr): `jax.lax.linalg.ormqr` (jax >= 0.10), before it
+    the full Q built by `householder_product` and multiplied."""
+    if _HAS_ORMQR:
+        return jax.lax.linalg.ormqr(a, taus, c, left=left, transpose=transpose)
+    import jax.numpy as jnp
+    rows, k = a.shape[-2], taus.shape[-1]
+    # Reflectors past the k-th have tau 0 (the identity): pad to a square, so Q is all of Q.
+    square = jnp.pad(a[..., :k], [(0, 0)] * (a.ndim - 1) + [(0, rows - k)])
+    q = jax.lax.linalg.householder_product(
+        square, jnp.pad(taus, [(0, 0)] * (taus.ndim - 1) + [(0, rows - k)]))
+    if transpose:
+        q = jnp.conj(jnp.swapaxes(q, -1, -2))
+    precision = jax.lax.Precision.HIGHEST
+    return jnp.matmul(q, c, precision=precision) if left else jnp.matmul(c, q, precision=precision)
+
+
+_HAS_ORMQR = hasattr(jax.lax.linalg, "ormqr")
+_point("lax.linalg.ormqr")(lambda: "jax.lax.linalg.ormqr" if _HAS_ORMQR
+                           else "householder_product and a product")
+
+
+def lax_tridiagonal_solve_perturbed(dl, d, du, b):
+    """The tridiagonal solve with tiny pivots perturbed, so a singular system still gets an
+    answer (`perturb_singular=True`, jax >= 0.10). Before it jax had no such solve: the plain
+    one, whose answer to a singular system is not finite."""
+    if _PERTURBED_SOLVE:
+        return jax.lax.linalg.tridiagonal_solve(dl, d, du, b, perturb_singular=True)
+    return jax.lax.linalg.tridiagonal_solve(dl, d, du, b)
+
+
+_PERTURBED_SOLVE = "perturb_singular" in _params(jax.lax.linalg.tridiagonal_solve)
+_point("tridiagonal_solve(perturb_singular=)")(
+    lambda: "perturb_singular=True" if _PERTURBED_SOLVE else "plain solve (singular: not finite)")
+
+
 def stable_custom_call_targets() -> frozenset:
     """The custom call targets whose ABI `jax.export` guarantees stable (jax's own kernels:
     LAPACK, cuSOLVER, ... FFI handlers)."""
@@ -174,8 +419,16 @@ def initialize_kernels(platforms) -> None:
     """Binds jaxlib's kernels for `platforms` to their libraries before a module that calls them
     is compiled: the CPU LAPACK kernels are registered with XLA at import, but until jax
     initializes them (its linalg lowerings do, and `Exported.call`) they call through null
-    function pointers, and the process dies."""
-    _export._ensure_backends_initialized(tuple(platforms))
+    function pointers, and the process dies. Before jax 0.10 jaxlib initialized them when
+    `jaxlib.lapack` was imported, which jax does at its own import: nothing is left to do."""
+    if _ENSURE_BACKENDS is not None:
+        _ENSURE_BACKENDS(tuple(platforms))
+
+
+_ENSURE_BACKENDS = getattr(_export, "_ensure_backends_initialized", None)
+_point("kernel initialization")(
+    lambda: "_export._ensure_backends_initialized" if _ENSURE_BACKENDS is not None
+    else "at jaxlib.lapack's import")
 
 
 # The program a child process runs to turn HLO into StableHLO (`shlo2jax.sources.hlo`): jaxlib's
@@ -208,3 +461,62 @@ except Exception as e:
     sys.exit(3)
 sys.stdout.buffer.write(bytes(stablehlo))
 """
+
+
+# ------------------------------------------------------------------ checking a jax release
+
+# The jax internals used above that are the same across the supported range: a newer jax that
+# moves one fails here by name rather than at a program's first call.
+_INTERNALS = (
+    (lax_internal, "_unbroadcast"), (lax_internal, "mul_p"), (lax_internal, "add_p"),
+    (lax_linalg, "geqrf"), (lax_linalg, "geqp3"), (mlir, "register_lowering"),
+    (mlir, "lower_fun"), (mlir, "merge_mlir_modules"), (mlir, "refine_polymorphic_shapes"),
+    (mlir, "_platform_specific_lowerings"), (mlir, "make_ir_context"), (mlir, "TokenSet"),
+    (batching, "primitive_batchers"), (ad, "defbilinear"), (dispatch, "apply_primitive"),
+    (_export, "_module_to_bytecode"), (_export, "_CUSTOM_CALL_TARGETS_GUARANTEED_STABLE"),
+    (xla_client, "custom_call_targets"), (xla_client, "DeviceList"),
+    (compiler, "get_compile_options"), (_config, "disable_jit"),
+    (stablehlo, "serialize_portable_artifact_str"), (stablehlo, "get_minimum_version"),
+)
+
+
+def _internals() -> str:
+    missing = [f"{owner.__name__}.{name}" for owner, name in _INTERNALS
+               if not hasattr(owner, name)]
+    if missing:
+        raise AttributeError("missing: " + ", ".join(missing))
+    return f"{len(_INTERNALS)} present"
+
+
+_point("jax internals used")(_internals)
+
+
+def check(file=None) -> dict:
+    """How each compatibility point resolves on the installed jax: `{point: (ok, variant or
+    error)}`, printed to `file` (stdout by default; pass `False` to print nothing).
+
+    The way to try a jax newer than pyproject.toml's range (docs/guides/jax_versions.md):
+    install it, then shlo2jax with `pip install -e . --no-deps`, then
+    `python -m shlo2jax.compat`, which exits 1 when a point fails."""
+    import sys
+    import jaxlib
+    results = {}
+    for name, probe in _POINTS.items():
+        try:
+            results[name] = (True, str(probe()))
+        except Exception as e:  # a point with no variant for this jax: reported, not raised
+            results[name] = (False, f"{type(e).__name__}: {e}")
+    if file is not False:
+        out = sys.stdout if file is None else file
+        print(f"jax {jax.__version__}, jaxlib {jaxlib.__version__}", file=out)
+        width = max(map(len, results))
+        for name, (ok, detail) in results.items():
+            print(f"  {'ok  ' if ok else 'FAIL'} {name:<{width}}  {detail}", file=out)
+        failed = sum(not ok for ok, _ in results.values())
+        print(f"{len(results) - failed} of {len(results)} compatibility points resolve", file=out)
+    return results
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(0 if all(ok for ok, _ in check().values()) else 1)

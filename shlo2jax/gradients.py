@@ -16,8 +16,8 @@ import numpy as np
 from jax import lax
 from jax.extend.core import Primitive
 
-from shlo2jax.compat import (ad, auto_insert_reshard, batching, copy_lowerings, core,
-                             cotangent_aval, dispatch, lax_internal, mlir, unbroadcast)
+from shlo2jax.compat import (MUL_PARAMS, ad, auto_insert_reshard, batching, copy_lowerings,
+                             core, cotangent_aval, dispatch, lax_internal, mlir, unbroadcast)
 from shlo2jax.errors import TranslationError
 
 
@@ -58,7 +58,7 @@ def strong_zero_ops():
     sz_div_p = new_primitive("strong_zero_div", lax_internal.div_p, True)
 
     def sz_mul(a, b):
-        return sz_mul_p.bind(*auto_insert_reshard(a, b), out_dtype=None)
+        return sz_mul_p.bind(*auto_insert_reshard(a, b), **MUL_PARAMS)
 
     def sz_div(t, x):
         """t / x, linear in t, 0 where t is 0."""
@@ -158,7 +158,7 @@ def strong_zero_ops():
 
 
 # lax.mul binds `out_dtype`; the unary ops bind `accuracy` (None: XLA's default).
-_LAX_PARAMS = {"mul": {"out_dtype": None}, "exp": {"accuracy": None},
+_LAX_PARAMS = {"mul": MUL_PARAMS, "exp": {"accuracy": None},
                    "expm1": {"accuracy": None}, "log": {"accuracy": None},
                    "log1p": {"accuracy": None}, "sqrt": {"accuracy": None},
                    "rsqrt": {"accuracy": None}, "cbrt": {"accuracy": None},
@@ -256,6 +256,13 @@ def custom_linear(forward, transpose, residuals, linear, differentiable_forward=
         *residuals, *linear, forward=_Callable(forward), transpose=_Callable(transpose),
         num_res=len(residuals),
         differentiable_forward=_Callable(differentiable_forward or forward))
+
+
+# ------------------------------------------------------------------ bounded loops
+
+class LoopBoundWarning(UserWarning):
+    """A while loop differentiated in reverse mode as a bounded loop needed more trips than
+    its bound: its reverse-mode derivatives are NaN (see `LoadOptions.max_loop_trips`)."""
 
 
 # ------------------------------------------------------------------ forward mode only

@@ -38,6 +38,7 @@ from typing import Callable, Iterable, Optional, Union
 import jax
 import numpy as np
 
+from shlo2jax import compat
 from shlo2jax import names as naming
 from shlo2jax import types as T
 from shlo2jax.executables.exported import ExportedFunction
@@ -392,7 +393,7 @@ class _LiftedTranslator(Translator):
 
 def _device_array(value: np.ndarray):
     value.flags.writeable = False  # the program's constant: shared, never written
-    with jax.enable_x64(True):  # 64-bit constants stay 64-bit
+    with compat.enable_x64():  # 64-bit constants stay 64-bit
         return jax.device_put(value)
 
 
@@ -543,7 +544,7 @@ class Lifted:
         fn.check_arguments(module_args)
         module_args = fn.coerce_f6(module_args)
         values = tuple(params[n] for n in self._constant_names)
-        with jax.enable_x64(True):
+        with compat.enable_x64():
             outs = self._traced(values, *module_args)
         if self._exported:
             outs = outs[fn.result_tokens:]

@@ -14,6 +14,7 @@ from jax.interpreters import mlir
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo as hlo
 
+from shlo2jax import compat
 from shlo2jax.compat import lower_jaxpr
 
 
@@ -38,7 +39,7 @@ def general_scatter_primitive():
     def _lower(ctx, *args, body, n, dnums, indices_are_sorted, unique_indices):
         inputs, indices, updates = args[:n], args[n], args[n + 1:]
         mctx = ctx.module_context
-        result_types = [mlir.aval_to_ir_type(mctx, a) for a in ctx.avals_out]
+        result_types = [compat.aval_to_ir_type(mctx, a) for a in ctx.avals_out]
         hlo_dnums = hlo.ScatterDimensionNumbers.get(
             update_window_dims=list(dnums.update_window_dims),
             inserted_window_dims=list(dnums.inserted_window_dims),
@@ -49,7 +50,7 @@ def general_scatter_primitive():
         scatter_op = hlo.ScatterOp(result_types, list(inputs), indices, list(updates), hlo_dnums,
                                    indices_are_sorted=ir.BoolAttr.get(indices_are_sorted),
                                    unique_indices=ir.BoolAttr.get(unique_indices))
-        scalars = [mlir.aval_to_ir_type(mctx, jax.core.ShapedArray((), a.dtype))
+        scalars = [compat.aval_to_ir_type(mctx, jax.core.ShapedArray((), a.dtype))
                    for a in ctx.avals_out]
         block = scatter_op.update_computation.blocks.append(*scalars, *scalars)
         with ir.InsertionPoint(block):
@@ -85,7 +86,7 @@ def rng_bit_generator_primitive():
 
     def _lower(ctx, state, *, shape, dtype, algorithm):
         mctx = ctx.module_context
-        state_type, bits_type = (mlir.aval_to_ir_type(mctx, a) for a in ctx.avals_out)
+        state_type, bits_type = (compat.aval_to_ir_type(mctx, a) for a in ctx.avals_out)
         attr = ir.Attribute.parse(f"#stablehlo<rng_algorithm {algorithm}>")
         return hlo.RngBitGeneratorOp(state_type, bits_type, attr, state).results
 

@@ -21,6 +21,7 @@ import jax
 import numpy as np
 from jax.experimental import io_callback
 
+from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.translate import Translator, TranslatorMode
 
@@ -172,7 +173,7 @@ def probe(target, *args, values="all"):
         outs = body(*call_args)
         return outs, [value for _, _, value in prober.top]
 
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         outs, top_values = jax.jit(run)(*args)
         jax.block_until_ready((outs, top_values))
         jax.effects_barrier()

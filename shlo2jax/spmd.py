@@ -21,6 +21,7 @@ from typing import Sequence
 
 import jax
 
+from shlo2jax import compat
 from shlo2jax.errors import SpmdUnsupported  # noqa: F401  (what a grid that cannot run raises)
 from shlo2jax.grid import AXES, HOST_DEVICES_FLAG, grid_function, make_mesh  # noqa: F401
 
@@ -41,6 +42,6 @@ def run_spmd(function, per_process_args: Sequence[Sequence], num_replicas: int =
         grid = [[function.definition] * num_partitions for _ in range(num_replicas)]
         program = function.program
     run, _, _ = grid_function(program.module, program.options, grid)
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         outs = jax.jit(run)([list(a) for a in per_process_args])
     return [list(o) for o in outs]

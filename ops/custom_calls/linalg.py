@@ -18,7 +18,7 @@ from jax import lax
 from jax.lax import linalg as L
 
 from shlo2jax import registry
-from shlo2jax.compat import lax_geqp3
+from shlo2jax.compat import lax_geqp3, lax_ormqr, lax_tridiagonal_solve_perturbed
 from shlo2jax.ops import _linalg as K
 from shlo2jax.ops._common import TriangularSolve, backend_config
 from shlo2jax.ops.custom_calls._descriptors import Outputs, known_int
@@ -115,7 +115,7 @@ def _prepare_ormqr(op):
                       prepare=_prepare_ormqr)
 def ormqr(ctx, op, a, taus, c):
     # Q (or Q^H) from the reflectors in (a, taus) applied to c, on the left or the right.
-    return L.ormqr(a, taus, c, left=op.params.left, transpose=op.params.transpose)
+    return lax_ormqr(a, taus, c, left=op.params.left, transpose=op.params.transpose)
 
 
 # ---------------------------------------------------------------- Cholesky (potrf)
@@ -357,7 +357,7 @@ def gtsv(ctx, op, dl, d, du, b):
                       "hip_tridiagonal_solve_perturbed")
 def tridiagonal_solve_perturbed(ctx, op, dl, d, du, b):
     # Partial pivoting with tiny pivots perturbed: a singular system still gets an answer.
-    return L.tridiagonal_solve(dl, d, du, b, perturb_singular=True)
+    return lax_tridiagonal_solve_perturbed(dl, d, du, b)
 
 # ---------------------------------------------------------------- GPU-only BLAS-like kernels
 

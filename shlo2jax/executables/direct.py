@@ -35,6 +35,7 @@ from jax.interpreters import ad, batching, mlir
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_dialect
 
+from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
                              stable_custom_call_targets)
@@ -189,7 +190,7 @@ def direct_call_primitive():
         submodule = ir.Module.parse(callee.bytecode, context=mctx.context)
         name = mlir.merge_mlir_modules(mctx.module, f"shlo2jax_{callee.name}", submodule,
                                        dst_symtab=mctx.symbol_table)
-        result_types = [mlir.aval_to_ir_type(mctx, a) for a in ctx.avals_out]
+        result_types = [compat.aval_to_ir_type(mctx, a) for a in ctx.avals_out]
         call = func_dialect.CallOp(result_types, ir.FlatSymbolRefAttr.get(name), list(args))
         return call.results
 
@@ -272,5 +273,5 @@ class Direct:
         return jax.jit(fn.taking_storage_integers(body))
 
     def __call__(self, *args) -> tuple:
-        with jax.enable_x64(True):
+        with compat.enable_x64():
             return tuple(self.jitted(*args))

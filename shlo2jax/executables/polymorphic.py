@@ -32,6 +32,7 @@ import numpy as np
 from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import stablehlo
 
+from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.compat import make_ir_context, refine_polymorphic_shapes
 from shlo2jax.errors import ShapeError, UnsupportedError
@@ -311,7 +312,7 @@ def _symbol_uses(operation) -> set:
         for block in region.blocks:
             for view in block.operations:
                 nested = view.operation
-                for key in nested.attributes:
+                for key in compat.attribute_names(nested):
                     if key == "value":  # constants: indexed access aborts on some dense data
                         continue
                     attr = nested.attributes[key]

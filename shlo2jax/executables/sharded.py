@@ -13,6 +13,7 @@ import functools
 
 import jax
 
+from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.executables.translated import Translated
 from shlo2jax.sharding_attributes import value_sharding_or_none
@@ -62,5 +63,5 @@ class Sharded:
             return self._one_device(*args)
         placed = [a if s is None else jax.device_put(a, s)
                   for a, s in zip(args, self.function.in_shardings)]
-        with jax.enable_x64(True):
+        with compat.enable_x64():
             return tuple(self.jitted(*placed))

@@ -9,6 +9,8 @@ import functools
 
 import jax
 
+from shlo2jax import compat
+
 
 class Translated:
     """Calls run the translation of the function, jitted once (see `shlo2jax.translate`)."""
@@ -25,5 +27,5 @@ class Translated:
 
     def __call__(self, *args) -> tuple:
         # 64-bit types run without the user enabling jax_enable_x64.
-        with jax.enable_x64(True):
+        with compat.enable_x64():
             return tuple(self.jitted(*args))

@@ -29,6 +29,7 @@ import subprocess
 import sys
 from typing import NamedTuple, Optional
 
+from shlo2jax import compat
 from shlo2jax.compat import QUANT_WARMUP
 
 BYTECODE_MAGIC = b"ML\xefR"
@@ -305,23 +306,21 @@ def _printed_problem(asm: bytes, escaped: bool) -> Optional[str]:
 # as `shlo2jax.loader.parse_mlir_unchecked`: a VHLO artifact first (that path has no Python
 # diagnostic handler), then `ir.Module.parse`. Exit status 0: parsed; 3: a Python exception,
 # its message on stdout; anything else: the parser killed it.
-_CHILD = """
+_CHILD = compat.CHILD_DIALECTS_SOURCE + """
 import sys
-from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import chlo, mhlo, mpmd, sdy, stablehlo
-from jaxlib.mlir._mlir_libs import _jax_mlir_ext
 
 class Context(ir.Context):
     def __init__(self):  # (skips ir.Context.__init__, which loads every linked dialect)
         super(ir.Context, self).__init__()
 
 registry = ir.DialectRegistry()
-_jax_mlir_ext.register_dialects(registry)
+register_jax_dialects(registry)
 context = Context()
 context.append_dialect_registry(registry)
 context.load_all_available_dialects()
 sdy.register_dialect(context)
-mpmd.register_dialect(context)
+if mpmd is not None:
+    mpmd.register_dialect(context)
 mhlo.register_mhlo_dialect(context)
 chlo.register_dialect(context)
 stablehlo.register_dialect(context)

@@ -133,13 +133,10 @@ def join_complex(values: list, output_types) -> list:
 # The child imports jaxlib's MLIR bindings only (no jax, no shlo2jax): it starts in a
 # fraction of a second. It reads (module text, [(bits, type)]) and writes the outputs as
 # MLIR attribute text, which the worker decodes.
-_REFERENCE_CHILD = """
+_REFERENCE_CHILD = compat.CHILD_DIALECTS_SOURCE + """
 import pickle, sys
-from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import chlo, stablehlo
-from jaxlib.mlir._mlir_libs import _jax_mlir_ext
 registry = ir.DialectRegistry()
-_jax_mlir_ext.register_dialects(registry)
+register_jax_dialects(registry)
 context = ir.Context()
 context.append_dialect_registry(registry)
 context.load_all_available_dialects()
