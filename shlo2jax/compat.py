@@ -18,6 +18,7 @@ import inspect
 import jax
 from jax._src import compiler, core, dispatch, xla_bridge
 from jax._src import config as _config
+from jax._src import effects as _effects
 from jax._src.export import _export
 from jax._src.interpreters import ad, batching, mlir
 from jax._src.lax import lax as lax_internal
@@ -320,6 +321,35 @@ def with_serialized_module(exported, module):
     with module.context:
         serialized = _export._module_to_bytecode(module)
     return dataclasses.replace(exported, mlir_module_serialized=serialized)
+
+
+def make_exported(**fields):
+    """A `jax.export.Exported` from the fields every jax since 0.6 has (`fun_name` ...
+    `_get_vjp`, as `jax.export.deserialize` passes them); jax >= 0.9 adds the named
+    shardings, left unspecified here as jax's own reader leaves them for an export whose
+    shardings are HloShardings."""
+    names = {f.name for f in dataclasses.fields(_export.Exported)}
+    if "_has_named_shardings" in names:
+        fields.update(_has_named_shardings=False,
+                      _in_named_shardings=(None,) * len(fields["in_avals"]),
+                      _out_named_shardings=(None,) * len(fields["out_avals"]))
+    return _export.Exported(**fields)
+
+
+def hlo_sharding_from_proto(data: bytes):
+    """The `HloSharding` of a serialized `OpSharding` proto (as jax.export writes it)."""
+    proto = xla_client.OpSharding()
+    proto.ParseFromString(data)
+    return xla_client.HloSharding.from_proto(proto)
+
+
+def effect_from_type_name(type_name: str):
+    """The effect whose class prints as `type_name` (how jax.export serializes an effect),
+    made with its nullary constructor, or None where no registered effect type has that name."""
+    for effect_type in _effects.lowerable_effects._effect_types:
+        if str(effect_type) == type_name:
+            return effect_type()
+    return None
 
 
 def compile_mlir_module(module_text, platform: str = "cpu", num_replicas: int = 1,
