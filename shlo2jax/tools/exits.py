@@ -32,8 +32,8 @@ INTERRUPTED, CLOSED_PIPE = 130, 141
 
 EXIT_CODES = (
     (OK, "success (compare: at least two backends ran and every pair agrees)"),
-    (INPUT, "the input cannot be used (missing, empty or malformed file, unsupported ops, "
-            "inputs that do not fit, a failing call)"),
+    (INPUT, "the input cannot be used: a missing, empty or malformed file, unsupported\n"
+            "       ops, inputs that do not fit, a failing call"),
     (USAGE, "usage: an invalid option or value, an unknown function or backend"),
     (DISAGREE, "compare: backends disagree, or a backend failed with an error"),
     (NOTHING_COMPARED, "compare: fewer than two backends produced results"),
@@ -64,7 +64,7 @@ class Parser(argparse.ArgumentParser):
     """argparse whose errors are a `UsageError` (one line, exit 2) instead of a usage block."""
 
     def error(self, message):
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def is_argument_error(e: BaseException) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 
 from shlo2jax import types as T
+from shlo2jax.errors import InputError
 
 
 def export_translated(function, platforms=None) -> "jax.export.Exported":
@@ -21,7 +22,7 @@ def export_translated(function, platforms=None) -> "jax.export.Exported":
     fn = function.entry if hasattr(function, "entry") else function
     for t in fn.input_types + fn.output_types:
         if not isinstance(t, T.TensorType) or not t.is_static or t.quant is not None:
-            raise ValueError(f"export_translated: {fn.signature} has a {t} in its signature; "
+            raise InputError(f"export_translated: {fn.signature} has a {t} in its signature; "
                              "only static, non-quantized tensor signatures can be exported")
     with jax.enable_x64(True):  # 64-bit signatures stay 64-bit
         return jax.export.export(jax.jit(fn), platforms=platforms)(*fn.in_avals)

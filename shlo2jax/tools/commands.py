@@ -1,0 +1,390 @@
+"""The program commands of the command line: `info`, `run`, `compare`, `export` (their
+options, checked before any work, and what each prints). `shlo2jax.tools.cli` adds the tools
+that take their own options (conformance, fuzz, mutate) and ends every error in one line
+(`shlo2jax.tools.exits`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+
+import numpy as np
+
+from shlo2jax import registry
+from shlo2jax.errors import UsageError
+from shlo2jax.executables.exported import ExportedFunction
+from shlo2jax.loader import load
+from shlo2jax.signatures import text as signature_text
+from shlo2jax.tools import exits
+from shlo2jax.tools.compare import BUILTIN_BACKENDS, DEFAULT_BACKENDS, compare
+from shlo2jax.tools.export import export_translated
+from shlo2jax.tools.inputs import bind_arrays, read_npz, seeded_inputs
+
+COMMANDS = (
+    ("info", "functions, signatures, op histogram, unsupported ops and derivatives; with "
+             "--ops, every op and custom-call target translated"),
+    ("run", "run a function on seeded or .npz inputs and print (or save) its outputs"),
+    ("compare", "run one function on several backends and compare the outputs pair by pair "
+                "(exit 3 when they disagree, 4 when fewer than two ran)"),
+    ("export", "write the translated program back out: StableHLO text (.mlir) or a "
+               "serialized jax.export artifact (.bin)"),
+)
+
+# export -o: the format each extension stands for (--format names it for any other).
+EXPORT_FORMATS = {"mlir": (".mlir",), "jax-export": (".bin", ".jax", ".exported")}
+
+
+# ------------------------------------------------------------------- option types
+
+def _number(kind, low, low_inclusive=True, what="a number"):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if value < low or (value == low and not low_inclusive):
+            bound = "at least" if low_inclusive else "more than"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: must be {bound} {low}")
+        return value
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse
+
+
+non_negative_float = _number(float, 0.0, what="a number >= 0")
+positive_float = _number(float, 0.0, low_inclusive=False, what="a number > 0")
+non_negative_int = _number(int, 0, what="an integer >= 0")
+
+
+def _dim(text: str) -> tuple:
+    match = re.fullmatch(r"([A-Za-z_]\w*)=(\d+)", text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r}: write NAME=SIZE, e.g. --dim b=4")
+    return match.group(1), int(match.group(2))
+
+
+def _shape(text: str) -> tuple:
+    match = re.fullmatch(r"([^=]+)=((?:\d+(?:x\d+)*)?)", text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r}: write ARG=D0xD1x..., e.g. --shape x=4x6 "
+                                         "(ARG= for a scalar)")
+    dims = tuple(int(d) for d in match.group(2).split("x")) if match.group(2) else ()
+    return match.group(1), dims
+
+
+def _backends(text: str) -> list:
+    names = [b.strip() for b in text.split(",") if b.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give at least two of " + ", ".join(BUILTIN_BACKENDS))
+    unknown = [b for b in names if b not in BUILTIN_BACKENDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown backend(s) {', '.join(map(repr, unknown))}; "
+                         f"choose from {', '.join(BUILTIN_BACKENDS)}")
+    repeated = sorted({b for b in names if names.count(b) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{', '.join(repeated)} named twice")
+    return names
+
+
+def _npz_path(text: str) -> str:
+    if not text.endswith(".npz"):
+        raise argparse.ArgumentTypeError(f"{text!r}: the outputs are written as .npz; name the "
+                                         "file *.npz")
+    return text
+
+
+# ------------------------------------------------------------------- the parser
+
+def add_commands(sub) -> None:
+    """The program commands as subparsers of `sub` (argparse's subparsers action)."""
+    helps = dict(COMMANDS)
+    p = sub.add_parser("info", help=helps["info"], description=helps["info"])
+    p.add_argument("file", nargs="?", help="the program (see shlo2jax --help for the kinds read)")
+    p.add_argument("--ops", action="store_true",
+                   help="list every registered op and custom-call target with the function "
+                        "(module:name) that translates it")
+    p.add_argument("--mlir-types", action="store_true",
+                   help="write signatures with MLIR types (tensor<8x16xf32>) instead of "
+                        "f32[8,16]")
+    p.set_defaults(func=_info)
+
+    p = sub.add_parser("run", help=helps["run"], description=helps["run"])
+    _program_arguments(p, "run")
+    _input_arguments(p)
+    p.add_argument("--output", type=_npz_path, metavar="OUT.npz",
+                   help="write the outputs to this .npz (arrays output_0, output_1, ...)")
+    p.add_argument("--lowering", choices=("translate", "direct"), default="translate",
+                   help="direct: XLA compiles the module's own ops where it can (docs: Direct "
+                        "lowering); the function's lowering is printed (default: %(default)s)")
+    p.add_argument("--mlir-types", action="store_true",
+                   help="write the signature with MLIR types")
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("compare", help=helps["compare"], description=helps["compare"])
+    _program_arguments(p, "compare")
+    _input_arguments(p)
+    p.add_argument("--backends", type=_backends, default=list(DEFAULT_BACKENDS),
+                   metavar="B1,B2,...",
+                   help=f"comma-separated, at least two of: {', '.join(BUILTIN_BACKENDS)} "
+                        f"(default: {','.join(DEFAULT_BACKENDS)}); absent devices are skipped "
+                        "with the reason")
+    p.add_argument("--rtol", type=non_negative_float, default=1e-4,
+                   help="relative tolerance against max(|a|, |b|), >= 0 (default: %(default)s)")
+    p.add_argument("--atol", type=non_negative_float, default=1e-6,
+                   help="absolute tolerance, >= 0 (default: %(default)s)")
+    p.add_argument("--max-ulp", type=non_negative_int, default=None, metavar="N",
+                   help="also accept floats at most N ULP apart")
+    p.add_argument("--locate", action="store_true",
+                   help="when backends disagree, report the first ops whose results diverge")
+    p.add_argument("--json", metavar="FILE", help="write the comparison as JSON to this file")
+    p.add_argument("--interpreter-timeout", type=positive_float, default=600.0, metavar="S",
+                   help="seconds the reference interpreter may run, > 0 (default: %(default)s; "
+                        "it evaluates op by op, a large model takes minutes)")
+    p.set_defaults(func=_compare)
+
+    p = sub.add_parser("export", help=helps["export"], description=helps["export"])
+    _program_arguments(p, "export")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="the file to write; its extension picks the format: .mlir for "
+                        "StableHLO text, .bin (.jax, .exported) for a serialized jax.export "
+                        "artifact; any other needs --format")
+    p.add_argument("--format", choices=tuple(EXPORT_FORMATS),
+                   help="mlir: StableHLO text; jax-export: a serialized jax.export artifact "
+                        "(default: from OUT's extension)")
+    p.set_defaults(func=_export)
+
+
+def _program_arguments(p, verb: str) -> None:
+    """FILE, --function, --seed and --placeholder-data: how every command picks its function."""
+    p.add_argument("file", help="the program: MLIR text (.mlir), MLIR bytecode or a VHLO "
+                                "artifact (.mlir.bc, .bc), or a serialized jax.export (.bin)")
+    p.add_argument("--function", metavar="NAME",
+                   help=f"public function to {verb} (default: @main, or the only public one)")
+    p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
+                   help="seed of the random inputs and of --placeholder-data (default: 0)")
+    p.add_argument("--placeholder-data", action="store_true",
+                   help="fill dense_resource<__elided__> constants with seeded data")
+
+
+def _input_arguments(p) -> None:
+    p.add_argument("--inputs", metavar="ARGS.npz",
+                   help="the arguments as an .npz keyed by argument name as the signature "
+                        "writes it (w1, x, args[0]), or by position (0, 1, ... or arg_0, "
+                        "arg_1, ...) (default: seeded random values)")
+    p.add_argument("--dim", type=_dim, action="append", default=[], metavar="NAME=SIZE",
+                   help="size of a symbolic dimension of a shape-polymorphic jax.export "
+                        "(f32[b,6]: --dim b=4), for seeded inputs (repeatable)")
+    p.add_argument("--shape", type=_shape, action="append", default=[], metavar="ARG=D0xD1",
+                   help="the whole shape of one argument (name or position) with `?` "
+                        "dimensions, for seeded inputs: --shape x=4x6 (repeatable)")
+
+
+# ------------------------------------------------------------------- shared steps
+
+def _load(args, **options):
+    with exits.about(args.file):
+        return load(args.file, **options)
+
+
+def _function(program, name):
+    if name:
+        if name.lstrip("@") not in program.functions:
+            raise UsageError(f"--function {name}: no public function @{name.lstrip('@')}; "
+                             f"public functions: {', '.join(program.functions) or 'none'}")
+        return program.functions[name.lstrip("@")]
+    if "main" not in program.functions and len(program.functions) != 1:
+        raise UsageError("the program has no @main and several public functions "
+                         f"({', '.join(program.functions)}): pick one with --function")
+    return program.entry
+
+
+def _inputs(fn, args) -> tuple:
+    """(the arguments, how they were made) from --inputs, or seeded with --dim/--shape."""
+    if args.inputs:
+        if args.dim or args.shape:
+            raise UsageError("--dim and --shape size seeded inputs; --inputs gives every "
+                             "array, so they cannot go with it")
+        return bind_arrays(fn, read_npz(args.inputs)), "given"
+    dims = dict(args.dim)
+    return (seeded_inputs(fn, args.seed, dims=dims, shapes=dict(args.shape)),
+            f"seeded (seed {args.seed})")
+
+
+def _signature(fn, mlir_types: bool) -> str:
+    if not mlir_types:
+        return fn.signature
+    if isinstance(fn, ExportedFunction):
+        return signature_text(fn.name, fn.in_avals, fn.out_avals, fn.arg_names, mlir_types=True)
+    return signature_text(fn.name, fn.input_types, fn.output_types, fn.arg_names,
+                          mlir_types=True)
+
+
+# ------------------------------------------------------------------- the commands
+
+def _info(args) -> int:
+    if args.ops:
+        return _rules()
+    if args.file is None:
+        raise UsageError("info: give a FILE, or --ops")
+    program = _load(args, strict=False, placeholder_data=True)
+    module = program.module
+    print(f"module: {module.name or '(unnamed)'}  replicas={program.num_replicas} "
+          f"partitions={program.num_partitions}")
+    print("public functions:")
+    for fn in program.functions.values():
+        print(f"  {_signature(fn, args.mlir_types)}")
+    private = [n for n, f in module.functions.items() if not f.public]
+    if private:
+        print(f"private functions: {len(private)}")
+    hist = module.op_histogram()
+    print(f"ops: {sum(hist.values())} ({len(hist)} kinds)")
+    for name, count in hist.items():
+        print(f"  {count:7d}  {name}")
+    if module.problems:
+        print(f"not yet supported ({len(module.problems)}):")
+        for name, loc, what in module.problems:
+            print(f"  {name} at {loc}: {what}")
+    else:
+        print("every op is supported")
+    dormant = module.dormant_problems
+    if dormant:
+        print(f"in functions that never run (unreached, or decompositions replaced by a "
+              f"registered composite implementation): {len(dormant)} unsupported op(s)")
+    _print_derivatives(program)
+    return exits.OK
+
+
+def _print_derivatives(program) -> None:
+    options = program.options
+    print("derivatives:")
+    for fn in program.functions.values():
+        if getattr(fn, "uses_producer_vjp", False):
+            print(f"  @{fn.name}: reverse mode uses the producer's VJP shipped with the "
+                  "artifact (jax.export, vjp_order >= 1); forward mode and vmap the translation")
+        else:
+            print(f"  @{fn.name}: the translation's ({options.gradients.replace('_', '-')} "
+                  "derivative rules)")
+    loops = [op for op in program.module.ops if op.name in ("stablehlo.while", "mhlo.while")
+             and getattr(op.params, "counted", None) is None]
+    if loops:
+        unbounded = [op for op in loops if not op.params.bounds]
+        print(f"  {len(loops)} while loop(s) with no static trip count; reverse mode runs them "
+              "as bounded, checkpointed loops, bounded by a counter in the condition where "
+              f"there is one, else by max_loop_trips (now {options.max_loop_trips}); "
+              f"{len(unbounded)} have no such counter:")
+        for op in unbounded[:10]:
+            print(f"    {op.name} at {op.location}")
+        if len(unbounded) > 10:
+            print(f"    ... and {len(unbounded) - 10} more")
+
+
+def _rules() -> int:
+    """Every registered op and custom-call target, with the function that translates it."""
+    # Here, not at the top: the op families load for `info --ops` alone, not at every
+    # command's start (`--help`, and the conformance, fuzz and mutate parents, need none).
+    import shlo2jax.ops  # noqa: F401  (the built-in rules register when their families load)
+
+    def where(handler) -> str:
+        return f"{handler.__module__}:{handler.__qualname__}"
+
+    tables = (("ops", registry.OP_RULES), ("custom_call targets", registry.CUSTOM_CALL_RULES),
+              ("composites", registry.COMPOSITE_RULES))
+    for title, table in tables:
+        if not table:
+            continue
+        print(f"{title} ({len(table)}):")
+        width = max(len(name) for name in table)
+        for name in sorted(table):
+            rule = table[name]
+            print(f"  {name:<{width}}  {where(getattr(rule, 'handler', rule))}")
+    return exits.OK
+
+
+def _run(args) -> int:
+    program = _load(args, placeholder_data=args.placeholder_data, seed=args.seed,
+                    lowering=args.lowering)
+    fn = _function(program, args.function)
+    with exits.about(args.file):
+        inputs, _ = _inputs(fn, args)
+        outputs = fn(*inputs)
+    if not isinstance(outputs, tuple):
+        outputs = (outputs,)
+    outputs = [np.asarray(o) for o in outputs]
+    print(_signature(fn, args.mlir_types))
+    if args.lowering == "direct":
+        print(f"lowering: {fn.lowering}" + (f" ({fn.lowering_note})" if fn.lowering_note else ""))
+    with np.printoptions(threshold=20, edgeitems=3, precision=6):
+        for i, out in enumerate(outputs):
+            print(f"output {i}: {out.dtype}{list(out.shape)}\n{out}")
+    if args.output:
+        np.savez(args.output, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        print(f"saved {len(outputs)} output(s) to {args.output}")
+    return exits.OK
+
+
+def _compare(args) -> int:
+    if len(args.backends) < 2:
+        raise UsageError(f"--backends {','.join(args.backends)}: compare needs at least two "
+                         f"backends (of {', '.join(BUILTIN_BACKENDS)})")
+    program = _load(args, placeholder_data=args.placeholder_data, seed=args.seed)
+    fn = _function(program, args.function)
+    with exits.about(args.file):
+        given = None
+        if args.inputs or args.dim or args.shape:
+            given, _ = _inputs(fn, args)
+        result = compare(program, backends=args.backends, function=fn.name, inputs=given,
+                         seed=args.seed, rtol=args.rtol, atol=args.atol, max_ulp=args.max_ulp,
+                         locate=args.locate, interpreter_timeout=args.interpreter_timeout)
+    print(result.table())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result.to_json(), f, indent=2)
+        print(f"wrote {args.json}")
+    not_run = [f"{r.name} {r.status}: {exits.one_line(r.reason)}"
+               for r in result.runs.values() if r.status != "ok"]
+    detail = f" ({'; '.join(not_run)})" if not_run else ""
+    disagreeing = result.disagreeing()
+    if disagreeing:
+        pairs = sorted({f"{p.a} vs {p.b}" for p in disagreeing})
+        raise exits.CommandFailed(exits.DISAGREE, f"backends disagree: {', '.join(pairs)} beyond "
+                                  f"rtol={args.rtol}, atol={args.atol}{detail}")
+    if not result.compared:
+        ran = [r.name for r in result.runs.values() if r.status == "ok"]
+        raise exits.CommandFailed(
+            exits.NOTHING_COMPARED, f"nothing compared: {len(ran)} of {len(result.runs)} backends "
+            f"produced results{' (' + ', '.join(ran) + ')' if ran else ''}{detail}")
+    if not result.ok:
+        raise exits.CommandFailed(exits.DISAGREE, f"a backend failed{detail}")
+    return exits.OK
+
+
+def _export_format(args) -> str:
+    if args.format:
+        return args.format
+    for name, suffixes in EXPORT_FORMATS.items():
+        if args.output.endswith(suffixes):
+            return name
+    raise UsageError(f"-o {args.output}: cannot tell the format from its extension; name it "
+                     ".mlir (StableHLO text) or .bin (a serialized jax.export), or give "
+                     "--format mlir|jax-export")
+
+
+def _export(args) -> int:
+    what = _export_format(args)
+    program = _load(args, placeholder_data=args.placeholder_data, seed=args.seed)
+    fn = _function(program, args.function)
+    with exits.about(args.file):
+        exported = export_translated(fn)
+    if what == "mlir":
+        with open(args.output, "w") as f:
+            f.write(exported.mlir_module())
+        written = "StableHLO text"
+    else:
+        with open(args.output, "wb") as f:
+            f.write(exported.serialize())
+        written = "a serialized jax.export artifact"
+    print(f"wrote the translation of {fn.signature} to {args.output} as {written}")
+    return exits.OK
