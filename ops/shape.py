@@ -1,5 +1,5 @@
 """Data movement: reshape, broadcasts, transpose, slice, concatenate, pad, reverse,
-get_dimension_size."""
+get_dimension_size; HLO's layout-aware `bitcast`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
+from shlo2jax.errors import TranslationError
 from shlo2jax.ops._common import ints, result_shape
 from shlo2jax.registry import register_op
 
@@ -19,6 +20,32 @@ _CONCATENATED_AS = {T.ELEMENT_DTYPES["i2"]: np.dtype(np.int8),
 @register_op("stablehlo.reshape", "mhlo.reshape")
 def reshape(ctx, op, x):
     return lax.reshape(x, result_shape(op))
+
+
+def _bitcast_prepare(op):
+    """An HLO `bitcast` (after XLA's layout assignment) reinterprets the operand's buffer:
+    the layouts (minor to major) say which logical element each memory position holds.
+    -> (source layout, result layout), None where the attribute is absent (row-major)."""
+    return tuple(None if op.attrs.get(k) is None else ints(op.attrs[k])
+                 for k in ("source_layout", "result_layout"))
+
+
+@register_op("mhlo.bitcast", prepare=_bitcast_prepare)
+def bitcast(ctx, op, x):
+    # A transpose into memory order (major to minor), a reshape, and a transpose out; an
+    # element type of the same width is reinterpreted bit for bit.
+    dtype = op.result_types[0].dtype
+    if x.dtype != dtype:
+        if x.dtype.itemsize != np.dtype(dtype).itemsize:
+            raise TranslationError(op.name, op.location, f"bitcast from {x.dtype} to {dtype} "
+                                   "changes the element width")
+        x = lax.bitcast_convert_type(x, dtype)
+    source, result = op.params
+    shape = result_shape(op)
+    source_major = tuple(reversed(source)) if source is not None else tuple(range(x.ndim))
+    result_major = tuple(reversed(result)) if result is not None else tuple(range(len(shape)))
+    memory = lax.reshape(lax.transpose(x, source_major), [shape[d] for d in result_major])
+    return lax.transpose(memory, tuple(int(i) for i in np.argsort(result_major)))
 
 
 @register_op("stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim",

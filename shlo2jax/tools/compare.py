@@ -183,6 +183,10 @@ class InterpreterBackend(Backend):
         return reference.join_complex(outs, fn.output_types)
 
 
+# Ops only a module converted from an after-optimizations HLO dump holds (sources/hlo.py).
+_AFTER_OPTIMIZATIONS = frozenset({"mhlo.fusion", "mhlo.copy", "mhlo.bitcast"})
+
+
 class XlaDirectBackend(Backend):
     name = "xla-direct"
 
@@ -196,6 +200,12 @@ class XlaDirectBackend(Backend):
             jax.devices(self.platform)
         except RuntimeError:
             raise BackendUnavailable(f"no {self.platform} device") from None
+        laid_out = sorted(set(program.module.op_histogram()) & _AFTER_OPTIMIZATIONS)
+        if laid_out:
+            raise BackendUnavailable(
+                f"the module holds XLA's post-optimization ops ({', '.join(laid_out)}: an "
+                "after-optimizations HLO dump), which XLA aborts on when it compiles them "
+                "again without their layouts; compare the before_optimizations dump")
         run = reference.xla_direct(program, self.platform)
         return [np.asarray(o) for o in run(*inputs)]
 

@@ -1,0 +1,333 @@
+"""XLA's HLO as input (issue 29): HLO text, HloModuleProto and the HloProto of `.hlo.pb` dump
+files, and `--xla_dump_to` folders, made by jax at test time and checked against jax
+(forward, derivatives, vmap); before- and after-optimization dumps of one program agree; the
+HLO conventions each in a hand-reduced case; malformed HLO is a LoadError, never a crash."""
+
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shlo2jax
+from shlo2jax.errors import LoadError, TranslationError, UnsupportedError
+
+# The programs: run here for the goldens, and in a child process that dumps their HLO.
+PRODUCER = """
+import numpy as np, jax, jax.numpy as jnp
+
+def mlp(params, x):
+    (w1, b1), (w2, b2) = params
+    h = jnp.tanh(x @ w1 + b1)
+    return jnp.sum((h @ w2.T + b2) ** 2)
+
+def loop(x, n):
+    def body(c):
+        i, x, acc = c
+        return i + 1, jnp.sin(x) * 1.5, acc + x.T
+    init = (0, x, jnp.zeros(x.shape[::-1], x.dtype))
+    return jax.lax.while_loop(lambda c: c[0] < n, body, init)[2].sum()
+
+r = np.random.RandomState(0)
+PARAMS = ((r.randn(3, 5).astype("f4"), r.randn(5).astype("f4")),
+          (r.randn(2, 5).astype("f4"), r.randn(2).astype("f4")))
+X = r.randn(4, 3).astype("f4")
+N = np.int32(3)
+"""
+_ns: dict = {}
+exec(PRODUCER, _ns)
+mlp, loop, PARAMS, X, N = (_ns[k] for k in ("mlp", "loop", "PARAMS", "X", "N"))
+FLAT = [*PARAMS[0], *PARAMS[1], X]
+
+
+def mlp_flat(w1, b1, w2, b2, x):
+    return mlp(((w1, b1), (w2, b2)), x)
+
+
+def close(a, b, rtol=2e-5, atol=2e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory):
+    """An XLA dump folder of jit(mlp) and jit(loop): text and protos, before and after
+    optimizations (XLA:CPU)."""
+    folder = tmp_path_factory.mktemp("xla_dump")
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS=f"--xla_dump_to={folder} --xla_dump_hlo_as_text --xla_dump_hlo_as_proto")
+    code = PRODUCER + "jax.jit(mlp)(PARAMS, X)\njax.jit(loop)(X, N)\n"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300,
+                   capture_output=True)
+    return folder
+
+
+def dump_file(folder, module, stage, ext):
+    [name] = [n for n in os.listdir(folder) if n.startswith("module_") and f".{module}." in n
+              and n.endswith(f".{stage}.{ext}")]
+    return folder / name
+
+
+def check_mlp(program, names=("params[0][0]", "params[0][1]", "params[1][0]", "params[1][1]", "x")):
+    """Forward, grad and vmap against jax; the parameters' names (jax's own in a dump)."""
+    fn = program["main"]
+    assert fn.arg_names == names
+    close(fn(*FLAT), mlp(PARAMS, X), rtol=1e-5)
+    argnums = tuple(range(5))
+    for got, want in zip(jax.grad(fn, argnums)(*FLAT), jax.grad(mlp_flat, argnums)(*FLAT)):
+        close(got, want, rtol=1e-4, atol=1e-4)
+    xs = np.stack([X, X * 0.5, -X])
+    close(jax.vmap(fn, (None,) * 4 + (0,))(*FLAT[:4], xs),
+          jax.vmap(mlp_flat, (None,) * 4 + (0,))(*FLAT[:4], xs), rtol=1e-5)
+
+
+def check_loop(program):
+    fn = program["main"]
+    close(fn(X, N), loop(X, N))
+    # a data-dependent while loop: forward mode (jax.grad of the source is refused too)
+    t = np.ones_like(X)
+    close(jax.jvp(lambda x: fn(x, N), (X,), (t,))[1], jax.jvp(lambda x: loop(x, N), (X,), (t,))[1])
+    xs = np.stack([X, 2 * X])
+    close(jax.vmap(fn, (0, None))(xs, N), jax.vmap(loop, (0, None))(xs, N))
+
+
+def test_hlo_text_from_lower():
+    text = jax.jit(mlp).lower(PARAMS, X).as_text(dialect="hlo")
+    assert text.startswith("HloModule")
+    # (the text printer makes the names identifiers)
+    check_mlp(shlo2jax.load(text), ("params_0__0_.1", "params_0__1_.1", "params_1__0_.1",
+                                    "params_1__1_.1", "x.1"))
+
+
+def test_hlo_module_proto_from_lower():
+    proto = jax.jit(loop).lower(X, N).compiler_ir("hlo").as_serialized_hlo_module_proto()
+    check_loop(shlo2jax.load(bytes(proto)))
+
+
+@pytest.mark.parametrize("stage", ["before_optimizations", "cpu_after_optimizations"])
+@pytest.mark.parametrize("ext", ["txt", "hlo.pb"])
+def test_dump_files_agree_with_jax(dump, stage, ext):
+    """Before- and after-optimization dumps, as text and as the HloProto of `.hlo.pb` files,
+    each agree with jax (so with each other)."""
+    check_mlp(shlo2jax.load(dump_file(dump, "jit_mlp", stage, ext)))
+    check_loop(shlo2jax.load(str(dump_file(dump, "jit_loop", stage, ext))))
+
+
+def test_after_optimizations_dump_has_fusions_and_copies(dump):
+    text = dump_file(dump, "jit_loop", "cpu_after_optimizations", "txt").read_text()
+    assert " fusion(" in text and " copy(" in text
+    ops = shlo2jax.load(text).module.op_histogram()
+    assert ops["mhlo.fusion"] and ops["mhlo.copy"]
+
+
+def test_dump_folder_lists_its_modules_and_takes_a_name(dump):
+    with pytest.raises(LoadError, match=r"2 modules: module_0000\.jit_mlp, module_0002\.jit_loop; "
+                                        r"name one: load\(DIR, module=NAME\)"):
+        shlo2jax.load(dump)
+    check_mlp(shlo2jax.load(dump, module="jit_mlp"))
+    check_loop(shlo2jax.load(str(dump), module="module_0002.jit_loop"))
+    assert shlo2jax.load(dump, module="2").module.name == "jit_loop"
+    with pytest.raises(LoadError, match=r"no module 'jit_g'; it holds module_0000\.jit_mlp"):
+        shlo2jax.load(dump, module="jit_g")
+
+
+def test_dump_folder_of_one_module_and_without_before_optimizations(dump, tmp_path):
+    for n in os.listdir(dump):
+        if ".jit_loop." in n and os.path.isfile(dump / n):
+            (tmp_path / n).write_bytes((dump / n).read_bytes())
+    check_loop(shlo2jax.load(tmp_path))
+    for n in os.listdir(tmp_path):
+        if "before_optimizations" in n:
+            os.remove(tmp_path / n)
+    with pytest.raises(LoadError, match="has no before_optimizations dump"):
+        shlo2jax.load(tmp_path)
+
+
+def test_module_names_a_dump_folder_only():
+    with pytest.raises(LoadError, match="module='jit_f' names a module of an XLA dump folder"):
+        shlo2jax.load(jax.jit(mlp).lower(PARAMS, X).as_text(dialect="hlo"), module="jit_f")
+
+
+# ----------------------------------------------------------------------- hand-reduced cases
+
+TUPLE_PARAMETER = """HloModule tuple_parameter, entry_computation_layout={((f32[2]{0}, s64[]))->(f32[2]{0}, s64[])}
+
+ENTRY main {
+  p = (f32[2], s64[]) parameter(0)
+  a = f32[2] get-tuple-element(p), index=0
+  b = s64[] get-tuple-element(p), index=1
+  n = f32[2] negate(a)
+  c = s64[] constant(4000000000)
+  s = s64[] add(b, c)
+  t = (f32[2], s64[]) tuple(n, s)
+  barrier = (f32[2], s64[]) opt-barrier(t)
+  x = f32[2] get-tuple-element(barrier), index=0
+  y = s64[] get-tuple-element(barrier), index=1
+  ROOT r = (f32[2], s64[]) tuple(x, y)
+}
+"""
+
+
+def test_tuple_parameter_and_result_flattened_with_s64_without_x64():
+    """A tuple parameter (PyTorch/XLA's parameter wrapping) and a tuple result are flattened;
+    s64 values stay 64-bit although x64 is off; optimization-barrier passes values on."""
+    assert not jax.config.jax_enable_x64
+    fn = shlo2jax.load(TUPLE_PARAMETER)["main"]
+    assert fn.arg_names == ("p", "p_1") and len(fn.result_names) == 2
+    neg, big = fn(np.array([1.0, -2.0], np.float32), np.int64(5))
+    close(neg, [-1.0, 2.0])
+    assert big.dtype == np.int64 and int(big) == 4000000005
+    close(jax.grad(lambda a: fn(a, np.int64(0))[0].sum())(np.ones(2, np.float32)), [-1.0, -1.0])
+
+
+WHILE_OVER_TUPLE = """HloModule while_over_tuple, entry_computation_layout={(f32[3]{0})->f32[3]{0}}
+
+cond {
+  c = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(c), index=0
+  five = s32[] constant(5)
+  ROOT lt = pred[] compare(i, five), direction=LT
+}
+
+body {
+  b = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(b), index=0
+  v = f32[3] get-tuple-element(b), index=1
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  half = f32[] constant(0.5)
+  h = f32[3] broadcast(half), dimensions={}
+  m = f32[3] multiply(v, h)
+  v1 = f32[3] cosine(m)
+  ROOT t = (s32[], f32[3]) tuple(i1, v1)
+}
+
+ENTRY main {
+  x = f32[3] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[3]) tuple(zero, x)
+  w = (s32[], f32[3]) while(init), condition=cond, body=body
+  ROOT out = f32[3] get-tuple-element(w), index=1
+}
+"""
+
+
+def test_while_over_a_tuple():
+    def source(x):
+        for _ in range(5):
+            x = jnp.cos(x * 0.5)
+        return x
+    fn = shlo2jax.load(WHILE_OVER_TUPLE)["main"]
+    x = np.array([0.1, 1.0, -2.0], np.float32)
+    close(fn(x), source(x))
+    # a counted loop (constant start, bound and step): reverse mode too
+    close(jax.grad(lambda x: fn(x).sum())(x), jax.grad(lambda x: source(x).sum())(x))
+    close(jax.vmap(fn)(np.stack([x, -x])), jax.vmap(source)(np.stack([x, -x])))
+
+
+FUSION_AND_COPY = """HloModule fusion_and_copy, entry_computation_layout={(f32[2,3]{1,0})->f32[3,2]{1,0}}
+
+fused {
+  p0 = f32[2,3]{1,0} parameter(0)
+  e = f32[2,3]{1,0} exponential(p0)
+  t = f32[3,2]{0,1} transpose(e), dimensions={1,0}
+  ROOT c = f32[3,2]{1,0} copy(t)
+}
+
+ENTRY main {
+  x = f32[2,3]{1,0} parameter(0)
+  ROOT f = f32[3,2]{1,0} fusion(x), kind=kLoop, calls=fused
+}
+"""
+
+
+def test_fusion_runs_as_a_call_and_copy_is_its_operand():
+    fn = shlo2jax.load(FUSION_AND_COPY)["main"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) / 6
+    close(fn(x), np.exp(x).T)
+    close(jax.grad(lambda x: (fn(x) ** 2).sum())(x), 2 * np.exp(2 * x))
+
+
+def _bitcast(operand, result):
+    return (f"HloModule bitcast, entry_computation_layout={{({operand})->{result}}}\n\n"
+            f"ENTRY main {{\n  p = {operand} parameter(0)\n  ROOT b = {result} bitcast(p)\n}}\n")
+
+
+@pytest.mark.parametrize("operand,result,expect", [
+    ("f32[2,3]{1,0}", "f32[6]{0}", lambda x: x.reshape(6)),
+    ("f32[2,3]{1,0}", "f32[3,2]{0,1}", lambda x: x.T),  # same buffer, the layout transposed
+    ("f32[2,3]{0,1}", "f32[3,2]{1,0}", lambda x: x.T),
+    ("f32[2,3]{1,0}", "s32[2,3]{1,0}", lambda x: x.view(np.int32)),
+])
+def test_bitcast_follows_the_layouts(operand, result, expect):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) + 0.5
+    got = shlo2jax.load(_bitcast(operand, result))["main"](x)
+    np.testing.assert_array_equal(np.asarray(got), expect(x))
+
+
+def test_bitcast_changing_the_element_width_is_refused_naming_the_instruction():
+    fn = shlo2jax.load(_bitcast("f32[2]{0}", "s16[2,2]{1,0}"), strict=False)["main"]
+    with pytest.raises(TranslationError, match=r"mhlo\.bitcast at b: bitcast from float32 to "
+                                               r"int16 changes the element width"):
+        fn(np.ones(2, np.float32))
+
+
+CUBLAS_GEMM = """HloModule gemm, entry_computation_layout={(f32[2,3]{1,0}, f32[3,4]{1,0})->f32[2,4]{1,0}}
+
+ENTRY main {
+  a = f32[2,3]{1,0} parameter(0)
+  b = f32[3,4]{1,0} parameter(1)
+  gemm = (f32[2,4]{1,0}, s8[0]{0}) custom-call(a, b), custom_call_target="__cublas$gemm", backend_config={"gemm_backend_config":{"alpha_real":1,"beta":0,"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"],"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]},"epilogue":"DEFAULT"}}
+  ROOT r = f32[2,4]{1,0} get-tuple-element(gemm), index=0
+}
+"""
+
+
+def test_gpu_custom_call_is_reported_at_load_with_the_instruction_name():
+    with pytest.raises(UnsupportedError, match=r"stablehlo\.custom_call at gemm: custom_call "
+                                               r"target '__cublas\$gemm' has no translation"):
+        shlo2jax.load(CUBLAS_GEMM)
+
+
+# ----------------------------------------------------------------------- malformed HLO
+
+@pytest.mark.parametrize("text,message", [
+    ("HloModule m\n\nENTRY main {\n  p = f32[] parameter(0)\n  ROOT r = f32[] frobnicate(p)\n}\n",
+     r"(?s)cannot read HLO text: .*Syntax error.*frobnicate"),
+    # jaxlib aborts the process on this one (an out-of-range tuple index): in the child only
+    (WHILE_OVER_TUPLE.replace("index=1\n}", "index=7\n}"),
+     r"cannot read HLO text: jaxlib's HLO reader aborts on this input \(SIGABRT\).*index 7"),
+    ("HloModule m\n\nENTRY main {\n  p = f32[] parameter(0)\n  ROOT r = f32[] negate(\xff)\n}\n",
+     r"cannot read HLO text"),
+])
+def test_malformed_hlo_text_is_a_load_error(text, message):
+    with pytest.raises(LoadError, match=message):
+        shlo2jax.load(text)
+
+
+def test_non_utf8_hlo_text_is_a_load_error():
+    with pytest.raises(LoadError, match=r"not UTF-8 \(byte 0xff"):
+        shlo2jax.load(b"HloModule m\n\nENTRY main {\n  ROOT r = f32[] constant(\xff)\n}\n")
+
+
+def test_corrupt_hlo_proto_is_a_load_error(dump):
+    data = dump_file(dump, "jit_mlp", "before_optimizations", "hlo.pb").read_bytes()
+    with pytest.raises(LoadError, match="cannot read"):
+        shlo2jax.load(data[:len(data) // 2])
+    with pytest.raises(LoadError, match="HLO module proto"):
+        shlo2jax.load(b"\x0a\x03abc\x12\x01x")
+
+
+def test_compare_runs_the_hlo_with_xla_itself(dump):
+    """`compare`'s xla-direct backend compiles the converted module with XLA: it agrees with
+    the translation on the before-optimization dump; an after-optimization dump (XLA aborts
+    compiling its fusions and copies again without layouts) leaves that backend out."""
+    for ext in ("txt", "hlo.pb"):
+        result = shlo2jax.compare(dump_file(dump, "jit_loop", "before_optimizations", ext),
+                                  backends=("cpu", "xla-direct"), inputs=[X, N])
+        assert result.ok, result
+    result = shlo2jax.compare(dump_file(dump, "jit_loop", "cpu_after_optimizations", "txt"),
+                              backends=("cpu", "xla-direct"), inputs=[X, N])
+    assert "post-optimization ops (mhlo.copy, mhlo.fusion" in str(result)
