@@ -2,13 +2,29 @@
 
 The module inside is read like any MLIR source; the `Exported` travels with it, for the
 calling convention of its entry function (`shlo2jax.executables.exported`).
+
+Serialized bytes of every serialization version jax has written are read: by
+`jax.export.deserialize` where the installed jax reads them right, else field by field from
+the flatbuffer (`sources.export_flatbuffer`): the artifacts it refuses (too old or newer than
+it understands) and those it misreads (an older jax reading a newer artifact).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
+import jax
+import jaxlib
 from jax import export as jax_export
+from jaxlib.mlir.dialects import stablehlo
+
+from shlo2jax.errors import LoadError
+from shlo2jax.sources import export_flatbuffer
+
+# The calling conventions of the `Exported` module that jax has written by default (8 in jax
+# 0.4.2x, 9 in 0.4.30-0.7.x, 10 from 0.8) and that shlo2jax's ExportedFunction follows.
+CALLING_CONVENTIONS = (8, 9, 10)
 
 
 def is_exported(source) -> bool:
@@ -17,18 +33,73 @@ def is_exported(source) -> bool:
 
 def deserialize(data: bytes) -> Optional[jax_export.Exported]:
     """The `Exported` serialized in `data`, or None when `data` is not one (MLIR text or
-    bytecode, or bytes jax cannot read as an `Exported`)."""
+    bytecode). A serialized `Exported` that neither the installed jax nor the flatbuffer reader
+    can read raises `LoadError`."""
     stripped = data.lstrip()
     if stripped[:1] in (b"m", b"f", b"/", b"#", b"!") or stripped.startswith(b"module"):
         return None  # MLIR text
     try:
-        return jax_export.deserialize(bytearray(data))
-    except Exception:  # noqa: BLE001 - not a serialized Exported: read as MLIR
+        record = export_flatbuffer.read(data)
+        problem = None
+    except export_flatbuffer.NotAnExport:
+        record, problem = None, None
+    except LoadError as e:
+        record, problem = None, e
+    try:
+        exported = jax_export.deserialize(bytearray(data))
+    except Exception:  # noqa: BLE001 - refused by this jax: the flatbuffer reader's turn
+        exported = None
+    if exported is not None and (record is None or export_flatbuffer.agrees(exported, record)):
+        return exported
+    if problem is not None:
+        raise problem
+    if record is None:
         return None
+    return export_flatbuffer.to_exported(record)
 
 
 def module_bytes(exported: jax_export.Exported) -> bytes:
-    return bytes(exported.mlir_module_serialized)
+    """The module bytes of `exported`, once its calling convention is one shlo2jax follows and
+    its StableHLO version one this jaxlib reads (else a `LoadError` naming both)."""
+    name = source_name(exported)
+    version = exported.calling_convention_version
+    if version not in CALLING_CONVENTIONS:
+        raise LoadError(f"{name}: calling convention {version}; shlo2jax follows the calling "
+                        f"conventions {', '.join(map(str, CALLING_CONVENTIONS))}")
+    data = bytes(exported.mlir_module_serialized)
+    written = vhlo_version(data)
+    if written is not None:
+        newest = _version(stablehlo.get_current_version())
+        oldest = _version(stablehlo.get_minimum_version())
+        shown = ".".join(map(str, written))
+        if written > newest:
+            raise LoadError(
+                f"{name}: its module is StableHLO v{shown} (VHLO), newer than jaxlib "
+                f"{jaxlib.__version__} reads (v{stablehlo.get_current_version()} at most); "
+                f"load it with the jaxlib that wrote it or a newer one (jax {jax.__version__} "
+                "is installed)")
+        if written < oldest:
+            raise LoadError(
+                f"{name}: its module is StableHLO v{shown} (VHLO), older than jaxlib "
+                f"{jaxlib.__version__} reads (v{stablehlo.get_minimum_version()} at least)")
+    return data
+
+
+def vhlo_version(data: bytes) -> Optional[tuple]:
+    """The StableHLO version a VHLO portable artifact was written for (its bytecode producer
+    string, `StableHLO_vX.Y.Z`), or None for other bytes."""
+    if not data.startswith(b"ML\xefR") or len(data) < 6:
+        return None
+    first = data[4]  # the bytecode version, a prefix varint: its trailing zeros say its length
+    length = 9 if first == 0 else (first & -first).bit_length()
+    end = data.find(b"\0", 4 + length, 4 + length + 64)
+    match = re.fullmatch(rb"StableHLO_v(\d+)\.(\d+)\.(\d+)", data[4 + length:end]) \
+        if end > 0 else None
+    return None if match is None else tuple(int(g) for g in match.groups())
+
+
+def _version(text: str) -> tuple:
+    return tuple(int(p) for p in text.split("."))
 
 
 def source_name(exported: jax_export.Exported) -> str:
