@@ -388,3 +388,16 @@ def _export(args) -> int:
         written = "a serialized jax.export artifact"
     print(f"wrote the translation of {fn.signature} to {args.output} as {written}")
     return exits.OK
+
+
+def main(argv: list) -> int:
+    """The program commands alone, as `shlo2jax.tools.cli.main` runs them: the exit status,
+    an error ending in one line on stderr (`shlo2jax mutate` checks every mutant so)."""
+    parser = exits.Parser(prog="shlo2jax")
+    add_commands(parser.add_subparsers(dest="command", required=True,
+                                       parser_class=exits.Parser))
+
+    def command(words):
+        args = parser.parse_args(words)
+        return args.func(args)
+    return exits.guarded(command, list(argv), debug=False)

@@ -8,18 +8,24 @@ op names and numbers replaced, string literals whose escapes are not UTF-8, trun
 `check_mutant` loads one and, when it loads, calls its entry function on seeded inputs; it
 reports what happened, and whether that is allowed: a library error (`Shlo2JaxError`: a
 `LoadError`, `UnsupportedError`, `TranslationError`, `ShapeError`, ...) or the `TypeError`
-of a call whose arguments do not match the signature. Run it through
-`shlo2jax.tools.isolated.run_isolated` so that a crash is seen as one.
+of a call whose arguments do not match the signature. It then runs the mutant as the command
+line does (`shlo2jax run FILE`): that must succeed, or end in one line `shlo2jax: error: ...`
+with a documented exit code (1 input, 2 usage; never 5, an internal error) and no
+traceback. Run it through `shlo2jax.tools.isolated.run_isolated` so that a crash is seen as
+one.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import io
 import json
 import os
 import random
 import re
+import tempfile
 import time
 import traceback
 from typing import NamedTuple, Union
@@ -32,6 +38,7 @@ from jaxlib.mlir.dialects import stablehlo
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import Shlo2JaxError
 from shlo2jax.loader import load
+from shlo2jax.tools import commands, exits
 from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.isolated import run_isolated
 
@@ -271,25 +278,22 @@ def mutants(sources: list, count: int, seed: int = 0) -> list:
 
 # ---------------------------------------------------------------- loading and calling one
 
-# Where a call's arguments are checked against the function's signature (a TypeError there is
-# the documented answer to arguments that do not fit).
-_ARGUMENT_CHECKS = ("program.py", "names.py", "signatures.py",
-                    os.path.join("executables", "exported.py"))
-
-
 def _allowed(e: BaseException) -> bool:
     """A library error, or the TypeError of a call whose arguments do not fit."""
-    if isinstance(e, Shlo2JaxError):
-        return True
-    if isinstance(e, TypeError):
-        frames = traceback.extract_tb(e.__traceback__)
-        return bool(frames) and frames[-1].filename.endswith(tuple(
-            os.path.join("shlo2jax", f) for f in _ARGUMENT_CHECKS))
-    return False
+    return isinstance(e, Shlo2JaxError) or exits.is_argument_error(e)
 
 
 def check_mutant(mutant: tuple, seed: int = 0, lowering: str = "translate") -> dict:
-    """Loads the mutant, calls its entry on seeded inputs when it loads: what happened."""
+    """Loads the mutant, calls its entry on seeded inputs when it loads, and runs it on the
+    command line (`check_on_the_command_line`): what happened."""
+    outcome = _check_api(mutant, lowering)
+    cli = check_on_the_command_line(mutant, lowering)
+    if outcome["allowed"] and not cli["allowed"]:
+        outcome = {**outcome, "allowed": False, "error": cli["error"], "cli": cli}
+    return outcome
+
+
+def _check_api(mutant: tuple, lowering: str) -> dict:
     _, _, data = mutant
     try:
         program = load(data, lowering=lowering)
@@ -308,6 +312,38 @@ def check_mutant(mutant: tuple, seed: int = 0, lowering: str = "translate") -> d
     except Exception as e:  # noqa: BLE001
         return _outcome("call", e)
     return {"stage": "call", "outcome": "ran", "allowed": True, "error": ""}
+
+
+# The exit codes a mutant may get on the command line: success, an input error, a usage
+# error (a module without @main and with several public functions asks for --function).
+CLI_CODES = (exits.OK, exits.INPUT, exits.USAGE)
+
+
+def check_on_the_command_line(mutant: tuple, lowering: str = "translate") -> dict:
+    """`shlo2jax run FILE` on the mutant, in this process: {"code", "allowed", "error"};
+    allowed: a code of CLI_CODES, and on an error exactly one line `shlo2jax: error: ...` on
+    stderr and no traceback."""
+    _, _, data = mutant
+    binary = isinstance(data, bytes)
+    with tempfile.TemporaryDirectory(prefix="shlo2jax-mutant-") as folder:
+        path = os.path.join(folder, "mutant.bin" if binary else "mutant.mlir")
+        with open(path, "wb" if binary else "w", **({} if binary else {
+                "encoding": "utf-8", "errors": "surrogateescape"})) as f:
+            f.write(data)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = commands.main(["run", path, "--lowering", lowering])
+    lines = err.getvalue().splitlines()
+    problems = []
+    if code not in CLI_CODES:
+        problems.append(f"exit code {code}")
+    if code != exits.OK and (len(lines) != 1 or not lines[0].startswith("shlo2jax: error: ")):
+        problems.append(f"{len(lines)} lines on stderr, not one 'shlo2jax: error: ...'")
+    if "Traceback" in err.getvalue():
+        problems.append("a traceback")
+    error = ("command line: " + ", ".join(problems) + ": " + err.getvalue()[-1500:]) \
+        if problems else ""
+    return {"code": code, "allowed": not problems, "error": error}
 
 
 def check_mutant_lowered_directly(mutant: tuple) -> dict:
@@ -368,8 +404,9 @@ def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0,
 
 
 def main(argv=None) -> int:
-    """`shlo2jax mutate`: load and call mutants of the bundled modules; exit status 1 on a
-    crash or an error that is not the library's."""
+    """`shlo2jax mutate`: load and call mutants of the bundled modules, and run each on the
+    command line; exit status 1 on a crash, an error that is not the library's, or a command
+    line that does not end in one line with a documented exit code."""
     parser = argparse.ArgumentParser(prog="shlo2jax mutate", description=main.__doc__)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
