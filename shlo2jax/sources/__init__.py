@@ -314,5 +314,5 @@ READERS: dict = {
 
 def _exported(exported, owned: bool) -> Source:
     name = jax_export.source_name(exported)
-    module = parse_mlir(jax_export.module_bytes(exported), make_ir_context(), name)
+    module = jax_export.read_module(exported, make_ir_context())
     return Source(module, name, exported, owned)

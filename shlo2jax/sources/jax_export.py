@@ -17,10 +17,12 @@ from typing import Optional
 import jax
 import jaxlib
 from jax import export as jax_export
+from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax.errors import LoadError
 from shlo2jax.sources import export_flatbuffer
+from shlo2jax.sources.mlir import parse_mlir
 
 # The calling conventions of the `Exported` module that jax has written by default (8 in jax
 # 0.4.2x, 9 in 0.4.30-0.7.x, 10 from 0.8) and that shlo2jax's ExportedFunction follows.
@@ -59,30 +61,32 @@ def deserialize(data: bytes) -> Optional[jax_export.Exported]:
 
 
 def module_bytes(exported: jax_export.Exported) -> bytes:
-    """The module bytes of `exported`, once its calling convention is one shlo2jax follows and
-    its StableHLO version one this jaxlib reads (else a `LoadError` naming both)."""
+    return bytes(exported.mlir_module_serialized)
+
+
+def read_module(exported: jax_export.Exported, context: ir.Context) -> ir.Module:
+    """The verified module of `exported`, once its calling convention is one shlo2jax follows.
+    A module this jaxlib cannot read that was written for a newer StableHLO than this jaxlib
+    reads (VHLO's forward window) is a `LoadError` naming both versions."""
     name = source_name(exported)
     version = exported.calling_convention_version
     if version not in CALLING_CONVENTIONS:
         raise LoadError(f"{name}: calling convention {version}; shlo2jax follows the calling "
                         f"conventions {', '.join(map(str, CALLING_CONVENTIONS))}")
-    data = bytes(exported.mlir_module_serialized)
-    written = vhlo_version(data)
-    if written is not None:
-        newest = _version(stablehlo.get_current_version())
-        oldest = _version(stablehlo.get_minimum_version())
-        shown = ".".join(map(str, written))
-        if written > newest:
-            raise LoadError(
-                f"{name}: its module is StableHLO v{shown} (VHLO), newer than jaxlib "
-                f"{jaxlib.__version__} reads (v{stablehlo.get_current_version()} at most); "
-                f"load it with the jaxlib that wrote it or a newer one (jax {jax.__version__} "
-                "is installed)")
-        if written < oldest:
-            raise LoadError(
-                f"{name}: its module is StableHLO v{shown} (VHLO), older than jaxlib "
-                f"{jaxlib.__version__} reads (v{stablehlo.get_minimum_version()} at least)")
-    return data
+    data = module_bytes(exported)
+    try:
+        return parse_mlir(data, context, name)
+    except LoadError as e:
+        # The version a module was written for is no verdict by itself: jaxlib reads a newer
+        # artifact whose ops all exist in its own StableHLO. Where it cannot, say both.
+        written = vhlo_version(data)
+        if written is None or written <= _version(stablehlo.get_current_version()):
+            raise
+        raise LoadError(
+            f"{name}: its module was written for StableHLO v{'.'.join(map(str, written))} "
+            f"(VHLO), newer than jaxlib {jaxlib.__version__} reads (StableHLO "
+            f"v{stablehlo.get_current_version()} at most); load it under the jax that wrote "
+            f"it or a newer one (jax {jax.__version__} is installed). {e}") from None
 
 
 def vhlo_version(data: bytes) -> Optional[tuple]:
