@@ -213,6 +213,10 @@ describe(["check.eq", "check.expect_eq", "check.expect_almost_eq", "check.expect
                     "none (StableHLO's test suite)", "any",
                     ("tests/test_conformance_runner.py::test_right_value_passes",
                      "tests/test_conformance_runner.py::test_wrong_value_fails_and_says_where")))
+describe(["__cublas$gemm"],
+         TargetInfo("XLA:GPU cuBLAS gemm (after-optimizations HLO dumps)", ("attributes",),
+                    "none (XLA:GPU's own rewrite of dot, in HLO dumps)", "f16, bf16, f32, f64, c64, c128",
+                    ("tests/sources/test_hlo.py::test_cublas_gemm_of_a_gpu_dump_runs_as_a_dot",)))
 _UNRUNNABLE = "reported at load (needs the platform or the exporting process)"
 describe(["tpu_custom_call", "triton_kernel_call", "triton_kernel_call_ffi",
           "__gpu$xla.gpu.triton", "mosaic_gpu", "mosaic_gpu_v2", "__cudnn$fusion"],

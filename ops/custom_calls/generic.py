@@ -165,6 +165,55 @@ def partial_reduce(ctx, op, *operands):
     return tuple(outs) if op.params.as_tuple or len(outs) > 1 else outs[0]
 
 
+# ------------------------------------------------ XLA:GPU's cuBLAS gemm (after-optimizations HLO)
+
+class Gemm(NamedTuple):
+    dims: tuple        # lax.dot_general's ((lhs contracting, rhs contracting), (lhs batch, rhs batch))
+    alpha: complex
+    beta: float
+    precision: tuple
+
+
+def _prepare_gemm(op):
+    """XLA:GPU rewrites a dot into `__cublas$gemm` (operands a, b and, where beta is not 0, the
+    addend c; results the product and a workspace): out = alpha * dot(a, b) + beta * c, the
+    dimensions and alpha/beta in `gemm_backend_config`. Layouts are XLA's business: the
+    dimension numbers are logical."""
+    cfg = backend_config(op).get("gemm_backend_config")
+    if not isinstance(cfg, dict) or "dot_dimension_numbers" not in cfg:
+        raise Unsupported("__cublas$gemm without a gemm_backend_config and its dot dimensions")
+    if cfg.get("epilogue", "DEFAULT") != "DEFAULT":
+        raise Unsupported(f"__cublas$gemm epilogue {cfg['epilogue']} (only DEFAULT runs here)")
+    dn = cfg["dot_dimension_numbers"]
+
+    def dims(key):
+        return tuple(int(d) for d in dn.get(key, ()))
+    precision = tuple(lax.Precision[p] if p in lax.Precision.__members__ else None
+                      for p in cfg.get("precision_config", {}).get("operand_precision", ()))
+    return Gemm(((dims("lhs_contracting_dimensions"), dims("rhs_contracting_dimensions")),
+                 (dims("lhs_batch_dimensions"), dims("rhs_batch_dimensions"))),
+                complex(float(cfg.get("alpha_real", 1)), float(cfg.get("alpha_imag", 0))),
+                float(cfg.get("beta", 0)), precision if len(precision) == 2 and None not in precision else None)
+
+
+@register_custom_call("__cublas$gemm", prepare=_prepare_gemm)
+def cublas_gemm(ctx, op, a, b, *addend):
+    g = op.params
+    result = op.result_types[0]
+    product_type = result.elements[0] if isinstance(result, T.TupleType) else result
+    out = lax.dot_general(a, b, g.dims, precision=g.precision,
+                          preferred_element_type=product_type.dtype).astype(product_type.dtype)
+    if g.alpha != 1:
+        alpha = g.alpha if jnp.iscomplexobj(out) else g.alpha.real
+        out = out * jnp.asarray(alpha, out.dtype)
+    if g.beta != 0 and addend:
+        out = out + jnp.asarray(g.beta, out.dtype) * addend[0]
+    if isinstance(result, T.TupleType):  # (product, workspace)
+        return (out,) + tuple(jnp.zeros(t.shape, t.dtype) for t in result.elements[1:])
+    return single_or_tuple(op, (out,) + tuple(jnp.zeros(t.shape, t.dtype)
+                                              for t in op.result_types[1:]))
+
+
 # ------------------------------------------------ targets that cannot run here
 
 _PLATFORM_BOUND = {

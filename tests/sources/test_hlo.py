@@ -274,130 +274,44 @@ def test_bitcast_changing_the_element_width_is_refused_naming_the_instruction():
         fn(np.ones(2, np.float32))
 
 
-CUBLAS_GEMM = """HloModule gemm, entry_computation_layout={(f32[2,3]{1,0}, f32[3,4]{1,0})->f32[2,4]{1,0}}
-
-ENTRY main {
-  a = f32[2,3]{1,0} parameter(0)
-  b = f32[3,4]{1,0} parameter(1)
-  gemm = (f32[2,4]{1,0}, s8[0]{0}) custom-call(a, b), custom_call_target="__cublas$gemm", backend_config={"gemm_backend_config":{"alpha_real":1,"beta":0,"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"],"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]},"epilogue":"DEFAULT"}}
-  ROOT r = f32[2,4]{1,0} get-tuple-element(gemm), index=0
-}
-"""
-
-
-def test_gpu_custom_call_is_reported_at_load_with_the_instruction_name():
-    with pytest.raises(UnsupportedError, match=r"stablehlo\.custom_call at gemm: custom_call "
-                                               r"target '__cublas\$gemm' has no translation"):
-        shlo2jax.load(CUBLAS_GEMM)
+def _gemm(config, beta_operand=False):
+    c = ", f32[2,4]{1,0}" if beta_operand else ""
+    return (
+        "HloModule gemm, entry_computation_layout={(f32[2,3]{1,0}, f32[4,3]{1,0}" + c + ")->f32[2,4]{1,0}}\n\n"
+        "ENTRY main {\n  a = f32[2,3]{1,0} parameter(0)\n  b = f32[4,3]{1,0} parameter(1)\n"
+        + ("  c = f32[2,4]{1,0} parameter(2)\n" if beta_operand else "")
+        + "  gemm = (f32[2,4]{1,0}, s8[0]{0}) custom-call(a, b" + (", c" if beta_operand else "")
+        + '), custom_call_target="__cublas$gemm", backend_config={"gemm_backend_config":' + config
+        + "}\n  ROOT r = f32[2,4]{1,0} get-tuple-element(gemm), index=0\n}\n")
 
 
-def _entry(name, params, result, body, computations=""):
-    """A one-entry HLO module: `params` (shapes), `result` (a shape), the entry's body."""
-    args = ", ".join(f"p{i}: {t}" for i, t in enumerate(params))
-    lines = "\n".join(f"  p{i} = {t} parameter({i})" for i, t in enumerate(params))
-    return (f"HloModule {name}\n\n{computations}\nENTRY main ({args}) -> {result} {{\n"
-            f"{lines}\n{body}\n}}\n")
+_GEMM_DIMS = ('"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],'
+              '"rhs_contracting_dimensions":["1"],"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]}')
 
 
-_COMPARATORS = """
-gt {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  c = s32[] parameter(2)
-  d = s32[] parameter(3)
-  ROOT gt = pred[] compare(a, b), direction=GT
-}
-
-ge {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT ge = pred[] compare(a, b), direction=GE
-}
-
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-"""
-_V = np.array([3, 1, 4, 1, 5], np.float32)
-_M = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]], np.float32)
+def test_cublas_gemm_of_a_gpu_dump_runs_as_a_dot():
+    """XLA:GPU's `__cublas$gemm`: alpha * dot(a, b) + beta * c, the dimensions from its
+    backend config (here b transposed: contracting dimension 1 of both)."""
+    a = np.arange(6, dtype=np.float32).reshape(2, 3) / 3
+    b = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+    c = np.ones((2, 4), np.float32)
+    fn = shlo2jax.load(_gemm('{"alpha_real":1,"alpha_imag":0,"beta":0,' + _GEMM_DIMS +
+                             ',"epilogue":"DEFAULT"}'))["main"]
+    close(fn(a, b), a @ b.T)
+    close(jax.grad(lambda a: fn(a, b).sum())(a), jax.grad(lambda a: (a @ b.T).sum())(a))
+    fn = shlo2jax.load(_gemm('{"alpha_real":2,"alpha_imag":0,"beta":0.5,' + _GEMM_DIMS + "}",
+                             beta_operand=True))["main"]
+    close(fn(a, b, c), 2 * a @ b.T + 0.5 * c)
 
 
-def _batch_norm_training(x, scale, offset, eps=1e-3):
-    mean, var = x.mean(0), x.var(0)
-    return (x - mean) / jnp.sqrt(var + eps) * scale + offset, mean, var
-
-
-# name -> (HLO text, inputs, what jax computes). Each is a form real dumps hold that
-# `hlo_to_stablehlo` converts to ops with rules here.
-CONVENTIONS = {
-    "topk": (_entry("topk", ["f32[2,5]"], "(f32[2,3], s32[2,3])",
-                    "  ROOT t = (f32[2,3], s32[2,3]) topk(p0), k=3, largest=true"),
-             [_M], lambda x: tuple(jax.lax.top_k(x, 3))),
-    "sort_with_a_comparator": (
-        _entry("sort", ["f32[5]", "s32[5]"], "(f32[5], s32[5])",
-               "  ROOT s = (f32[5], s32[5]) sort(p0, p1), dimensions={0}, is_stable=true, "
-               "to_apply=gt", _COMPARATORS),
-        [_V, np.arange(5, dtype=np.int32)],
-        lambda v, i: (-jnp.sort(-v, stable=True), jnp.argsort(-v, stable=True).astype(np.int32))),
-    "batch_norm_training": (
-        _entry("bn", ["f32[4,3]", "f32[3]", "f32[3]"], "(f32[4,3], f32[3], f32[3])",
-               "  ROOT bn = (f32[4,3], f32[3], f32[3]) batch-norm-training(p0, p1, p2), "
-               "epsilon=0.001, feature_index=1"),
-        [np.arange(12, dtype=np.float32).reshape(4, 3) ** 1.5,
-         np.array([1, 2, 0.5], np.float32), np.array([0, 1, -1], np.float32)],
-        _batch_norm_training),
-    "select_and_scatter": (
-        _entry("sas", ["f32[4]", "f32[2]"], "f32[4]",
-               "  zero = f32[] constant(0)\n  ROOT r = f32[4] select-and-scatter(p0, p1, zero), "
-               "window={size=2 stride=2}, select=ge, scatter=add", _COMPARATORS),
-        [np.array([1, 3, 2, 0], np.float32), np.array([10, 20], np.float32)],
-        lambda x, s: np.array([0, 10, 20, 0], np.float32)),
-    "add_dependency": (
-        _entry("dep", ["f32[3]"], "f32[3]",
-               "  tok = token[] after-all()\n  d = f32[3] add-dependency(p0, tok)\n"
-               "  ROOT n = f32[3] negate(d)"),
-        [_V[:3]], lambda x: -x),
-    "input_output_alias": (
-        _entry("alias", ["f32[3]"], "f32[3]", "  ROOT n = f32[3] negate(p0)").replace(
-            "HloModule alias", "HloModule alias, input_output_alias={ {}: (0, {}, may-alias) }"),
-        [_V[:3]], lambda x: -x),
-    "bounded_dynamic_dimension": (
-        _entry("dyn", ["f32[<=4,2]"], "f32[<=4,2]", "  ROOT n = f32[<=4,2] exponential(p0)"),
-        [np.ones((3, 2), np.float32)], jnp.exp),
-    "known_trip_count": (
-        WHILE_OVER_TUPLE.replace("body=body", 'body=body, backend_config={"known_trip_count":{"n":"5"}}'),
-        [np.array([0.1, 1.0, -2.0], np.float32)],
-        lambda x: jax.lax.fori_loop(0, 5, lambda i, v: jnp.cos(v * 0.5), x)),
-}
-
-
-@pytest.mark.parametrize("name", sorted(CONVENTIONS))
-def test_hlo_convention(name):
-    text, inputs, source = CONVENTIONS[name]
-    fn = shlo2jax.load(text)["main"]
-    got, want = fn(*inputs), source(*inputs)
-    for g, w in zip(*(v if isinstance(v, tuple) else (v,) for v in (got, want))):
-        close(g, w, rtol=1e-4, atol=1e-4)
-    floats = [i for i, x in enumerate(inputs) if x.dtype == np.float32]
-    if name != "select_and_scatter":  # (the source there is a constant)
-        def first(f):
-            return lambda *a: jnp.sum((f(*a) if not isinstance(f(*a), tuple) else f(*a)[0]) ** 2)
-        for g, w in zip(jax.grad(first(fn), floats)(*inputs), jax.grad(first(source), floats)(*inputs)):
-            close(g, w, rtol=1e-3, atol=1e-3)
-
-
-@pytest.mark.parametrize("body,refused", [
-    ("  ROOT r = u64[2] rng-get-and-update-state(), delta=1",
-     r"mhlo\.xla\.rng_get_and_update_state at r: no translation"),
-    ("  cs = (f32[3], f32[3], u32[]) copy-start(p0)\n  ROOT r = f32[3] copy-done(cs)",
-     r"mhlo\.async_start at cs: .*\n.*mhlo\.async_done at r: no translation"),
-])
-def test_stateful_and_async_instructions_are_refused_at_load_by_name(body, refused):
-    result = "u64[2]" if "rng" in body else "f32[3]"
-    with pytest.raises(UnsupportedError, match=refused):
-        shlo2jax.load(_entry("refused", ["f32[3]"], result, body))
+def test_gpu_custom_calls_with_no_translation_are_reported_at_load_by_instruction():
+    with pytest.raises(UnsupportedError, match=r"custom_call at gemm: __cublas\$gemm epilogue "
+                                               r"RELU \(only DEFAULT runs here\)"):
+        shlo2jax.load(_gemm('{"alpha_real":1,"beta":0,' + _GEMM_DIMS + ',"epilogue":"RELU"}'))
+    text = _gemm("{}").replace("__cublas$gemm", "__cudnn$convForward")
+    with pytest.raises(UnsupportedError, match=r"custom_call at gemm: custom_call target "
+                                               r"'__cudnn\$convForward' has no translation"):
+        shlo2jax.load(text)
 
 
 # ----------------------------------------------------------------------- malformed HLO
