@@ -44,7 +44,9 @@ Run and inspect StableHLO programs as JAX functions. Commands: info, run, compar
 export, conformance, fuzz, mutate (each takes --help).
 
 A program (FILE) is MLIR text (.mlir), MLIR bytecode or a VHLO artifact (.mlir.bc,
-.bc), or a serialized jax.export (.bin); its kind is read from its bytes, not its name.
+.bc), a serialized jax.export (.bin), or XLA's HLO (text, an HloModuleProto or .hlo.pb, an
+--xla_dump_to folder: --module NAME picks one of its modules); its kind is read from its
+bytes, not its name.
 Errors end in one line `shlo2jax: error: ...` on stderr; --debug (anywhere on the line)
 or SHLO2JAX_DEBUG=1 prints the traceback too."""
 

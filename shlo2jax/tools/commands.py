@@ -98,11 +98,16 @@ def _npz_path(text: str) -> str:
 
 # ------------------------------------------------------------------- the parser
 
+_MODULE_HELP = ("the module to read from an XLA dump folder (--xla_dump_to) holding several: "
+                "its name (jit_f), file prefix (module_0004.jit_f) or number")
+
+
 def add_commands(sub) -> None:
     """The program commands as subparsers of `sub` (argparse's subparsers action)."""
     helps = dict(COMMANDS)
     p = sub.add_parser("info", help=helps["info"], description=helps["info"])
     p.add_argument("file", nargs="?", help="the program (see shlo2jax --help for the kinds read)")
+    p.add_argument("--module", metavar="NAME", help=_MODULE_HELP)
     p.add_argument("--ops", action="store_true",
                    help="list every registered op and custom-call target with the function "
                         "(module:name) that translates it")
@@ -160,7 +165,9 @@ def add_commands(sub) -> None:
 def _program_arguments(p, verb: str) -> None:
     """FILE, --function, --seed and --placeholder-data: how every command picks its function."""
     p.add_argument("file", help="the program: MLIR text (.mlir), MLIR bytecode or a VHLO "
-                                "artifact (.mlir.bc, .bc), or a serialized jax.export (.bin)")
+                                "artifact (.mlir.bc, .bc), a serialized jax.export (.bin), or "
+                                "HLO: text, a .pb/.hlo.pb proto, an XLA dump folder")
+    p.add_argument("--module", metavar="NAME", help=_MODULE_HELP)
     p.add_argument("--function", metavar="NAME",
                    help=f"public function to {verb} (default: @main, or the only public one)")
     p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
@@ -186,7 +193,7 @@ def _input_arguments(p) -> None:
 
 def _load(args, **options):
     with exits.about(args.file):
-        return load(args.file, **options)
+        return load(args.file, module=args.module, **options)
 
 
 def _function(program, name):

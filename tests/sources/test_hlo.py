@@ -354,3 +354,23 @@ def test_compare_runs_the_hlo_with_xla_itself(dump):
     result = shlo2jax.compare(dump_file(dump, "jit_loop", "cpu_after_optimizations", "txt"),
                               backends=("cpu", "xla-direct"), inputs=[X, N])
     assert "post-optimization ops (mhlo.copy, mhlo.fusion" in str(result)
+
+
+def test_command_line_reads_dump_folders_with_module(dump, tmp_path, capsys, monkeypatch):
+    from shlo2jax.tools import cli
+    monkeypatch.delenv("SHLO2JAX_DEBUG", raising=False)
+    assert cli.main(["info", str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("shlo2jax: error: ") and err.count("\n") == 1
+    assert "2 modules: module_0000.jit_mlp, module_0002.jit_loop" in err and "--module NAME" in err
+    assert cli.main(["info", str(dump), "--module", "jit_loop"]) == 0
+    assert "@main(x: f32[4,3], n: i32[]) -> (f32[])" in capsys.readouterr().out
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, x=X, n=N)
+    out = tmp_path / "out.npz"
+    assert cli.main(["run", str(dump), "--module", "jit_loop", "--inputs", str(inputs),
+                     "--output", str(out)]) == 0
+    close(np.load(out)["output_0"], loop(X, N))
+    capsys.readouterr()
+    assert cli.main(["compare", str(dump), "--module", "jit_mlp", "--backends", "cpu,xla-direct"]) == 0
+    assert "backends agree" in capsys.readouterr().out
