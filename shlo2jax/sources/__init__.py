@@ -223,9 +223,9 @@ def _is_flatbuffer(data: bytes) -> bool:
 
 
 def _is_hlo_proto(data: bytes) -> bool:
-    """An HloModuleProto (or an HloProto holding one) starts with field 1, its name: tag
-    0x0a, a length, the name's printable bytes, then the next field's tag."""
-    for _ in range(2):  # HloProto { hlo_module: HloModuleProto { name, ... } }
+    """An HloModuleProto (or an HloProto or HloSnapshot holding one) starts with field 1,
+    its name: tag 0x0a, a length, the name's printable bytes, then the next field's tag."""
+    for _ in range(3):  # HloSnapshot { hlo: HloProto { hlo_module: HloModuleProto { name } } }
         if len(data) < 3 or data[0] != 0x0A:
             return False
         length, pos = _varint(data, 1)

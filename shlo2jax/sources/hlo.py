@@ -100,8 +100,9 @@ def to_stablehlo(data, source_name: str = "", timeout: float = 600.0) -> bytes:
     else:
         module = module_proto(data)
         if module is None:
-            raise LoadError(f"cannot read{where} as HLO: neither HLO text (`HloModule ...`) nor "
-                            "a serialized HloModuleProto, HloProto or HloSnapshot")
+            raise LoadError(f"cannot read{where}: a truncated or corrupt HLO module proto "
+                            f"({len(data)} bytes: its first fields are not an HloModuleProto's, "
+                            "nor an HloProto's or HloSnapshot's holding one)")
         kind, what, data = "proto", "HLO module proto", module
     try:
         proc = subprocess.run([sys.executable, "-c", HLO_TO_STABLEHLO_CHILD, kind], input=data,

@@ -145,6 +145,17 @@ def test_dump_folder_of_one_module_and_without_before_optimizations(dump, tmp_pa
         shlo2jax.load(tmp_path)
 
 
+def test_hlo_snapshot_holding_the_module(dump, tmp_path):
+    """An xla.HloSnapshot (field 1: the HloProto; field 2: argument literals) reads its module."""
+    proto = dump_file(dump, "jit_loop", "before_optimizations", "hlo.pb").read_bytes()
+    assert len(proto) < 1 << 14
+    length = bytes([len(proto) & 0x7F | 0x80, len(proto) >> 7])  # a two-byte varint
+    snapshot = b"\x0a" + length + proto + b"\x12\x00"
+    path = tmp_path / "snapshot.pb"
+    path.write_bytes(snapshot)
+    check_loop(shlo2jax.load(path))
+
+
 def test_module_names_a_dump_folder_only():
     with pytest.raises(LoadError, match="module='jit_f' names a module of an XLA dump folder"):
         shlo2jax.load(jax.jit(mlp).lower(PARAMS, X).as_text(dialect="hlo"), module="jit_f")
@@ -337,7 +348,7 @@ def test_non_utf8_hlo_text_is_a_load_error():
 
 def test_corrupt_hlo_proto_is_a_load_error(dump):
     data = dump_file(dump, "jit_mlp", "before_optimizations", "hlo.pb").read_bytes()
-    with pytest.raises(LoadError, match="cannot read"):
+    with pytest.raises(LoadError, match=r"truncated or corrupt HLO module proto \(\d+ bytes"):
         shlo2jax.load(data[:len(data) // 2])
     with pytest.raises(LoadError, match="HLO module proto"):
         shlo2jax.load(b"\x0a\x03abc\x12\x01x")
