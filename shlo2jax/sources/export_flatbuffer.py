@@ -58,6 +58,11 @@ class NotAnExport(Exception):
     """The bytes are not a flatbuffer table at all (read as MLIR instead)."""
 
 
+class NewerThanReader(LoadError):
+    """A value this reader does not know (an enum code, a field in a known field's place):
+    a newer jax wrote it, and the installed jax, where newer still, may read it."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Aval:
     shape: tuple  # the dimensions as jax wrote them: "3", "b", "2*b"
@@ -204,8 +209,8 @@ def _exported(t: _Table, depth: int) -> SerializedExport:
     def missing(what):
         newer = (f"; it sets field(s) {list(unknown)} this reader does not know (a newer jax "
                  "wrote it)") if unknown else ""
-        return LoadError(f"jax.export artifact {name} (serialization version {version}) has no "
-                         f"{what} where shlo2jax reads it{newer}")
+        return NewerThanReader(f"jax.export artifact {name} (serialization version {version}) "
+                               f"has no {what} where shlo2jax reads it{newer}")
 
     unique = t.tables(UNIQUE_AVALS)
     unique = None if unique is None else [_aval(a) for a in unique]
@@ -256,8 +261,8 @@ def _exported(t: _Table, depth: int) -> SerializedExport:
 def _aval(t: _Table) -> Aval:
     code = t.scalar(2, N.Uint8Flags)
     if code not in _DTYPES:
-        raise LoadError(f"jax.export artifact: an aval of dtype code {code}, which no jax "
-                        f"this reader knows writes (known: 0-{max(_DTYPES)})")
+        raise NewerThanReader(f"jax.export artifact: an aval of dtype code {code}, which no "
+                              f"jax this reader knows writes (known: 0-{max(_DTYPES)})")
     return Aval(tuple(t.strings(1) or ()), _DTYPES[code])
 
 
@@ -266,8 +271,8 @@ def _tree(t: _Table, depth: int) -> Tree:
         raise LoadError("corrupt jax.export artifact: a pytree nested deeper than 1000")
     code = t.scalar(0, N.Int8Flags)
     if code not in _PYTREE_KINDS:
-        raise LoadError(f"jax.export artifact: a pytree node of kind {code}, which this reader "
-                        "does not know (a newer jax wrote it)")
+        raise NewerThanReader(f"jax.export artifact: a pytree node of kind {code}, which this "
+                              "reader does not know (a newer jax wrote it)")
     return Tree(_PYTREE_KINDS[code], tuple(_tree(c, depth + 1) for c in t.tables(1) or ()),
                 tuple(t.strings(2) or ()), t.string(3) or "")
 
@@ -290,8 +295,8 @@ def _check(t: _Table):
         return ("platform", None)
     if kind == _CHECK_SHAPE_ASSERTIONS:
         return ("shape_assertions", None)
-    raise LoadError(f"jax.export artifact: a disabled safety check of kind {kind}, which this "
-                    "reader does not know")
+    raise NewerThanReader(f"jax.export artifact: a disabled safety check of kind {kind}, "
+                          "which this reader does not know")
 
 
 # ---------------------------------------------------------------- the installed jax's Exported

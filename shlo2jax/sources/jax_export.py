@@ -41,20 +41,21 @@ def deserialize(data: bytes) -> Optional[jax_export.Exported]:
     if stripped[:1] in (b"m", b"f", b"/", b"#", b"!") or stripped.startswith(b"module"):
         return None  # MLIR text
     try:
-        record = export_flatbuffer.read(data)
-        problem = None
+        record, newer = export_flatbuffer.read(data), None
     except export_flatbuffer.NotAnExport:
-        record, problem = None, None
-    except LoadError as e:
-        record, problem = None, e
+        record, newer = None, None
+    except export_flatbuffer.NewerThanReader as e:  # a jax newer still may read it
+        record, newer = None, e
+    # (a corrupt artifact raised LoadError above: an older jax, which reads fewer fields,
+    # may not notice it)
     try:
         exported = jax_export.deserialize(bytearray(data))
     except Exception:  # noqa: BLE001 - refused by this jax: the flatbuffer reader's turn
         exported = None
     if exported is not None and (record is None or export_flatbuffer.agrees(exported, record)):
         return exported
-    if problem is not None:
-        raise problem
+    if newer is not None:
+        raise newer
     if record is None:
         return None
     return export_flatbuffer.to_exported(record)

@@ -2,8 +2,9 @@
 
 Run it once per writer, each in its own throw-away venv (the venvs are never committed):
 
-    python3.11 -m venv /tmp/writer && /tmp/writer/bin/pip install jax==0.4.23 jaxlib==0.4.23 "numpy<2"
-    /tmp/writer/bin/python tests/export_artifacts/generate.py
+    python3.11 -m venv /tmp/w && /tmp/w/bin/pip install jax==0.4.23 jaxlib==0.4.23 "numpy<2" \
+        "scipy<1.13" "ml_dtypes<0.5" absl-py flatbuffers
+    /tmp/w/bin/python tests/export_artifacts/generate.py
 
 It writes, under `jax-<version>/`, for each program below that this jax can export:
 `<name>.bin` (`Exported.serialize()`, the VJP included where `vjp` is set) and
@@ -29,6 +30,7 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
+import jaxlib
 
 try:  # jax >= 0.4.30
     from jax import export as jexport
@@ -133,8 +135,8 @@ def _fields(blob: bytes) -> dict:
 
 def write(out_dir: str, extra_configs=()) -> None:
     os.makedirs(out_dir, exist_ok=True)
-    manifest = {"jax": jax.__version__, "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__")
-                else __import__("jaxlib").__version__, "artifacts": {}, "not_exported": {}}
+    manifest = {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "artifacts": {},
+                "not_exported": {}}
     runs = [(name, name, {}) for name in PROGRAMS]
     runs += [(f"{name}_{suffix}", name, cfg) for suffix, name, cfg in extra_configs]
     for artifact, name, cfg in runs:
