@@ -57,6 +57,7 @@ def _number(kind, low, low_inclusive=True, what="a number"):
 non_negative_float = _number(float, 0.0, what="a number >= 0")
 positive_float = _number(float, 0.0, low_inclusive=False, what="a number > 0")
 non_negative_int = _number(int, 0, what="an integer >= 0")
+positive_int = _number(int, 1, what="an integer >= 1")
 
 
 def _dim(text: str) -> tuple:

@@ -73,7 +73,7 @@ from shlo2jax.host_transfers import host_io
 from shlo2jax.loader import load
 from shlo2jax.probes import probe
 from shlo2jax.quant import F6Array
-from shlo2jax.tools import isolated, reference
+from shlo2jax.tools import exits, isolated, reference
 from shlo2jax.tools.numerics import check_values, compare_with_reference
 from shlo2jax.tools.reference import (join_complex as _join_complex,
                                 interpreter_module_text as _reference_module_text,
@@ -774,7 +774,7 @@ def gate(results: list[dict], floor: dict, known: dict) -> list[str]:
 # ---------------------------------------------------------------- command line
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = exits.Parser(  # a usage error is one line (shlo2jax.tools.exits)
         prog="shlo2jax conformance",
         description="Run StableHLO conformance cases through the translation and report "
                     "pass / fail / unsupported / error per case.")
@@ -809,7 +809,7 @@ def main(argv=None) -> int:
     try:
         cases = select(discover(args.paths, args.root), args.patterns)
     except FileNotFoundError as e:
-        print(f"shlo2jax conformance: {e}", file=sys.stderr)
+        print(f"shlo2jax: error: conformance: {e}", file=sys.stderr)  # one line, as every CLI error
         return 2
     floor = _load_json(args.floor, "floor")
     known = _load_json(args.known_failures, "known_failures")
@@ -825,7 +825,7 @@ def main(argv=None) -> int:
     try:
         results = run_cases(cases, args.jobs, args.timeout, show, args.plugin)
     except RuntimeError as e:
-        print(f"shlo2jax conformance: {e}", file=sys.stderr)
+        print(f"shlo2jax: error: conformance: {e}", file=sys.stderr)  # one line, as every CLI error
         return 2
     results.sort(key=lambda r: r["id"])
     groups = summarize(results)

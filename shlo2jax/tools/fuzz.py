@@ -22,7 +22,6 @@ Last line: `fuzz: N programs, M mismatches, K crashes`; exit status 1 when M or 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -34,6 +33,8 @@ import numpy as np
 
 from shlo2jax.errors import BackendUnavailable
 from shlo2jax.loader import load
+from shlo2jax.tools import exits
+from shlo2jax.tools.commands import non_negative_int, positive_int
 from shlo2jax.tools.compare import InterpreterBackend, TranslatedBackend, XlaDirectBackend
 from shlo2jax.tools.isolated import run_isolated
 from shlo2jax.tools.numerics import compare_with_reference
@@ -488,10 +489,13 @@ def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
 
 def main(argv=None) -> int:
     """`shlo2jax fuzz`: random programs, translation vs XLA vs the reference interpreter."""
-    parser = argparse.ArgumentParser(prog="shlo2jax fuzz", description=main.__doc__)
-    parser.add_argument("--count", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0, help="programs SEED .. SEED+COUNT-1")
-    parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser = exits.Parser(prog="shlo2jax fuzz", description=main.__doc__)
+    parser.add_argument("--count", type=non_negative_int, default=100,
+                        help="programs (default: %(default)s)")
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="programs SEED .. SEED+COUNT-1 (default: %(default)s)")
+    parser.add_argument("-j", "--jobs", type=positive_int, default=2,
+                        help="worker processes (default: %(default)s)")
     parser.add_argument("--json", help="write the report to this file")
     parser.add_argument("--cases", default="fuzz-cases",
                         help="folder for a mismatch's minimised regression case "

@@ -17,7 +17,6 @@ one.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import io
@@ -407,10 +406,13 @@ def main(argv=None) -> int:
     """`shlo2jax mutate`: load and call mutants of the bundled modules, and run each on the
     command line; exit status 1 on a crash, an error that is not the library's, or a command
     line that does not end in one line with a documented exit code."""
-    parser = argparse.ArgumentParser(prog="shlo2jax mutate", description=main.__doc__)
-    parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser = exits.Parser(prog="shlo2jax mutate", description=main.__doc__)
+    parser.add_argument("--count", type=commands.non_negative_int, default=1000,
+                        help="mutants (default: %(default)s)")
+    parser.add_argument("--seed", type=commands.non_negative_int, default=0,
+                        help="seed of the mutations (default: %(default)s)")
+    parser.add_argument("-j", "--jobs", type=commands.positive_int, default=2,
+                        help="worker processes (default: %(default)s)")
     parser.add_argument("--root", default=".",
                         help="the checkout whose examples/ and tests/corpus/ are mutated")
     parser.add_argument("--shared", default="",
