@@ -44,9 +44,16 @@ def argument_specs(function) -> list:
         if isinstance(t, T.TensorType) and t.quant is None:
             specs.append(ArgumentSpec(n, tuple(t.shape), t.dtype, type_text(t)))
         else:
-            specs.append(ArgumentSpec(n, (), None, type_text(t),
-                                      why=f"no value can be generated for a {t}"))
+            specs.append(ArgumentSpec(n, (), None, type_text(t), why=_why_not_seeded(t)))
     return specs
+
+
+def _why_not_seeded(t) -> str:
+    if isinstance(t, T.TokenType):
+        return "a token; from Python, pass shlo2jax.TOKEN"
+    if isinstance(t, T.TupleType):
+        return "a tuple; from Python, pass its elements as a tuple"
+    return "a quantized type; pass its storage integers with --inputs"
 
 
 _FUNCTIONS = {"floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": max,
@@ -157,8 +164,8 @@ def seeded_inputs(function, seed: int = 0, dims: Optional[Mapping[str, int]] = N
 def _generatable(function, dims, shapes) -> list:
     for spec in argument_specs(function):
         if spec.why:
-            raise InputError(f"cannot generate a seeded value for {spec.name}: {spec.why}; "
-                             "pass --inputs")
+            raise InputError(f"cannot generate a seeded value for {spec.name}: {spec.text} is "
+                             f"{spec.why}")
     return concrete_shapes(function, dims, shapes)
 
 

@@ -31,6 +31,16 @@ def files(tmp_path_factory):
     (d / "parse.mlir").write_text("func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n"
                                   "  %0 = stablehlo.ad %x, %x : tensor<2xf32>\n"
                                   "  return %0 : tensor<2xf32>\n}\n")
+    (d / "unsupported.mlir").write_text(
+        "func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n"
+        '  %0 = "foo.frobnicate"(%x) : (tensor<2xf32>) -> tensor<2xf32>\n'
+        "  return %0 : tensor<2xf32>\n}\n")
+    (d / "dynamic.mlir").write_text(
+        "func.func @main(%x: tensor<?x2xf32>) -> tensor<?x2xf32> {\n"
+        "  %0 = stablehlo.add %x, %x : tensor<?x2xf32>\n  return %0 : tensor<?x2xf32>\n}\n")
+    (d / "token.mlir").write_text(
+        "func.func @main(%t: !stablehlo.token, %x: tensor<2xf32>) -> tensor<2xf32> {\n"
+        "  return %x : tensor<2xf32>\n}\n")
     np.savez(d / "keys.npz", w1=np.zeros(3), nope=np.zeros(2))
     np.savez(d / "missing.npz", arg_0=np.zeros((8, 16), np.float32))
     np.savez(d / "dtype.npz", **{f"arg_{i}": np.zeros(s, np.float64 if i == 4 else np.float32)
@@ -49,6 +59,12 @@ CASES = [
     (["run", "{d}/truncated.mlir.bc"], 1, ["truncated or corrupt MLIR bytecode"]),
     (["run", "{d}/truncated.bin"], 1, ["truncated.bin", "corrupt", "jax.export artifact"]),
     (["info", "{d}/parse.mlir"], 1, ['parse.mlir":2:8: custom op \'stablehlo.ad\' is unknown']),
+    (["run", "{d}/unsupported.mlir"], 1, ["1 unsupported construct(s) in the program: "
+                                          "foo.frobnicate at ", "unsupported.mlir:2:8"]),
+    (["run", "{d}/dynamic.mlir"], 1, ["arg_0: f32[?,2] has a `?` dimension",
+                                      "--shape arg_0=Nx2"]),
+    (["run", "{d}/dynamic.mlir", "--shape", "arg_0=3x3"], 2, ["does not fit arg_0: f32[?,2]"]),
+    (["run", "{d}/token.mlir"], 1, ["seeded value for arg_0: !stablehlo.token is a token"]),
     (["run", "examples/mlp.mlir", "--inputs", "{d}/keys.npz"], 1,
      ["unknown key(s) 'w1', 'nope'", "takes arg_0, arg_1, arg_2, arg_3, arg_4"]),
     (["run", "examples/mlp.mlir", "--inputs", "{d}/missing.npz"], 1,
@@ -127,6 +143,14 @@ def test_polymorphic_export_runs_with_dim(capsys, monkeypatch):
     assert "args[5]: f32[b,6]) -> (f32[b,3])" in out and "output 0: float32[3, 3]" in out
     assert cli.main(["compare", str(POLY), "--dim", "b=5", "--backends", "cpu,f64"]) == 0
     assert "backends agree" in capsys.readouterr().out
+
+
+def test_dynamic_dimensions_sized_with_shape(files, capsys):
+    assert cli.main(["run", str(files / "dynamic.mlir"), "--shape", "arg_0=3x2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("@main(arg_0: f32[?,2]) -> (f32[?,2])\noutput 0: float32[3, 2]")
+    assert cli.main(["info", str(files / "dynamic.mlir"), "--mlir-types"]) == 0
+    assert "@main(arg_0: tensor<?x2xf32>) -> (tensor<?x2xf32>)" in capsys.readouterr().out
 
 
 def test_inputs_by_name_and_by_position(tmp_path, capsys):
