@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 from typing import NamedTuple, Optional
 
 import jax
@@ -10,8 +12,10 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo2jax.gradients import custom_linear
-from shlo2jax.ops._common import (explicit_captures, forward_mode_only, single_or_tuple,
+from shlo2jax import types as T
+from shlo2jax.gradients import LoopBoundWarning, custom_linear
+from shlo2jax.options import DEFAULT_LOOP_TRIPS
+from shlo2jax.ops._common import (explicit_captures, forward_mode_only, ints, single_or_tuple,
                                   tangent_dtype)
 from shlo2jax.registry import register_op
 
@@ -246,43 +250,122 @@ def while_(ctx, op, *init):
         return lax.while_loop(lambda c: cond_fn(*c)[0], lambda c: tuple(body_fn(*c)),
                               tuple(carry))
 
-    trips = _max_trips(ctx, op, init)
-    if trips is None:
-        outs = forward_mode_only(loop, op, (
-            "a while loop whose trip count depends on the data has no reverse-mode derivative "
-            "without a bound on its iterations: load the program with `max_loop_trips=N` (or "
-            f"`max_loop_trips={{{op.location!r}: N}}`) and it is differentiated as a bounded, "
-            "checkpointed loop"))(captured, tuple(init))
+    user = ctx.options.loop_bound(op.location)
+    if user is None and _elementwise_loop(ctx, op):
+        # exact, and cheaper than a bounded loop: no trip is stored or run in vain
+        return single_or_tuple(op, elementwise_reverse_mode(loop, op)(captured, tuple(init)))
+    provable = _provable_trips(ctx, op, init)
+    if provable is not None:
+        trips, why = provable, "its counter's bound"
+    elif user is not None:
+        trips, why = user, "max_loop_trips"
     else:
-        outs = bounded_reverse_mode(loop, bind, trips)(captured, tuple(init))
+        trips, why = DEFAULT_LOOP_TRIPS, "the default bound on data-dependent loops"
+    outs = bounded_reverse_mode(loop, bind, trips, (op.location, why))(captured, tuple(init))
     return single_or_tuple(op, outs)
 
 
-def _max_trips(ctx, op, init) -> Optional[int]:
-    """The fewest trips a counter in the condition allows, else the user's bound, else None."""
+def _provable_trips(ctx, op, init) -> Optional[int]:
+    """The fewest trips a counter in the condition allows, else None."""
     provable = [_trip_bound(b, _concrete(("value", init[b.index]), ctx.env), ctx.env)
                 for b in op.params.bounds]
     provable = [n for n in provable if n is not None]
-    if provable:
-        return min(provable)
-    return ctx.options.loop_bound(op.location)
+    return min(provable) if provable else None
 
 
-def bounded_reverse_mode(loop, bind, max_trips: int):
+# Ops whose every result element depends only on the same element of each operand (or on
+# scalar operands): a loop body built of them has a diagonal Jacobian.
+_ELEMENTWISE = frozenset("""
+    abs add and atan2 cbrt ceil clamp compare convert cosine count_leading_zeros divide
+    exponential exponential_minus_one floor imag is_finite log log_plus_one logistic maximum
+    minimum multiply negate not or popcnt power real reduce_precision remainder
+    round_nearest_afz round_nearest_even rsqrt select shift_left shift_right_arithmetic
+    shift_right_logical sign sine sqrt subtract tan tanh xor constant iota
+    acos acosh asin asinh atan atanh bessel_i1e conj cosh digamma erf erf_inv erfc is_inf
+    is_neg_inf is_pos_inf lgamma next_after polygamma sinh square zeta constant_like
+    broadcast_add broadcast_and broadcast_atan2 broadcast_compare broadcast_divide
+    broadcast_maximum broadcast_minimum broadcast_multiply broadcast_next_after broadcast_or
+    broadcast_polygamma broadcast_power broadcast_remainder broadcast_select
+    broadcast_subtract broadcast_xor broadcast_zeta
+""".split())
+
+
+def _derivative_kind(rtype) -> str:
+    """"none" (no derivative flows: integers, booleans, tokens), "real" (a real floating
+    tensor) or "other" (complex, quantized, tuples: not analysed)."""
+    if type(rtype) is T.TokenType:
+        return "none"
+    if type(rtype) is not T.TensorType or rtype.quant is not None:
+        return "other"
+    if jnp.issubdtype(rtype.dtype, jnp.complexfloating):
+        return "other"
+    return "real" if jnp.issubdtype(rtype.dtype, jnp.floating) else "none"
+
+
+def _elementwise_loop(ctx, op) -> bool:
+    """Whether the loop's derivative is element-wise: every real floating value its body
+    reads or computes has one shape S (or is a scalar), and every op computing one is
+    element-wise, a scalar broadcast to S, or a call of such a function. The condition
+    only decides when to stop (a step function of the data), so each element of the result
+    is a function of the same element of each input and of the scalar inputs: reverse mode
+    needs one forward-mode pass per input, not the loop's trips."""
+    body = op.regions[1]
+    kinds = [_derivative_kind(t) for t in op.result_types]
+    if "other" in kinds:
+        return False
+    shapes = {t.shape for t, k in zip(op.result_types, kinds) if k == "real"}
+    for vid in body.captures:
+        value = ctx.env[vid]
+        if jnp.issubdtype(jnp.result_type(value), jnp.complexfloating):
+            return False
+        if jnp.issubdtype(jnp.result_type(value), jnp.floating):
+            shapes.add(np.shape(value))
+    shapes.discard(())
+    if len(shapes) > 1 or any(d is None for s in shapes for d in s):
+        return False
+    shape = shapes.pop() if shapes else ()
+    return _elementwise_region(ctx.translator.module, body, shape, set())
+
+
+def _elementwise_region(module, region, shape, seen) -> bool:
+    for op in region.ops:
+        kinds = [_derivative_kind(t) for t in op.result_types]
+        if all(k == "none" for k in kinds):
+            continue
+        if "other" in kinds or any(t.shape not in (shape, ()) for t in op.result_types):
+            return False
+        dialect, _, base = op.name.partition(".")
+        if dialect in ("stablehlo", "mhlo", "chlo") and base in _ELEMENTWISE:
+            continue
+        if base == "broadcast_in_dim" and dialect in ("stablehlo", "mhlo") and \
+                ints(op.attrs["broadcast_dimensions"]) in ((), tuple(range(len(shape)))):
+            continue
+        if op.name == "func.call":
+            callee = module.functions.get(op.attrs["callee"])
+            if callee is None:
+                return False
+            if callee.name in seen:
+                continue
+            seen.add(callee.name)
+            arg_kinds = [_derivative_kind(t) for t in callee.input_types]
+            if "other" in arg_kinds or any(
+                    k == "real" and t.shape not in (shape, ())
+                    for t, k in zip(callee.input_types, arg_kinds)):
+                return False
+            if _elementwise_region(module, callee.body, shape, seen):
+                continue
+        return False
+    return True
+
+
+def _custom_reverse_mode(loop, transpose, second_order):
     """`loop(captured, carry)` (a lax.while_loop) whose derivative is its own in forward
-    mode and, in reverse mode, that of the same loop run as `max_trips` checkpointed steps
-    that stop changing the carry once the condition fails. If the loop needs more trips,
-    its reverse-mode derivatives are NaN: loudly wrong rather than silently truncated."""
+    mode and `transpose(wrapped, unflatten, res, cts, diff_in, diff_out)` in reverse mode:
+    the cotangents of the differentiable inputs `res[i] for i in diff_in` (res: the flat
+    inputs) from those of the differentiable outputs. `second_order(tangent_map)` is the
+    forward-mode derivative again (`tangent_map(fn)`: that of `fn`), as second-order
+    derivatives differentiate it with respect to the inputs."""
     wrapped = jax.custom_jvp(loop)
-
-    def bounded(captured, carry):
-        cond_fn, body_fn = bind(captured)
-
-        def step(c):
-            return lax.cond(cond_fn(*c)[0], lambda c: tuple(body_fn(*c)), lambda c: c, c)
-
-        final = checkpointed_repeat(step, tuple(carry), max_trips)
-        return final, jnp.logical_not(cond_fn(*final)[0])
 
     @wrapped.defjvp
     def _jvp(primals, tangents):
@@ -305,33 +388,108 @@ def bounded_reverse_mode(loop, bind, max_trips: int):
                 return [touts[j] for j in diff_out]
             return forward
 
-        def transpose(*args):
-            res, cts = list(args[:len(flat)]), args[len(flat):]
-
-            def on_inputs(*diff):
-                values = list(res)
-                for i, v in zip(diff_in, diff):
-                    values[i] = v
-                final, finished = bounded(*unflatten(values))
-                return [final[j] for j in diff_out], finished
-
-            _, pullback, finished = jax.vjp(on_inputs, *[res[i] for i in diff_in],
-                                            has_aux=True)
-            grads = pullback(list(cts))
-            return [jnp.where(finished, g, jnp.full_like(g, np.nan)) for g in grads]
+        def transpose_map(*args):
+            return transpose(wrapped, unflatten, list(args[:len(flat)]), args[len(flat):],
+                             diff_in, diff_out)
 
         lin = [jnp.zeros_like(flat[i]) if type(flat_tangents[i]) is
                jax.custom_derivatives.SymbolicZero else flat_tangents[i] for i in diff_in]
-        # forward mode runs the loop as it is; a derivative of the forward-mode derivative
-        # (second order, in reverse mode) goes through the bounded loop
-        touts = custom_linear(tangent_map(loop), transpose, flat, lin,
-                              tangent_map(lambda *a: bounded(*a)[0])) if diff_out else []
+        # forward mode runs the loop as it is
+        touts = custom_linear(tangent_map(loop), transpose_map, flat, lin,
+                              second_order(tangent_map)) if diff_out else []
         out_tangents = [np.zeros(np.shape(o), jax.dtypes.float0) for o in outs]
         for j, t in zip(diff_out, touts):
             out_tangents[j] = t
         return outs, tuple(out_tangents)
 
     return wrapped
+
+
+def bounded_reverse_mode(loop, bind, max_trips: int, where=("", "max_loop_trips")):
+    """`loop(captured, carry)` (a lax.while_loop) whose derivative is its own in forward
+    mode and, in reverse mode, that of the same loop run as `max_trips` checkpointed steps
+    that stop changing the carry once the condition fails. If the loop needs more trips,
+    its reverse-mode derivatives are NaN (loudly wrong rather than silently truncated) and
+    a LoopBoundWarning says so when they are computed. `where`: the loop's location and
+    where its bound came from, for the warning."""
+
+    def bounded(captured, carry):
+        cond_fn, body_fn = bind(captured)
+
+        def step(c):
+            return lax.cond(cond_fn(*c)[0], lambda c: tuple(body_fn(*c)), lambda c: c, c)
+
+        final = checkpointed_repeat(step, tuple(carry), max_trips)
+        return final, jnp.logical_not(cond_fn(*final)[0])
+
+    def transpose(wrapped, unflatten, res, cts, diff_in, diff_out):
+        def on_inputs(*diff):
+            values = list(res)
+            for i, v in zip(diff_in, diff):
+                values[i] = v
+            final, finished = bounded(*unflatten(values))
+            return [final[j] for j in diff_out], finished
+
+        _, pullback, finished = jax.vjp(on_inputs, *[res[i] for i in diff_in], has_aux=True)
+        jax.debug.callback(functools.partial(_warn_unfinished, max_trips, where), finished)
+        grads = pullback(list(cts))
+        return [jnp.where(finished, g, jnp.full_like(g, np.nan)) for g in grads]
+
+    # a derivative of the forward-mode derivative (second order, in reverse mode too) goes
+    # through the bounded loop
+    return _custom_reverse_mode(loop, transpose, lambda tangent_map: tangent_map(
+        lambda *a: bounded(*a)[0]))
+
+
+def _warn_unfinished(max_trips, where, finished):
+    if not np.all(finished):
+        location, why = where
+        warnings.warn(
+            f"stablehlo.while at {location}: the loop needs more than {max_trips} trips "
+            f"({why}), so its reverse-mode derivatives are NaN; load the program with a "
+            f"larger `max_loop_trips` (an int, or {{{location!r}: N}})", LoopBoundWarning,
+            stacklevel=2)
+
+
+def elementwise_reverse_mode(loop, op):
+    """`loop(captured, carry)` (a lax.while_loop whose derivative is element-wise, see
+    `_elementwise_loop`) whose derivative is its own in forward mode and, in reverse mode,
+    is read off forward mode: with one tangent per differentiable input (ones on that
+    input, batched in one run of the loop), each output element's derivative with respect
+    to the same element of each input (or to a scalar input) is the Jacobian's only
+    non-zero entry in its row. Exact whatever the trip count; no trip is stored. Second
+    order: forward over reverse (`jax.hessian`), not reverse over reverse (an error naming
+    `op`)."""
+
+    def transpose(wrapped, unflatten, res, cts, diff_in, diff_out):
+        def column(k):
+            basis = [np.zeros(np.shape(x), jax.dtypes.float0) for x in res]
+            for pos, i in enumerate(diff_in):
+                basis[i] = jnp.full(np.shape(res[i]), k == pos, tangent_dtype(res[i]))
+            _, touts = jax.jvp(lambda *a: wrapped(*unflatten(a)), tuple(res), tuple(basis))
+            return [touts[j] for j in diff_out]
+
+        columns = jax.vmap(column)(jnp.arange(len(diff_in)))
+        grads = []
+        for pos, i in enumerate(diff_in):
+            shape, dtype = np.shape(res[i]), tangent_dtype(res[i])
+            grad = jnp.zeros(shape, dtype)
+            for ct, col in zip(cts, columns):
+                # strong zeros: an output the function does not use (the unselected branch
+                # of a select) can have an infinite or NaN derivative
+                d = jnp.where(ct == 0, jnp.zeros((), ct.dtype), ct * col[pos])
+                if d.shape == shape:
+                    grad = grad + d.astype(dtype)
+                elif shape == ():  # a scalar input reaches every element
+                    grad = grad + jnp.sum(d).astype(dtype)
+                # else a scalar output, which an element-wise input does not reach
+            grads.append(grad)
+        return grads
+
+    return _custom_reverse_mode(loop, transpose, lambda tangent_map: forward_mode_only(
+        tangent_map(loop), op, "reverse mode over the reverse-mode derivative of a loop "
+        "whose derivative is element-wise (forward over reverse, as jax.hessian, works); "
+        "load the program with `max_loop_trips=N` to run it as a bounded loop instead"))
 
 
 # Reverse mode keeps one carry per trip while they fit in this many bytes, and about

@@ -12,6 +12,10 @@ from typing import Mapping, Optional, Union
 
 GRADIENT_MODES = ("strong_zero", "lax")
 LOWERINGS = ("translate", "direct")
+# The trips a data-dependent while loop may take in reverse mode when the loop gives no bound
+# of its own (a counter compared with a constant), its derivative is not element-wise, and
+# `max_loop_trips` names none: more, and its reverse-mode derivatives are NaN with a warning.
+DEFAULT_LOOP_TRIPS = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,10 +31,14 @@ class LoadOptions:
         (multiply, divide, exp, log, sqrt, rsqrt, power, ...) differentiate with strong
         zeros, so a zero cotangent never meets an infinite local derivative as 0 * inf = NaN
         (see `shlo2jax.gradients`); "lax": plain lax derivatives.
-    max_loop_trips: a bound on the iterations of while loops whose trip count depends on the
-        data and that have no provable bound, for reverse-mode differentiation (an int for
-        every such loop, or a mapping from a loop's location, as error messages print it, to
-        its bound).
+    max_loop_trips: how reverse mode goes through while loops whose trip count depends on
+        the data. None (default): a loop whose derivative is element-wise (special
+        functions' series and continued fractions) is differentiated exactly through
+        forward mode; any other runs as a checkpointed loop of at most as many trips as a
+        counter in its condition allows, else `DEFAULT_LOOP_TRIPS` (1000); a loop needing
+        more has NaN derivatives and warns (`shlo2jax.gradients.LoopBoundWarning`). An int
+        (for every such loop) or a mapping from a loop's location, as messages print it, to
+        an int: that loop runs as a checkpointed loop of at most that many trips.
     producer_vjp: a `jax.export` artifact serialized with `vjp_order >= 1` carries its
         producer's VJP: reverse mode uses it.
     lowering: "translate" (default), or "direct": where a function allows it, `jit` and

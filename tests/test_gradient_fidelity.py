@@ -9,6 +9,7 @@ derivative of what was exported must still agree with the producer's derivative 
 from __future__ import annotations
 
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +22,7 @@ from jax.test_util import check_grads
 import shlo2jax
 from shlo2jax.errors import TranslationError
 
+from shlo2jax.gradients import LoopBoundWarning
 
 def _roundtrip(fn, *args, **option_values):
     """fn exported by jax.export, serialized, and loaded back."""
@@ -233,6 +235,106 @@ def test_special_function_check_grads_order_2(name):
 
 
 # ---------------------------------------------------------------- data-dependent while loops
+# ---------------------------------------------------------------- jax.scipy.special, default options
+
+# Every function jax.scipy.special exports that jax can differentiate, with arguments in its
+# domain and the arguments differentiated (jax has no derivative for the others: integer
+# orders, betainc's a and b). Their exports are series, continued fractions and
+# Lentz iterations in data-dependent while loops (gammainc, gammaincc, exp1, expi, expn,
+# hyp1f1, hyp2f1, betainc) or polynomial branches: all differentiate with default options.
+N = 12
+_POS = np.linspace(0.3, 5.0, N).astype(np.float32)
+_REAL = np.linspace(-3.7, 3.9, N).astype(np.float32)
+_INT2 = np.full(N, 2, np.int32)
+SCIPY_SPECIAL = {
+    "beta": ((_POS, _POS[::-1]), (0, 1)),
+    "betainc": ((_POS, _POS[::-1], PROB), (2,)),
+    "betaln": ((_POS, _POS[::-1]), (0, 1)),
+    "dawsn": ((_REAL,), (0,)),
+    "digamma": ((_POS,), (0,)),
+    "erf": ((_REAL,), (0,)),
+    "erfc": ((_REAL,), (0,)),
+    "erfcx": ((_REAL,), (0,)),
+    "erfinv": ((UNIT,), (0,)),
+    "exp1": ((_POS,), (0,)),
+    "expi": ((_POS,), (0,)),
+    "expn": ((_INT2, _POS), (1,)),
+    "gamma": ((_POS,), (0,)),
+    "gammainc": ((_POS, _POS[::-1] * 1.3), (0, 1)),
+    "gammaincc": ((_POS, _POS[::-1] * 1.3), (0, 1)),
+    "gammaln": ((_POS,), (0,)),
+    "hyp1f1": ((_POS / 3, _POS[::-1] / 2, _POS / 4), (0, 1, 2)),
+    "hyp2f1": ((_POS / 3, _POS[::-1] / 2, _POS + 1, PROB * 0.9), (0, 1, 2, 3)),
+    "i0": ((_REAL,), (0,)),
+    "i0e": ((_REAL,), (0,)),
+    "i1": ((_REAL,), (0,)),
+    "i1e": ((_REAL,), (0,)),
+    "log_ndtr": ((_REAL * 3,), (0,)),
+    "loggamma": ((_POS,), (0,)),
+    "ndtr": ((_REAL,), (0,)),
+    "ndtri": ((PROB,), (0,)),
+    "owens_t": ((_REAL, _POS), (0, 1)),
+    "poch": ((_POS, _POS[::-1]), (0, 1)),
+    "polygamma": ((np.full(N, 1, np.int32), _POS), (1,)),
+    "spence": ((_POS,), (0,)),
+    "zeta": ((_POS + 1.5, _POS), (0, 1)),
+    # elementary and normalising functions
+    "boxcox": ((_POS, _POS / 5), (0, 1)),
+    "boxcox1p": ((_POS, _POS / 5), (0, 1)),
+    "comb": ((_POS + 4, _POS), (0, 1)),
+    "entr": ((PROB,), (0,)),
+    "expit": ((_REAL,), (0,)),
+    "factorial": ((_POS,), (0,)),
+    "kl_div": ((_POS, _POS[::-1]), (0, 1)),
+    "log_softmax": ((_REAL,), (0,)),
+    "logit": ((PROB,), (0,)),
+    "logsumexp": ((_REAL,), (0,)),
+    "multigammaln": ((_POS + 2, 3), (0,)),
+    "rel_entr": ((_POS, _POS[::-1]), (0, 1)),
+    "softmax": ((_REAL,), (0,)),
+    "xlog1py": ((_POS, _POS), (0, 1)),
+    "xlogy": ((_POS, _POS), (0, 1)),
+}
+# What jax.scipy.special exports and cannot differentiate (or not with real outputs)
+NOT_DIFFERENTIABLE = {
+    "bernoulli": "integer argument", "bessel_jn": "no derivative rule in jax",
+    "fresnel": "tuple output, no derivative rule", "sici": "tuple output, no derivative rule",
+    "sph_harm_y": "integer degrees, complex output", "wofz": "complex output",
+    "gammasgn": "piecewise constant",
+}
+FAST = ("gammainc", "gammaincc")
+
+
+def test_scipy_special_list_is_complete():
+    public = {n for n in dir(jsp) if not n.startswith("_")}
+    listed = set(SCIPY_SPECIAL) | set(NOT_DIFFERENTIABLE)
+    assert public - listed == set()
+
+
+def _scipy_case(name):
+    args, argnums = SCIPY_SPECIAL[name]
+    fn = getattr(jsp, name)
+    if name == "multigammaln":
+        return (lambda a: fn(a, args[1])), args[:1], argnums
+    return fn, args, argnums
+
+
+@pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(SCIPY_SPECIAL)])
+def test_scipy_special_gradient_default_options(name):
+    """Default options: jax.grad of the export agrees with jax.grad of the source, and is
+    finite wherever the source's is (a data-dependent loop needs no `max_loop_trips`)."""
+    fn, args, argnums = _scipy_case(name)
+    translated = _roundtrip(fn, *args)
+    loss = lambda f: lambda *a: jnp.sum(f(*a) * _weights(np.asarray(args[-1], np.float32)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LoopBoundWarning)
+        got = jax.grad(loss(translated), argnums=argnums)(*args)
+    want = jax.grad(loss(fn), argnums=argnums)(*args)
+    for g, w in zip(got, want):
+        _assert_grads_agree(g, w, rtol=1e-4)
+
+
 
 def _newton_sqrt(a):
     # a while loop whose trip count depends on the data: Newton's iteration to a tolerance
@@ -251,32 +353,100 @@ def _newton_sqrt(a):
 A = np.array([2.0, 9.0, 0.25, 30.0], np.float32)
 
 
-def test_data_dependent_loop_without_bound_names_the_option():
+def _while_op(fn):
+    return next(op for op in fn.program.module.ops if op.name == "stablehlo.while")
+
+
+def test_elementwise_loop_differentiates_by_default():
+    # element-wise body: reverse mode is read off forward mode, exactly, with no bound
     fn = _roundtrip(_newton_sqrt, A)
     np.testing.assert_allclose(fn(A), np.sqrt(A), rtol=1e-5)
-    with pytest.raises(TranslationError, match=r"stablehlo.while at .*max_loop_trips"):
-        jax.grad(lambda a: fn(a).sum())(A)
-    # forward mode goes through the loop as it is
-    _, tangent = jax.jvp(fn, (A,), (np.ones_like(A),))
-    np.testing.assert_allclose(tangent, 0.5 / np.sqrt(A), rtol=1e-4)
-
-
-def test_data_dependent_loop_with_user_bound():
-    fn = _roundtrip(_newton_sqrt, A, max_loop_trips=50)
-    grad = jax.grad(lambda a: fn(a).sum())(A)
-    np.testing.assert_allclose(grad, 0.5 / np.sqrt(A), rtol=1e-4)
+    np.testing.assert_allclose(jax.grad(lambda a: fn(a).sum())(A), 0.5 / np.sqrt(A), rtol=1e-4)
+    np.testing.assert_allclose(jax.jit(jax.grad(lambda a: (fn(a) * A).sum()))(A),
+                               0.5 * A / np.sqrt(A), rtol=1e-4)
     per_example = jax.vmap(jax.grad(lambda a: fn(a).sum()))(np.stack([A, A * 2]))
     np.testing.assert_allclose(per_example[1], 0.5 / np.sqrt(A * 2), rtol=1e-4)
     hessian = jnp.diag(jax.hessian(lambda a: fn(a).sum())(A))
     np.testing.assert_allclose(hessian, -0.25 * A ** -1.5, rtol=1e-3)
 
+    _, tangent = jax.jvp(fn, (A,), (np.ones_like(A),))
+    np.testing.assert_allclose(tangent, 0.5 / np.sqrt(A), rtol=1e-4)
+
+
+def test_elementwise_loop_reverse_over_reverse_names_the_loop():
+    fn = _roundtrip(_newton_sqrt, A)
+    with pytest.raises(TranslationError, match=r"stablehlo.while at .*max_loop_trips"):
+        jax.grad(lambda a: jax.grad(lambda v: fn(v).sum())(a).sum())(A)
+    fn = _roundtrip(_newton_sqrt, A, max_loop_trips=50)  # bounded: to every order
+    second = jax.grad(lambda a: jax.grad(lambda v: fn(v).sum())(a).sum())(A)
+    np.testing.assert_allclose(second, -0.25 * A ** -1.5, rtol=1e-3)
+
+
+def test_elementwise_loop_with_a_scalar_input():
+    # a scalar captured by an element-wise body reaches every element: its cotangent sums
+    def scaled_newton(a, s):
+        def body(state):
+            x, n = state
+            return 0.5 * (x + s * a / x), n + 1
+        return lax.while_loop(lambda st: jnp.any(jnp.abs(st[0] ** 2 - s * a) > 1e-5 * a),
+                              body, (a, 0))[0]
+
+    s = np.float32(1.7)
+    fn = _roundtrip(scaled_newton, A, s)
+    ga, gs = jax.grad(lambda a, s: (fn(a, s) * A).sum(), argnums=(0, 1))(A, s)
+    np.testing.assert_allclose(ga, A * 0.5 * np.sqrt(s / A), rtol=1e-4)
+    np.testing.assert_allclose(gs, np.sum(A * 0.5 * np.sqrt(A / s)), rtol=1e-4)
+
+
+def _jacobi(m, b):
+    # not element-wise (a matrix product): reverse mode runs it as a bounded loop
+    d = jnp.diag(m)
+    r = m - jnp.diag(d)
+
+    def body(state):
+        x, n = state
+        return (b - r @ x) / d, n + 1
+    return lax.while_loop(lambda st: jnp.max(jnp.abs(m @ st[0] - b)) > 1e-5, body,
+                          (jnp.zeros_like(b), 0))[0]
+
+
+M = (np.eye(4) * 4 + np.arange(16).reshape(4, 4) % 3 * 0.3).astype(np.float32)
+B = np.array([1.0, -2.0, 0.5, 3.0], np.float32)
+
+
+def test_coupled_loop_runs_bounded_by_default():
+    from shlo2jax.ops.control_flow import _elementwise_loop  # noqa: F401 (the analysis)
+    fn = _roundtrip(_jacobi, M, B)
+    np.testing.assert_allclose(fn(M, B), np.linalg.solve(M, B), rtol=1e-4, atol=1e-5)
+    w = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LoopBoundWarning)
+        gb = jax.grad(lambda b: (fn(M, b) * w).sum())(B)
+    np.testing.assert_allclose(gb, np.linalg.solve(M.T, w), rtol=1e-4)
+
+
+def _slow_decay(x):
+    # a shift (not element-wise) that needs about 1380 trips: more than DEFAULT_LOOP_TRIPS
+    return lax.while_loop(lambda v: jnp.sum(v) > 1e-3, lambda v: 0.995 * jnp.roll(v, 1), x)
+
+
+def test_default_bound_overflow_is_nan_and_warns():
+    x = np.full(4, 0.25, np.float32)
+    fn = _roundtrip(_slow_decay, x)
+    with pytest.warns(LoopBoundWarning, match=r"stablehlo.while at .*more than 1000 trips"):
+        grad = jax.grad(lambda v: fn(v).sum())(x)
+    assert np.all(np.isnan(grad))
+    fn = _roundtrip(_slow_decay, x, max_loop_trips=2000)
+    trips = int(np.ceil(np.log(1e-3) / np.log(0.995)))
+    np.testing.assert_allclose(jax.grad(lambda v: fn(v).sum())(x), np.full(4, 0.995 ** trips),
+                               rtol=6e-3)
 
 def test_bound_by_location_and_too_small_a_bound():
-    fn = _roundtrip(_newton_sqrt, A, max_loop_trips=2)
-    grad = jax.grad(lambda a: fn(a).sum())(A)
+    fn = _roundtrip(_newton_sqrt, A, max_loop_trips=2)  # a user's bound is a bounded loop
+    with pytest.warns(LoopBoundWarning, match="max_loop_trips"):
+        grad = jax.grad(lambda a: fn(a).sum())(A)
     assert np.all(np.isnan(grad))  # the loop needs more than 2 trips: loudly wrong
-    fn = _roundtrip(_newton_sqrt, A)
-    location = next(op.location for op in fn.program.module.ops if op.name == "stablehlo.while")
+    location = _while_op(_roundtrip(_newton_sqrt, A)).location
     fn = _roundtrip(_newton_sqrt, A, max_loop_trips={location: 60})
     np.testing.assert_allclose(jax.grad(lambda a: fn(a).sum())(A), 0.5 / np.sqrt(A), rtol=1e-4)
 
@@ -292,9 +462,50 @@ def test_provable_bound_from_a_counter_in_the_condition():
             return 0.5 * (x + a / x), i + 1
         return lax.while_loop(cond, body, (a, 0))[0]
 
-    fn = _roundtrip(capped, A)  # no max_loop_trips: `i < 40` bounds it
+    fn = _roundtrip(capped, A)  # `i < 40` bounds it (element-wise too)
     np.testing.assert_allclose(jax.grad(lambda a: fn(a).sum())(A), 0.5 / np.sqrt(A), rtol=1e-4)
 
+
+    def capped_coupled(m, b):
+        d = jnp.diag(m)
+
+        def body(state):
+            x, i = state
+            return (b - (m - jnp.diag(d)) @ x) / d, i + 1
+        return lax.while_loop(lambda st: (st[1] < 3) & (jnp.max(jnp.abs(st[0])) < 1e9), body,
+                              (jnp.zeros_like(b), 0))[0]
+
+    fn = _roundtrip(capped_coupled, M, B)
+    ops = [op for op in fn.program.module.ops if op.name == "stablehlo.while"]
+    assert ops and ops[0].params.bounds  # the counter is found
+    got = jax.grad(lambda b: fn(M, b).sum())(B)
+    d = np.diag(M)
+    unrolled = lambda b: lax.fori_loop(0, 3, lambda i, x: (b - (M - np.diag(d)) @ x) / d,
+                                       jnp.zeros_like(b))  # three trips, as the loop takes
+    want = jax.grad(lambda b: unrolled(b).sum())(B)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("body,elementwise", [
+    ("x * x + a", True), ("jnp.where(x > 0, x, -x) * s + a", True), ("x + jnp.sum(x)", False),
+    ("jnp.roll(x, 1) + a", False), ("x[::-1] + a", False), ("jnp.cumsum(x) + a", False),
+])
+def test_elementwise_analysis(body, elementwise, monkeypatch):
+    import shlo2jax.ops.control_flow as control_flow
+
+    def f(a, s):
+        step = eval("lambda x: " + body, {"jnp": jnp, "a": a, "s": s})
+        return lax.while_loop(lambda x: jnp.sum(x) < 100.0, step, a)
+
+    fn = _roundtrip(f, A, np.float32(2.0))
+    seen, analysis = [], control_flow._elementwise_loop
+    monkeypatch.setattr(control_flow, "_elementwise_loop",
+                        lambda ctx, op: seen.append(analysis(ctx, op)) or seen[-1])
+    got = jax.grad(lambda a: fn(a, np.float32(2.0)).sum())(A)
+    assert seen == [elementwise]
+    bounded = _roundtrip(f, A, np.float32(2.0), max_loop_trips=50)  # the other way
+    want = jax.grad(lambda a: bounded(a, np.float32(2.0)).sum())(A)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
 
 @pytest.mark.parametrize("direction,start,limit,step,trips", [
     ("LT", 0, 10, 1, 10), ("LE", 0, 10, 3, 4), ("GT", 10, 0, -2, 5), ("GE", 5, 5, -1, 1),
