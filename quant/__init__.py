@@ -195,7 +195,7 @@ def _same_shape(shape, expected) -> bool:
 
 def check_quantized_argument(function, i, arg, expected) -> None:
     """Function.check_arguments' hook: a QArray of the type, or its raw storage integers."""
-    where = f"argument %arg{i} of @{function.name}"
+    where = f"argument {function.arg_names[i]} of @{function.name}"  # as the signature names it
     if type(expected.quant) is T.Float6Type:
         _check_f6_argument(where, arg, expected)
         return
