@@ -130,7 +130,9 @@ def guarded(command, argv: list, debug: bool) -> int:
     """`command(argv)`'s exit code; an exception ends it in one line on stderr (see the
     module docstring)."""
     try:
-        return command(argv)
+        code = command(argv)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is caught below
+        return code
     except BrokenPipeError:
         _quiet_stdout()
         return CLOSED_PIPE
