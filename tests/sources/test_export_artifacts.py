@@ -14,6 +14,7 @@ import dataclasses
 import json
 import pathlib
 
+import flatbuffers
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -227,3 +228,49 @@ def test_vhlo_version_of_each_writer():
         versions[path.parent.name] = sources_jax_export.vhlo_version(bytes(record.module))
     assert versions["jax-0.4.23"] == (0, 9, 0)
     assert all(v is not None and v >= (0, 9, 0) for v in versions.values())
+
+
+def test_effects_are_read_by_type_name():
+    """Effects are serialized as their class names (no public jax API exports one, so no
+    artifact here has one): a registered effect is made again, an unknown one is a LoadError."""
+    record = export_flatbuffer.read(MLP.read_bytes())
+    ordered = "<class 'jax._src.debugging.OrderedDebugEffect'>"
+    exported = export_flatbuffer.to_exported(
+        dataclasses.replace(record, ordered_effects=(ordered,)))
+    assert [str(type(e)) for e in exported.ordered_effects] == [ordered]
+    with pytest.raises(shlo2jax.LoadError, match="effect <class 'mine.Effect'>"):
+        export_flatbuffer.to_exported(
+            dataclasses.replace(record, unordered_effects=("<class 'mine.Effect'>",)))
+
+
+def _flatbuffer(slots: int, fill) -> bytes:
+    builder = flatbuffers.Builder(0)
+    module = builder.CreateByteVector(b"ML\xefR\x00")
+    builder.StartObject(slots)
+    builder.PrependUOffsetTRelativeSlot(export_flatbuffer.MLIR_MODULE, module, 0)
+    fill(builder)
+    builder.Finish(builder.EndObject())
+    return bytes(builder.Output())
+
+
+def test_a_newer_layout_that_moves_what_matters_is_a_clear_load_error():
+    """An artifact whose avals are not where any known jax writes them, with a field set this
+    reader does not know: a LoadError naming both (the installed jax may still read it)."""
+    data = _flatbuffer(31, lambda b: b.PrependUint32Slot(30, 7, 0))
+    with pytest.raises(export_flatbuffer.NewerThanReader, match=r"no input avals.*\[30\]"):
+        export_flatbuffer.read(data)
+    with pytest.raises(shlo2jax.LoadError):
+        shlo2jax.load(data)
+
+
+def test_unknown_slots_alone_are_read_past(monkeypatch):
+    """Fields a newer jax adds after those known are read past where the known ones are
+    there: a reader that knows the fields up to jax 0.11 (26) reads what jax after 0.11
+    writes (its jax_version is slot 26)."""
+    path = ARTIFACTS / "future" / "mlp.bin"
+    assert export_flatbuffer.read(path.read_bytes()).jax_version == "0.12.0.1"
+    monkeypatch.setattr(export_flatbuffer, "KNOWN_SLOTS", export_flatbuffer.JAX_VERSION)
+    record = export_flatbuffer.read(path.read_bytes())
+    assert record.unknown_slots == (export_flatbuffer.JAX_VERSION,)
+    program = shlo2jax.load(export_flatbuffer.to_exported(record))
+    _check_forward(program.entry, _golden(path))
