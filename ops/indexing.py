@@ -307,6 +307,10 @@ def scatter(ctx, op, *args):
     # out-of-bounds elements. Padding each indexed window dim by (window - 1) on both
     # sides makes every partly-inside window fit, and fully-outside ones still drop.
     shape = inputs[0].shape
+    if updates[0].size == 0 or inputs[0].size == 0:
+        # no update element (an empty window or no index), or nothing to update: the spec's
+        # result is the input (and lax's padding below would be negative)
+        return single_or_tuple(op, inputs)
     windows = _window_sizes(shape, updates[0].shape, dnums)
     margin = [w - 1 if d in dnums.scatter_dims_to_operand_dims else 0
               for d, w in enumerate(windows)]
