@@ -111,7 +111,7 @@ class SerializedExport:
 class _Table:
     """One flatbuffer table, read by slot; every read bounds-checked against the buffer."""
 
-    def __init__(self, buf: bytearray, pos: int):
+    def __init__(self, buf: bytes, pos: int):
         if not 0 <= pos <= len(buf) - 4:
             raise IndexError(f"table at {pos} outside the {len(buf)} bytes")
         self.buf = buf
@@ -182,7 +182,7 @@ class _Table:
 def read(data: bytes) -> SerializedExport:
     """The serialized `Exported` in `data`: `NotAnExport` where `data` is no flatbuffer table,
     `LoadError` where it is one but not a readable `Exported`."""
-    buf = bytearray(data)
+    buf = data if isinstance(data, (bytes, bytearray)) else bytes(data)  # read in place
     try:
         if len(buf) < 8:
             raise IndexError("shorter than a flatbuffer header")

@@ -27,17 +27,20 @@ from shlo2jax.sources import export_flatbuffer, jax_export as sources_jax_export
 ARTIFACTS = pathlib.Path(__file__).resolve().parents[1] / "export_artifacts"
 
 
-def _artifacts():
+def _artifacts(slow_but_mlp: bool = False):
     out = []
     for manifest in sorted(ARTIFACTS.glob("*/manifest.json")):
         entries = json.loads(manifest.read_text())["artifacts"]
         for name, entry in sorted(entries.items()):
-            out.append(pytest.param(manifest.parent / f"{name}.bin", entry,
+            marks = [pytest.mark.slow] if slow_but_mlp and name != "mlp" else []
+            out.append(pytest.param(manifest.parent / f"{name}.bin", entry, marks=marks,
                                     id=f"{manifest.parent.name}/{name}"))
     return out
 
 
 ALL = _artifacts()
+# the flatbuffer reader alone: each writer's mlp in the fast subset, the rest slow
+ALL_MLP_FAST = _artifacts(slow_but_mlp=True)
 
 
 def _golden(path):
@@ -106,7 +109,7 @@ def test_artifact_loads_runs_and_differentiates(path, entry):
         _check_grad(function, golden)
 
 
-@pytest.mark.parametrize("path, entry", ALL)
+@pytest.mark.parametrize("path, entry", ALL_MLP_FAST)
 def test_flatbuffer_reader_reads_each_version(path, entry):
     """The flatbuffer reader alone (what load uses where jax refuses): the same Exported as
     jax's where jax reads it, and the program it gives runs and differentiates."""
