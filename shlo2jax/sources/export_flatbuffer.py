@@ -1,10 +1,11 @@
 """The flatbuffer of `Exported.serialize()`, read field by field with the flatbuffers runtime,
 for the artifacts the installed jax refuses or misreads.
 
-`jax.export.deserialize` reads only what its own release understands: jax <= 0.7 refuses any
-serialization version but 2 and 3, and jax after 0.11 refuses what jax <= 0.8.2 wrote; an
-older jax also reads a newer artifact wrongly without complaint (jax 0.7 reads the device
-count of a jax >= 0.8.3 artifact as 0: it moved to another field). Every field jax has ever
+`jax.export.deserialize` reads only what its own release understands: jax 0.4.2x reads
+serialization version 1 only, jax 0.4.30 version 2 only, jax 0.5-0.7 versions 2 and 3, and
+jax after 0.11 refuses what jax 0.8.1 and older wrote (a 16-bit device count only); an older
+jax also reads a newer artifact wrongly without complaint (jax 0.7 reads the device count of
+a jax >= 0.9 artifact as 0: it moved to another field). Every field jax has ever
 written keeps its slot in the schema (jax/_src/export/serialization.fbs; fields are only
 added), so one reader of the slots below reads every version: 1 (jax 0.4.22-0.4.2x), 2
 (0.4.30-0.7.x), 3 (stored by 0.8.x-0.11, schema versions 3-11 inside) and 12 (after 0.11).
