@@ -303,7 +303,18 @@ def _check(t: _Table):
 # ---------------------------------------------------------------- the installed jax's Exported
 
 def to_exported(rec: SerializedExport):
-    """A `jax.export.Exported` of the installed jax holding `rec`'s fields."""
+    """A `jax.export.Exported` of the installed jax holding `rec`'s fields (a `LoadError`
+    where a field holds what the installed jax cannot take: a corrupt sharding proto)."""
+    try:
+        return _to_exported(rec)
+    except LoadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - corrupt contents: a LoadError, never a crash
+        raise LoadError(f"{rec.describe()}: cannot make an Exported of it: "
+                        f"{type(e).__name__}: {e}") from None
+
+
+def _to_exported(rec: SerializedExport):
     where = rec.describe()
     scope = jax.export.SymbolicScope()
     in_avals = tuple(_shaped(a, scope, where) for a in rec.in_avals)

@@ -197,6 +197,23 @@ def test_corrupted_offsets_never_escape_as_other_errors():
             pass
 
 
+@pytest.mark.parametrize("path", [MLP, OLDEST], ids=["jax-0.10.2", "jax-0.4.23"])
+def test_corrupt_artifacts_load_or_raise_load_error(path, monkeypatch):
+    """Windows of the tables overwritten, read by the flatbuffer reader (jax refusing): load
+    gives a program or a LoadError, never another exception."""
+    def refuse(_):
+        raise ValueError("unsupported serialization version")
+    monkeypatch.setattr(sources_jax_export.jax_export, "deserialize", refuse)
+    clean = path.read_bytes()
+    for at in range(0, 240, 8):
+        data = bytearray(clean)
+        data[at:at + 4] = b"\x08\x00\x00\x80"
+        try:
+            shlo2jax.load(bytes(data))
+        except shlo2jax.LoadError:
+            pass
+
+
 def test_newer_stablehlo_than_this_jaxlib_names_both_versions():
     """A module written for a StableHLO newer than this jaxlib reads (VHLO's forward window)
     that this jaxlib cannot read (an op version it does not have): a LoadError naming the
