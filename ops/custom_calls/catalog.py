@@ -213,6 +213,10 @@ describe(["check.eq", "check.expect_eq", "check.expect_almost_eq", "check.expect
                     "none (StableHLO's test suite)", "any",
                     ("tests/test_conformance_runner.py::test_right_value_passes",
                      "tests/test_conformance_runner.py::test_wrong_value_fails_and_says_where")))
+describe(["TopK"],
+         TargetInfo("XLA's TopK (a greater-than sort cut to its first k, after optimizations)",
+                    ("none",), "none (XLA's own rewrite of sort, in HLO dumps)", "any",
+                    ("tests/sources/test_hlo.py::test_xla_topk_custom_call_of_an_optimized_dump",)))
 describe(["__cublas$gemm"],
          TargetInfo("XLA:GPU cuBLAS gemm (after-optimizations HLO dumps)", ("attributes",),
                     "none (XLA:GPU's own rewrite of dot, in HLO dumps)", "f16, bf16, f32, f64, c64, c128",

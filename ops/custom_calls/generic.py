@@ -214,6 +214,19 @@ def cublas_gemm(ctx, op, a, b, *addend):
                                               for t in op.result_types[1:]))
 
 
+# XLA's TopkRewriter turns a sort with a greater-than comparator whose first k results are
+# used into a `TopK` custom call (operand: [batch,] n; results: the k largest and their
+# indices, in the sort's order).
+@register_custom_call("TopK")
+def xla_topk(ctx, op, x):
+    result = op.result_types[0]
+    values_type, indices_type = (result.elements if isinstance(result, T.TupleType)
+                                 else op.result_types)
+    values, indices = lax.top_k(x, values_type.shape[-1])
+    outs = (values, indices.astype(indices_type.dtype))
+    return outs if isinstance(result, T.TupleType) else single_or_tuple(op, outs)
+
+
 # ------------------------------------------------ targets that cannot run here
 
 _PLATFORM_BOUND = {

@@ -13,8 +13,10 @@ dialect (`fusion`, `copy`) have rules of their own (ops/control_flow.py).
 An `--xla_dump_to` folder holds one set of files per compiled module
 (`module_0004.jit_f.before_optimizations.txt`, `....cpu_after_optimizations.txt`, with
 `--xla_dump_hlo_as_proto` also `.hlo.pb`): the folder reads the module's
-`before_optimizations` program; where the folder holds several modules, `module=` names one
-(its name, `jit_f`, or its file prefix, `module_0004.jit_f`, or its number, `4`).
+`before_optimizations` program, from its `.hlo.pb` where there is one (text dumps print large
+constants as `{...}`, refused as an `ElidedDataError`); where the folder holds several
+modules, `module=` names one (its name, `jit_f`, or its file prefix, `module_0004.jit_f`, or
+its number, `4`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import sys
 from typing import Optional
 
 from shlo2jax.compat import HLO_TO_STABLEHLO_CHILD
-from shlo2jax.errors import LoadError
+from shlo2jax.errors import ElidedDataError, LoadError
 
 # A dump file: module_<number>.<module name>.<stage>.(txt|hlo.pb)
 _DUMP_FILE_RE = re.compile(r"^module_(\d+)\.(.+?)\.(before_optimizations|"
@@ -93,10 +95,11 @@ def to_stablehlo(data, source_name: str = "", timeout: float = 600.0) -> bytes:
     if is_hlo_text(data):
         kind, what = "text", "HLO text"
         try:
-            data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise LoadError(f"cannot read HLO text{where}: not UTF-8 (byte 0x{data[e.start]:02x} "
                             f"at offset {e.start})") from None
+        _refuse_elided_constants(text, where)
     else:
         module = module_proto(data)
         if module is None:
@@ -122,6 +125,24 @@ def to_stablehlo(data, source_name: str = "", timeout: float = 600.0) -> bytes:
                     f"{tail[-600:]}")
 
 
+# XLA prints a large constant's data as `{...}` unless asked not to (dump .txt files and
+# `Compiled.as_text()` do): jaxlib's parser reads it as a constant of zeros.
+_ELIDED_CONSTANT_RE = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\S+)\s+constant\(\{\.\.\.\}\)",
+                                 re.MULTILINE)
+
+
+def _refuse_elided_constants(text: str, where: str) -> None:
+    elided = _ELIDED_CONSTANT_RE.findall(text)
+    if elided:
+        shown = ", ".join(f"%{name} {shape}" for name, shape in elided[:3])
+        more = f" and {len(elided) - 3} more" if len(elided) > 3 else ""
+        raise ElidedDataError(
+            f"cannot read HLO text{where}: the data of {len(elided)} constant(s) is elided as "
+            f"{{...}} ({shown}{more}), as XLA prints large constants by default; load the "
+            "module's .hlo.pb (XLA_FLAGS=--xla_dump_hlo_as_proto) or text printed with "
+            "print_large_constants")
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -140,8 +161,8 @@ def is_dump_folder(path: str) -> bool:
 
 
 def dump_file(path: str, module: Optional[str] = None) -> str:
-    """The file in the dump folder `path` to read: the `before_optimizations` program (text,
-    else proto) of its one module, or of the module `module` names (see the module
+    """The file in the dump folder `path` to read: the `before_optimizations` program (its
+    `.hlo.pb`, else its text) of its one module, or of the module `module` names (see the module
     docstring). Several modules and no `module`, or a `module` that names none or several: a
     `LoadError` listing them."""
     modules: dict = {}  # (number, name) -> {(stage, ext): file}
@@ -165,7 +186,8 @@ def dump_file(path: str, module: Optional[str] = None) -> str:
         raise LoadError(f"{path} holds {len(chosen)} modules{' named ' + repr(module) if module else ''}: "
                         f"{', '.join(f'module_{k[0]:04d}.{k[1]}' for k in chosen)}; {how}")
     files = modules[chosen[0]]
-    for key in (("before_optimizations", "txt"), ("before_optimizations", "hlo.pb")):
+    # the proto first: a text dump elides large constants as {...}
+    for key in (("before_optimizations", "hlo.pb"), ("before_optimizations", "txt")):
         if key in files:
             return os.path.join(path, files[key])
     raise LoadError(f"{path}: module_{chosen[0][0]:04d}.{chosen[0][1]} has no before_optimizations "

@@ -6,7 +6,8 @@ them without any producer installed.
 An entry is a folder `tests/corpus/<producer>/<name>/` holding
 
 - the artifact exactly as the producer wrote it: `exported.bin` (a serialized
-  `jax.export.Exported`), `model.mlir.bc` (MLIR or VHLO bytecode) or `model.mlir` (text);
+  `jax.export.Exported`), `model.mlir.bc` (MLIR or VHLO bytecode), `model.mlir` (text) or
+  `model.hlo` (XLA's HLO text);
 - `data.npz`: `arg_<i>` the seeded arguments of the exported function, in its order;
   `out_<i>` the producer's own outputs for them; `proj_<i>` a fixed projection for every
   floating output; `grad_<i>` the producer's gradient of the scalar loss
@@ -25,7 +26,7 @@ import numpy as np
 
 CORPUS = pathlib.Path(__file__).resolve().parent
 
-ARTIFACT_NAMES = ("exported.bin", "model.mlir.bc", "model.mlir")
+ARTIFACT_NAMES = ("exported.bin", "model.mlir.bc", "model.mlir", "model.hlo")
 
 # Default comparison tolerances. Forward: |got - want| <= atol + rtol * max|want| over
 # each output (producers and XLA order float reductions differently). Gradients: the

@@ -1,6 +1,6 @@
 """Regenerates the real-producer corpus (not collected by pytest).
 
-    python tests/corpus/make_corpus.py --producer jax|flax|equinox|keras|tensorflow|torch|all
+    python tests/corpus/make_corpus.py --producer jax|hlo|flax|equinox|keras|tensorflow|torch|all
                                        [--only NAME] [--python PATH]
 
 Each producer's module, `tests/corpus/producers/<module>.py`, exposes
@@ -30,6 +30,7 @@ REPO = CORPUS.parents[1]
 # producer -> (module under producers/, generator venv name, a package that venv must have)
 PRODUCERS = {
     "jax": ("jax_models", "gen-jax", "jax"),
+    "hlo": ("hlo_models", "gen-jax", "jax"),
     "flax": ("flax_models", "gen-jax", "flax"),
     "equinox": ("equinox_models", "gen-jax", "equinox"),
     "keras": ("keras_models", "gen-jax", "keras"),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax.errors import LoadError, TranslationError, UnsupportedError
+from shlo2jax.errors import ElidedDataError, LoadError, TranslationError, UnsupportedError
 
 # The programs: run here for the goldens, and in a child process that dumps their HLO.
 PRODUCER = """
@@ -323,6 +323,34 @@ def test_gpu_custom_calls_with_no_translation_are_reported_at_load_by_instructio
     with pytest.raises(UnsupportedError, match=r"custom_call at gemm: custom_call target "
                                                r"'__cudnn\$convForward' has no translation"):
         shlo2jax.load(text)
+
+
+def test_xla_topk_custom_call_of_an_optimized_dump():
+    """XLA:CPU's optimized module of `lax.top_k` calls its `TopK` custom call."""
+    x = np.random.RandomState(1).randn(5, 9).astype(np.float32)
+    text = jax.jit(lambda x: jax.lax.top_k(x, 3)).lower(x).compile().as_text()
+    assert 'custom_call_target="TopK"' in text
+    values, indices = shlo2jax.load(text)["main"](x)
+    want_values, want_indices = jax.lax.top_k(x, 3)
+    close(values, want_values)
+    np.testing.assert_array_equal(np.asarray(indices), np.asarray(want_indices))
+
+
+def test_elided_constants_are_refused_and_a_folder_prefers_its_proto(tmp_path):
+    """XLA prints large constants as `{...}` in text dumps; the parser would read zeros."""
+    w = np.arange(64, dtype=np.float32).reshape(8, 8) / 64
+    code = ("import numpy as np, jax, jax.numpy as jnp\n"
+            "w = np.arange(64, dtype=np.float32).reshape(8, 8) / 64\n"
+            "jax.jit(lambda x: jnp.tanh(x @ w))(np.ones((2, 8), np.float32))\n")
+    for flags, folder in (("", tmp_path / "text"), (" --xla_dump_hlo_as_proto", tmp_path / "both")):
+        env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_dump_to={folder}{flags}")
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300,
+                       capture_output=True)
+    with pytest.raises(ElidedDataError, match=r"the data of 1 constant\(s\) is elided as "
+                                              r"\{\.\.\.\} \(%constant\.1 f32\[8,8\]"):
+        shlo2jax.load(tmp_path / "text")
+    x = np.ones((2, 8), np.float32)
+    close(shlo2jax.load(tmp_path / "both")["main"](x), np.tanh(x @ w))
 
 
 # ----------------------------------------------------------------------- malformed HLO
