@@ -107,7 +107,7 @@ def test_hlo_module_proto_from_lower():
 
 
 @pytest.mark.parametrize("stage", ["before_optimizations", "cpu_after_optimizations"])
-@pytest.mark.parametrize("ext", ["txt", "hlo.pb"])
+@pytest.mark.parametrize("ext", [pytest.param("txt", marks=pytest.mark.slow), "hlo.pb"])
 def test_dump_files_agree_with_jax(dump, stage, ext):
     """Before- and after-optimization dumps, as text and as the HloProto of `.hlo.pb` files,
     each agree with jax (so with each other)."""
