@@ -4,7 +4,8 @@
 (truncations, bytes flipped after the `ML\\xefR` magic, bytes that break UTF-8, deleted,
 repeated and zeroed ranges) and text-level mutants of MLIR text (element types and shapes
 changed, arguments and results added or dropped, lines deleted, repeated or swapped, values,
-op names and numbers replaced, string literals whose escapes are not UTF-8, truncations).
+op names and numbers replaced, string literals whose escapes are not UTF-8, truncations), which
+HLO text (the corpus's `model.hlo`) meets too.
 `check_mutant` loads one and, when it loads, calls its entry function on seeded inputs; it
 reports what happened, and whether that is allowed: a library error (`Shlo2JaxError`: a
 `LoadError`, `UnsupportedError`, `TranslationError`, `ShapeError`, ...) or the `TypeError`
@@ -49,7 +50,8 @@ class Source(NamedTuple):
 
 def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> list:
     """The bundled example, the corpus's exports (serialized, their VHLO modules, and the
-    printed text of their bytecode modules), and `shared`/models/*.mlir.bc when present."""
+    printed text of their bytecode modules), its HLO text (`model.hlo`), and
+    `shared`/models/*.mlir.bc when present."""
     sources = []
     with open(os.path.join(root, "examples", "mlp.mlir"), encoding="utf-8") as f:
         sources.append(Source("examples/mlp.mlir", f.read()))
@@ -58,7 +60,7 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> li
     for dirpath, dirnames, filenames in os.walk(corpus):
         dirnames.sort()
         for name in sorted(filenames):
-            if name in ("exported.bin", "model.mlir.bc"):
+            if name in ("exported.bin", "model.mlir.bc", "model.hlo"):
                 found.append(os.path.join(dirpath, name))
     if shared:
         models = os.path.join(shared, "models")
@@ -71,6 +73,9 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> li
         with open(path, "rb") as f:
             data = f.read()
         rel = os.path.relpath(path, root)
+        if path.endswith(".hlo"):  # XLA's HLO text (sources/hlo.py): mutated as text
+            sources.append(Source(rel, data.decode("utf-8")))
+            continue
         sources.append(Source(rel, data))
         with make_ir_context() as context:
             if path.endswith(".bin"):

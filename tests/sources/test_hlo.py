@@ -413,3 +413,16 @@ def test_command_line_reads_dump_folders_with_module(dump, tmp_path, capsys, mon
     capsys.readouterr()
     assert cli.main(["compare", str(dump), "--module", "jit_mlp", "--backends", "cpu,xla-direct"]) == 0
     assert "backends agree" in capsys.readouterr().out
+
+
+def test_mutants_of_hlo_text_never_crash():
+    """`shlo2jax mutate` mutates the corpus's HLO text too: each mutant loads (and runs), or
+    is a library error, in the API and on the command line, and never kills its worker."""
+    from shlo2jax.tools.mutate import default_sources, mutants, run_mutants
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sources = [s for s in default_sources(root) if s.name.endswith("model.hlo")
+               and "transformer" not in s.name]
+    assert len(sources) >= 10
+    report = run_mutants(mutants(sources, 8, seed=5), jobs=1, timeout=120)
+    assert not report.failures, report.failures
+    assert sum(report.outcomes.values()) == 8
