@@ -60,10 +60,19 @@ def broadcast_in_dim(ctx, op, x):
         hit = ctx.shared.get(key)
         if hit is not None and hit[0] is x:
             return hit[1]
-        out = lax.broadcast_in_dim(x, result_shape(op), op.params)
+        out = _broadcast_in_dim(x, result_shape(op), op.params)
         ctx.shared[key] = (x, out)
         return out
-    return lax.broadcast_in_dim(x, result_shape(op), op.params)
+    return _broadcast_in_dim(x, result_shape(op), op.params)
+
+
+def _broadcast_in_dim(x, shape, dims):
+    # StableHLO allows the operand's dimensions to land in any order; lax before jax 0.8 wants
+    # them increasing: transposing the operand first is the same broadcast on every release.
+    order = sorted(range(len(dims)), key=lambda i: dims[i])
+    if order != list(range(len(dims))):
+        x, dims = lax.transpose(x, order), tuple(dims[i] for i in order)
+    return lax.broadcast_in_dim(x, shape, dims)
 
 
 @register_op("stablehlo.broadcast", "mhlo.broadcast",
@@ -155,7 +164,7 @@ def dynamic_reshape(ctx, op, x, output_shape):
 def dynamic_broadcast_in_dim(ctx, op, x, output_dimensions):
     shape = result_shape(op)
     _check_shape_operand(op, output_dimensions, shape)
-    return lax.broadcast_in_dim(x, shape, op.params)
+    return _broadcast_in_dim(x, shape, op.params)
 
 
 @register_op("stablehlo.dynamic_pad", "mhlo.dynamic_pad")

@@ -213,8 +213,11 @@ def dense_elements(attr, ttype: T.TensorType) -> np.ndarray:
     """A DenseElementsAttr -> numpy array. Fast buffer path for plain dtypes."""
     if ttype.dtype in _NUMPY_BUFFER_DTYPES:
         if attr.is_splat:
-            return np.full(ttype.shape, np.array(attr.get_splat_value().value, dtype=ttype.dtype)
-                           if ttype.dtype != np.bool_ else bool(attr.get_splat_value().value),
+            splat = attr.get_splat_value()
+            value = compat.integer_value(splat) if isinstance(splat, ir.IntegerAttr) else \
+                splat.value
+            return np.full(ttype.shape, np.array(value, dtype=ttype.dtype)
+                           if ttype.dtype != np.bool_ else bool(value),
                            dtype=ttype.dtype)
         return aligned_copy(np.asarray(attr)).reshape(ttype.shape)
     return dense_from_text(str(attr), ttype)

@@ -11,6 +11,7 @@ from jax import lax
 from jax.test_util import check_grads
 
 import shlo2jax
+from shlo2jax import compat
 
 RNG = np.random.default_rng(0)
 
@@ -135,7 +136,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_check_grads(name):
     fn, args, ops = CASES[name]
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         program, text = export(fn, *args)
         for op in ops:
             assert op in text, op
@@ -146,7 +147,7 @@ def test_check_grads(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("k", [0, 1, 2, 7])
 def test_check_grads_if_case(k):
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         program, text = export(_branches, normal(3), np.int32(0))
         assert "stablehlo.case" in text
         x = normal(3)
@@ -172,7 +173,7 @@ func.func @main(%a: tensor<3x3xf64>, %b: tensor<3x2xf64>) -> tensor<3x2xf64> {
 @pytest.mark.slow
 def test_check_grads_cholesky_triangular_solve():
     a, b = normal(3, 3), normal(3, 2)
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         program = shlo2jax.load(LINALG)
         spd = a @ a.T + 3 * np.eye(3)
         np.testing.assert_allclose(program(a, b), np.linalg.solve(spd, b), rtol=1e-10)

@@ -20,9 +20,10 @@ from jax import lax
 from jax.test_util import check_grads
 
 import shlo2jax
+from shlo2jax import compat
 from shlo2jax.errors import TranslationError
-
 from shlo2jax.gradients import LoopBoundWarning
+
 
 def _roundtrip(fn, *args, **option_values):
     """fn exported by jax.export, serialized, and loaded back."""
@@ -221,7 +222,7 @@ def test_special_function_gradient_matches_producer(name):
 @pytest.mark.parametrize("name", sorted(SPECIAL))
 def test_special_function_check_grads_order_2(name):
     case = SPECIAL[name]
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         args = tuple(np.asarray(a, np.float64) for a in case.args)
         translated = _roundtrip(case.fn, *args, **case.option_values)
 
@@ -234,7 +235,6 @@ def test_special_function_check_grads_order_2(name):
                     atol=1e-4, rtol=1e-4, eps=1e-4)
 
 
-# ---------------------------------------------------------------- data-dependent while loops
 # ---------------------------------------------------------------- jax.scipy.special, default options
 
 # Every function jax.scipy.special exports that jax can differentiate, with arguments in its
@@ -335,6 +335,7 @@ def test_scipy_special_gradient_default_options(name):
         _assert_grads_agree(g, w, rtol=1e-4)
 
 
+# ---------------------------------------------------------------- data-dependent while loops
 
 def _newton_sqrt(a):
     # a while loop whose trip count depends on the data: Newton's iteration to a tolerance
@@ -368,7 +369,6 @@ def test_elementwise_loop_differentiates_by_default():
     np.testing.assert_allclose(per_example[1], 0.5 / np.sqrt(A * 2), rtol=1e-4)
     hessian = jnp.diag(jax.hessian(lambda a: fn(a).sum())(A))
     np.testing.assert_allclose(hessian, -0.25 * A ** -1.5, rtol=1e-3)
-
     _, tangent = jax.jvp(fn, (A,), (np.ones_like(A),))
     np.testing.assert_allclose(tangent, 0.5 / np.sqrt(A), rtol=1e-4)
 
@@ -441,6 +441,7 @@ def test_default_bound_overflow_is_nan_and_warns():
     np.testing.assert_allclose(jax.grad(lambda v: fn(v).sum())(x), np.full(4, 0.995 ** trips),
                                rtol=6e-3)
 
+
 def test_bound_by_location_and_too_small_a_bound():
     fn = _roundtrip(_newton_sqrt, A, max_loop_trips=2)  # a user's bound is a bounded loop
     with pytest.warns(LoopBoundWarning, match="max_loop_trips"):
@@ -464,7 +465,6 @@ def test_provable_bound_from_a_counter_in_the_condition():
 
     fn = _roundtrip(capped, A)  # `i < 40` bounds it (element-wise too)
     np.testing.assert_allclose(jax.grad(lambda a: fn(a).sum())(A), 0.5 / np.sqrt(A), rtol=1e-4)
-
 
     def capped_coupled(m, b):
         d = jnp.diag(m)
@@ -506,6 +506,7 @@ def test_elementwise_analysis(body, elementwise, monkeypatch):
     bounded = _roundtrip(f, A, np.float32(2.0), max_loop_trips=50)  # the other way
     want = jax.grad(lambda a: bounded(a, np.float32(2.0)).sum())(A)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
 
 @pytest.mark.parametrize("direction,start,limit,step,trips", [
     ("LT", 0, 10, 1, 10), ("LE", 0, 10, 3, 4), ("GT", 10, 0, -2, 5), ("GE", 5, 5, -1, 1),

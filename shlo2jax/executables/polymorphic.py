@@ -503,11 +503,13 @@ def _dimension_arguments(module, dynamic_ops) -> tuple:
         seen.add(value)
         owner = value.owner
         if isinstance(owner, ir.Block):
+            # (jaxlib <= 0.7 hands out operands as plain Values: cast to read the position)
+            position = ir.BlockArgument(value).arg_number
             if owner == entry_block:
-                reached.add(value.arg_number)
+                reached.add(position)
             elif owner.owner.operation.name == "func.func":  # a callee's argument: its callers'
                 callee = owner.owner.operation.attributes["sym_name"].value
-                stack.extend(call.operands[value.arg_number] for call in calls_to.get(callee, ()))
+                stack.extend(call.operands[position] for call in calls_to.get(callee, ()))
             continue
         stack.extend(owner.operands)
     chosen = reached & candidates

@@ -8,6 +8,7 @@ import pytest
 from jax import export
 
 import shlo2jax
+from shlo2jax import compat
 from shlo2jax.executables import polymorphic
 from shlo2jax.errors import ShapeError
 
@@ -130,7 +131,7 @@ def test_dimension_size_argument():
         out = program(np.array(n, np.int64), x)
         np.testing.assert_array_equal(np.asarray(out), _dim_arg_expected(x))
         # A concrete jax array is as good as numpy.
-        with jax.enable_x64(True):
+        with compat.enable_x64():
             n_array = jnp.asarray(n, jnp.int64)
         out = program(n_array, x)
         np.testing.assert_array_equal(np.asarray(out), _dim_arg_expected(x))
@@ -157,7 +158,7 @@ def test_inconsistent_dimension_size_argument_is_reported():
 def test_traced_dimension_size_argument_is_refused():
     program = shlo2jax.load(DIM_ARG_MODULE)
     x = np.ones((3, 4), np.float32)
-    with pytest.raises(ShapeError, match="must be concrete"), jax.enable_x64(True):
+    with pytest.raises(ShapeError, match="must be concrete"), compat.enable_x64():
         jax.jit(program)(np.array(3, np.int64), x)
     # A constant inside the jitted function is concrete: fine.
     out = jax.jit(lambda x: program(np.array(3, np.int64), x))(x)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
+from shlo2jax import compat
 from shlo2jax import types as T
 
 from _helpers import assert_same_bits
@@ -230,6 +231,8 @@ def test_optimization_barrier_is_the_identity(element):
     assert_same_bits(outs[1], b)
 
 
+@pytest.mark.xfail(compat.xla_miscompiles("uint2 add chain"), strict=True,
+                   reason=compat.xla_miscompile_reason("uint2 add chain"))
 def test_func_call():
     program = shlo2jax.load("""
     func.func private @twice(%x: tensor<3xui2>) -> tensor<3xui2> {

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
+from shlo2jax import compat
 from shlo2jax import types as T
 
 from _helpers import tensor
@@ -251,7 +252,17 @@ def _wrapped(values, dtype):
     return values.astype(dtype)
 
 
-@pytest.mark.parametrize("element", NARROW)
+def _narrow_param(element):
+    # A strict known failure where this jaxlib's XLA miscompiles a sub-byte convolution
+    # compiled beside a dot (shlo2jax.compat.XLA_MISCOMPILES).
+    name = "narrow convolution beside a dot"
+    sub_byte = element in ("i2", "i4", "ui2", "ui4", "f4E2M1FN")
+    marks = [pytest.mark.xfail(compat.xla_miscompiles(name), strict=True,
+                               reason=compat.xla_miscompile_reason(name))] if sub_byte else []
+    return pytest.param(element, marks=marks, id=element)
+
+
+@pytest.mark.parametrize("element", [_narrow_param(e) for e in NARROW])
 def test_convolution_and_dot_general_narrow_types(element):
     """Sums of at most four products of -1/0/1 (0/1 unsigned): exact in every type, so the
     result is the same whatever the accumulation type; integers wrap."""

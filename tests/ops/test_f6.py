@@ -324,6 +324,10 @@ def test_reduce_sort_and_while(element):
 
 @pytest.mark.parametrize("element", F6)
 def test_bitcast_convert(element):
+    from shlo2jax import compat
+    crash = "bytes split into 2-bit lanes"
+    if compat.xla_crashes(crash):  # a known failure that kills the process: xfail cannot run it
+        pytest.skip(XLA_CRASHES_PREFIX + compat.XLA_CRASHES[crash][1])
     other = "f6E3M2FN" if element == "f6E2M3FN" else "f6E2M3FN"
     x = _all_values(element)
     t = _ty(x.shape, x.dtype)
@@ -338,6 +342,9 @@ def test_bitcast_convert(element):
     bits = x.view(np.uint8).astype(np.int64)
     expected = np.stack([(bits >> s) & 3 for s in (0, 2, 4)], axis=-1)  # low bits first
     np.testing.assert_array_equal(lanes.astype(np.int64), np.where(expected >= 2, expected - 4, expected))
+
+
+XLA_CRASHES_PREFIX = "known failure of this jaxlib (it would abort the test run): "
 
 
 # ------------------------------------------------------------------ values at the boundary

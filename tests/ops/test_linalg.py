@@ -4,6 +4,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from shlo2jax import compat
 from shlo2jax import types as T
 
 from _helpers import run_main, tensor
@@ -387,7 +388,7 @@ def _householder_input(shape, dtype, seed=0):
 def test_householder_qr_in_lax_is_lapack_geqrf(shape, dtype):
     import jax
     from shlo2jax.ops import _householder
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         a = _householder_input(shape, dtype)
         packed, taus = _householder.geqrf(a)  # LAPACK's own values
         packed_lax, taus_lax = _householder.householder_qr(a)
@@ -407,7 +408,7 @@ def test_geqrf_and_householder_product_derivatives(shape, dtype):
     import jax
     from jax.test_util import check_grads
     from shlo2jax.ops import _householder
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         a = _householder_input(shape, dtype)
         check_grads(_householder.geqrf, (a,), order=2, modes=("fwd", "rev"), atol=1e-5,
                     rtol=1e-5)
@@ -425,7 +426,7 @@ def test_qr_from_the_two_kernels_has_jnp_linalg_qr_gradient(shape, dtype):
     import jax
     import jax.numpy as jnp
     from shlo2jax.ops import _householder
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         a = _householder_input(shape, dtype)
         k = min(shape[-2:])
         q0, r0 = jnp.linalg.qr(a)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
+from shlo2jax import compat
 from shlo2jax import types as T
 
 from _helpers import assert_same_bits, tensor
@@ -16,7 +17,7 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def run(text, *args):
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         outs = shlo2jax.load(text)(*args)
     return [np.asarray(o) for o in outs] if isinstance(outs, (tuple, list)) else [np.asarray(outs)]
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
+from shlo2jax import compat
 from shlo2jax import quant
 from shlo2jax.quant import QArray, parse_quantized_element
 from shlo2jax.types import UnsupportedTypeError
@@ -89,7 +90,17 @@ _STORAGE = [("i2", ml_dtypes.int2, -2, 1), ("i4", ml_dtypes.int4, -8, 7),
             ("u8", np.uint8, 0, 255), ("u16", np.uint16, 0, 65535)]
 
 
-@pytest.mark.parametrize("storage,dtype,lo,hi", _STORAGE)
+def _storage_param(storage, dtype, lo, hi):
+    # Quantizing clamps then converts: a strict known failure for 2-bit storage where this
+    # jaxlib's XLA miscompiles that (shlo2jax.compat.XLA_MISCOMPILES).
+    name = "clamped convert to 2 bits"
+    marks = [pytest.mark.xfail(compat.xla_miscompiles(name), strict=True,
+                               reason=compat.xla_miscompile_reason(name))] \
+        if storage in ("i2", "u2") else []
+    return pytest.param(storage, dtype, lo, hi, marks=marks)
+
+
+@pytest.mark.parametrize("storage,dtype,lo,hi", [_storage_param(*s) for s in _STORAGE])
 def test_quantize_rounds_half_even_and_clamps(storage, dtype, lo, hi):
     scale, zp = 0.5, (lo + hi + 1) // 2
     qt = f"!quant.uniform<{storage}:f32, {scale}:{zp}>"
@@ -287,7 +298,7 @@ def test_arguments_accept_qarray_or_storage_and_check_types():
 
 def test_qarray_is_a_pytree_through_jit():
     qtype = parse_quantized_element("!quant.uniform<i8:f32, 0.5:1>")
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         q = jax.jit(lambda x: quant.quantize(x, qtype))(np.array([1.0, -3.0], np.float32))
         back = jax.jit(lambda v: v.dequantize())(q)
     assert isinstance(q, QArray) and q.qtype == qtype

@@ -1,0 +1,131 @@
+"""shlo2jax.compat: each difference between jax releases resolves on the installed jax, the
+check a user runs on a newer jax reports each point, and the fallbacks the older releases take
+compute what the newer entry points do (tested here on whichever jax is installed, by forcing
+the fallback)."""
+
+import io
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxlib.mlir import ir
+
+from shlo2jax import compat
+
+
+def test_every_point_resolves_on_the_installed_jax():
+    results = compat.check(file=False)
+    assert {"auto_insert_reshard", "aval_to_ir_type", "enable_x64", "op.attributes iteration",
+            "child process dialects", "jax internals used"} <= set(results)
+    failed = {name: detail for name, (ok, detail) in results.items() if not ok}
+    assert not failed
+
+
+def test_check_reports_a_failing_point_without_raising(monkeypatch):
+    def moved():
+        raise AttributeError("module 'jax._src.core' has no attribute 'auto_insert_reshard'")
+    monkeypatch.setitem(compat._POINTS, "auto_insert_reshard", moved)
+    out = io.StringIO()
+    results = compat.check(file=out)
+    assert results["auto_insert_reshard"][0] is False
+    text = out.getvalue()
+    assert f"jax {jax.__version__}" in text
+    assert "FAIL auto_insert_reshard" in text and "has no attribute" in text
+    assert f"{len(results) - 1} of {len(results)} compatibility points resolve" in text
+
+
+def test_module_entry_point_prints_the_table_and_exits_0():
+    done = subprocess.run([sys.executable, "-m", "shlo2jax.compat"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "compatibility points resolve" in done.stdout
+    assert "FAIL" not in done.stdout
+
+
+def test_child_dialects_source_runs_without_jax():
+    # The children (safe parse, reference interpreter) import jaxlib's bindings only.
+    code = compat.CHILD_DIALECTS_SOURCE + (
+        "\nimport sys\nregistry = ir.DialectRegistry()\nregister_jax_dialects(registry)\n"
+        "context = ir.Context()\ncontext.append_dialect_registry(registry)\n"
+        "stablehlo.register_dialect(context)\n"
+        "with context:\n    ir.Module.parse('func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> "
+        "{ %b = stablehlo.add %a, %a : tensor<2xf32>\\n return %b : tensor<2xf32> }')\n"
+        "assert 'jax' not in sys.modules, 'the child imported jax'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+_COMPLEX = """func.func @f() -> (tensor<2xcomplex<f32>>, tensor<3xf32>) {
+  %c = stablehlo.constant dense<[(1.0,2.0),(3.0,4.0)]> : tensor<2xcomplex<f32>>
+  %r = stablehlo.constant {note = "complex<f32> in a string"} dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+  return %c, %r : tensor<2xcomplex<f32>>, tensor<3xf32>
+}"""
+
+
+def test_attribute_items_leaves_complex_dense_data_unread():
+    # Reading it kills the process on jaxlib <= 0.7 (std::terminate in the bindings).
+    with compat.make_ir_context():
+        module = ir.Module.parse(_COMPLEX)
+        body = module.body.operations[0].regions[0].blocks[0].operations
+        complex_items = dict(compat.attribute_items(body[0]))
+        real_items = dict(compat.attribute_items(body[1]))
+        assert complex_items == {"value": None}
+        assert compat.attribute_names(body[0]) == ["value"]
+        assert set(real_items) == {"value", "note"}
+        assert real_items["value"] is not None and real_items["note"] is not None
+        np.testing.assert_array_equal(np.asarray(real_items["value"]), [1.0, 2.0, 3.0])
+
+
+def test_complex_constant_decodes_on_every_jaxlib():
+    import shlo2jax
+    program = shlo2jax.load(_COMPLEX)
+    values, reals = program.entry()
+    np.testing.assert_array_equal(np.asarray(values), [1 + 2j, 3 + 4j])
+    np.testing.assert_array_equal(np.asarray(reals), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_ormqr_fallback_applies_q(monkeypatch, left, transpose, dtype):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 3)).astype(dtype)
+    if np.issubdtype(dtype, np.complexfloating):
+        a = a + 1j * rng.standard_normal((5, 3)).astype(dtype)
+    c = rng.standard_normal((5, 4) if left else (4, 5)).astype(dtype)
+    reflectors, taus = compat.lax_geqrf(jnp.asarray(a))
+    # The full Q of the reflectors (tau 0 past the third: the identity there).
+    q = np.asarray(jax.lax.linalg.householder_product(
+        jnp.pad(reflectors, [(0, 0), (0, 2)]), jnp.pad(taus, [(0, 2)]))).astype(np.complex128)
+    op = q.conj().T if transpose else q
+    want = op @ c if left else c @ op
+    want = want if np.issubdtype(dtype, np.complexfloating) else want.real
+    monkeypatch.setattr(compat, "_HAS_ORMQR", False)
+    got = compat.lax_ormqr(reflectors, taus, jnp.asarray(c), left=left, transpose=transpose)
+    np.testing.assert_allclose(np.asarray(got), want.astype(dtype), rtol=1e-4, atol=1e-5)
+    if hasattr(jax.lax.linalg, "ormqr"):  # the entry point itself agrees with the fallback
+        monkeypatch.setattr(compat, "_HAS_ORMQR", True)
+        native = compat.lax_ormqr(reflectors, taus, jnp.asarray(c), left=left,
+                                  transpose=transpose)
+        np.testing.assert_allclose(np.asarray(native), np.asarray(got), rtol=1e-4, atol=1e-5)
+
+
+def test_enable_x64_keeps_64_bit_types():
+    with compat.enable_x64():
+        assert jnp.zeros(2, dtype=jnp.int64).dtype == np.int64
+        assert jnp.asarray(np.float64(1.5)).dtype == np.float64
+
+
+def test_lower_jaxpr_and_copied_lowerings_run_under_jit():
+    # compat.copy_lowerings and lower_jaxpr (jaxpr_subcomp's keywords, the lowering table's
+    # entry shape, register_lowering's inline=) are what the strong-zero primitives rest on.
+    from shlo2jax.gradients import strong_zero_ops
+    ops = strong_zero_ops()
+    x = jnp.asarray([0.0, 1.0, 4.0], dtype=jnp.float32)
+    np.testing.assert_allclose(jax.jit(ops.sqrt)(x), np.sqrt([0.0, 1.0, 4.0]))
+    grad = jax.grad(lambda v: jnp.sum(ops.mul(v, v)))(x)
+    np.testing.assert_allclose(grad, 2 * np.asarray(x))
