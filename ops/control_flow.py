@@ -332,7 +332,8 @@ def _elementwise_region(module, region, shape, seen) -> bool:
         kinds = [_derivative_kind(t) for t in op.result_types]
         if all(k == "none" for k in kinds):
             continue
-        if "other" in kinds or any(t.shape not in (shape, ()) for t in op.result_types):
+        if "other" in kinds or any(k == "real" and t.shape not in (shape, ())
+                                   for t, k in zip(op.result_types, kinds)):
             return False
         dialect, _, base = op.name.partition(".")
         if dialect in ("stablehlo", "mhlo", "chlo") and base in _ELEMENTWISE:
@@ -366,13 +367,17 @@ def _custom_reverse_mode(loop, transpose, second_order):
     forward-mode derivative again (`tangent_map(fn)`: that of `fn`), as second-order
     derivatives differentiate it with respect to the inputs."""
     wrapped = jax.custom_jvp(loop)
+    symbolic_zero = jax.custom_derivatives.SymbolicZero
 
-    @wrapped.defjvp
     def _jvp(primals, tangents):
         flat, tree = jax.tree_util.tree_flatten(primals)
-        flat_tangents = jax.tree_util.tree_leaves(tangents)
+        flat_tangents = jax.tree_util.tree_leaves(
+            tangents, is_leaf=lambda t: isinstance(t, symbolic_zero))
         outs = wrapped(*primals)
-        diff_in = [i for i, x in enumerate(flat) if tangent_dtype(x) != jax.dtypes.float0]
+        # only the inputs whose tangent is not a symbolic zero (under jax.grad: those that
+        # depend on what is differentiated) take part: fewer tangents, fewer cotangents
+        diff_in = [i for i, (x, t) in enumerate(zip(flat, flat_tangents))
+                   if tangent_dtype(x) != jax.dtypes.float0 and type(t) is not symbolic_zero]
         diff_out = [j for j, o in enumerate(outs) if tangent_dtype(o) != jax.dtypes.float0]
 
         def unflatten(values):
@@ -381,7 +386,7 @@ def _custom_reverse_mode(loop, transpose, second_order):
         def tangent_map(fn):
             def forward(*args):
                 res, lin = args[:len(flat)], args[len(flat):]
-                full = [np.zeros(np.shape(x), jax.dtypes.float0) for x in res]
+                full = [_zero_tangent(x) for x in res]
                 for i, t in zip(diff_in, lin):
                     full[i] = t
                 _, touts = jax.jvp(lambda *a: fn(*unflatten(a)), tuple(res), tuple(full))
@@ -392,17 +397,22 @@ def _custom_reverse_mode(loop, transpose, second_order):
             return transpose(wrapped, unflatten, list(args[:len(flat)]), args[len(flat):],
                              diff_in, diff_out)
 
-        lin = [jnp.zeros_like(flat[i]) if type(flat_tangents[i]) is
-               jax.custom_derivatives.SymbolicZero else flat_tangents[i] for i in diff_in]
+        lin = [flat_tangents[i] for i in diff_in]
         # forward mode runs the loop as it is
         touts = custom_linear(tangent_map(loop), transpose_map, flat, lin,
-                              second_order(tangent_map)) if diff_out else []
-        out_tangents = [np.zeros(np.shape(o), jax.dtypes.float0) for o in outs]
+                              second_order(tangent_map)) if diff_out and diff_in else []
+        out_tangents = [_zero_tangent(o) for o in outs]
         for j, t in zip(diff_out, touts):
             out_tangents[j] = t
         return outs, tuple(out_tangents)
 
+    wrapped.defjvp(_jvp, symbolic_zeros=True)
     return wrapped
+
+
+def _zero_tangent(x):
+    dtype = tangent_dtype(x)
+    return np.zeros(np.shape(x), dtype) if dtype == jax.dtypes.float0 else jnp.zeros_like(x)
 
 
 def bounded_reverse_mode(loop, bind, max_trips: int, where=("", "max_loop_trips")):
@@ -463,7 +473,7 @@ def elementwise_reverse_mode(loop, op):
 
     def transpose(wrapped, unflatten, res, cts, diff_in, diff_out):
         def column(k):
-            basis = [np.zeros(np.shape(x), jax.dtypes.float0) for x in res]
+            basis = [_zero_tangent(x) for x in res]
             for pos, i in enumerate(diff_in):
                 basis[i] = jnp.full(np.shape(res[i]), k == pos, tangent_dtype(res[i]))
             _, touts = jax.jvp(lambda *a: wrapped(*unflatten(a)), tuple(res), tuple(basis))
