@@ -23,7 +23,8 @@ from shlo2jax.compat import set_batching_rule
 from shlo2jax.primitives import general_scatter_primitive
 from shlo2jax.attributes import GatherDims, Opaque, ScatterDims
 from shlo2jax.errors import TranslationError
-from shlo2jax.ops._common import ints, non_differentiable, result_shape, single_or_tuple
+from shlo2jax.ops._common import (ints, known_value, non_differentiable, result_shape,
+                                  single_or_tuple)
 from shlo2jax.registry import Unsupported, register_op
 
 
@@ -58,6 +59,9 @@ def dynamic_update_slice(ctx, op, x, update, *starts):
 def real_dynamic_slice(ctx, op, x, starts, limits, strides):
     # The static result shape fixes the extent; limits only restate it.
     out_shape = result_shape(op)
+    known = [known_value(v) for v in (starts, limits, strides)]
+    if all(k is not None for k in known):
+        _check_real_dynamic_slice(op, x.shape, *(ints(k) for k in known), out_shape)
     if isinstance(starts, np.ndarray) and isinstance(strides, np.ndarray):
         begin, step = ints(starts), ints(strides)
         end = [b + (n - 1) * s + 1 if n else b for b, n, s in zip(begin, out_shape, step)]
@@ -66,6 +70,21 @@ def real_dynamic_slice(ctx, op, x, starts, limits, strides):
         index = starts[d] + strides[d] * lax.iota(starts.dtype, n)
         x = jnp.take(x, index, axis=d, mode="clip")
     return x
+
+
+def _check_real_dynamic_slice(op, shape, starts, limits, strides, out_shape):
+    """The spec's constraints on known start, limit and stride operands."""
+    for d, (b, e, s, n, size) in enumerate(zip(starts, limits, strides, shape, out_shape)):
+        why = None
+        if s <= 0:
+            why = f"stride {s} is not positive"
+        elif not 0 <= b <= e <= n:
+            why = f"start {b} and limit {e} are not within 0 <= start <= limit <= {n}"
+        elif -(-(e - b) // s) != size:
+            why = (f"start {b}, limit {e} and stride {s} give {-(-(e - b) // s)} elements, "
+                   f"the result type {op.result_types[0]} has {size}")
+        if why is not None:
+            raise TranslationError(op.name, op.location, f"dimension {d}: {why}")
 
 
 # ---------------------------------------------------------------- dimension numbers

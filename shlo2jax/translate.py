@@ -20,7 +20,7 @@ from jax import lax
 import numpy as np
 
 from shlo2jax import types as T
-from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError
+from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError, UnsupportedError
 from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
 from shlo2jax.gradients import strong_zero_ops
 from shlo2jax.options import LoadOptions
@@ -230,13 +230,36 @@ def _plan(translator: Translator, region: Region) -> tuple:
     entry = plans.get(id(region))
     if entry is not None and entry[0] is region:
         return entry[1]
+    refused = _refused(translator.module)
     plan = tuple(
-        (op, op.operands,
+        (_refusing(op, refused) if op.name in refused else op, op.operands,
          op.results[0] if len(op.results) == 1 else None,
          _expected(op.result_types[0]) if len(op.results) == 1 else None)
         for op in region.ops)
     plans[id(region)] = (region, plan)
     return plan
+
+
+def _refused(module: ModuleDef) -> dict:
+    """op name -> {location: problem} of the constructs the decoder found it cannot run
+    (loaded anyway with strict=False)."""
+    refused = {}
+    for problem in list(module.problems) + list(module.dormant_problems):
+        refused.setdefault(problem[0], {}).setdefault(problem[1], problem)
+    return refused
+
+
+def _refusing(op: Op, refused: dict) -> Op:
+    """`op`, or where the decoder reported it cannot run, a view of it whose handler raises
+    the UnsupportedError naming it (instead of its rule failing on what it could not
+    prepare, or no rule at all)."""
+    problem = refused[op.name].get(op.location)
+    if problem is None:
+        return op
+
+    def unsupported(ctx, op, *operands):
+        raise UnsupportedError([problem])
+    return op.replaced(handler=unsupported)
 
 
 def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> list:
@@ -277,7 +300,7 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
 
 def _evaluate_observed(translator: Translator, region: Region, scope: Scope, env: dict) -> None:
     observer = translator.mode.observer
-    for op in region.ops:
+    for op, *_ in _plan(translator, region):
         observer(op, None)
         try:
             out = op.handler(scope, op, *[env[i] for i in op.operands])

@@ -1,5 +1,6 @@
 """Every error path of loading and calling: clear, typed, naming op and location."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -47,6 +48,31 @@ def test_non_strict_load_lists_problems():
     }"""
     program = shlo2jax.load(text, strict=False)
     assert program.module.problems[0][0] == "foo.frobnicate"
+
+
+@pytest.mark.parametrize("body,named", [
+    ('%0 = stablehlo.custom_call @no_such_target(%x) : (tensor<2xf32>) -> tensor<2xf32>',
+     "custom_call target 'no_such_target' has no translation"),
+    ('%0 = "foo.frobnicate"(%x) : (tensor<2xf32>) -> tensor<2xf32>', "foo.frobnicate"),
+    # a rule whose `prepare` refused the op: it never runs on what it could not prepare
+    ('%0 = stablehlo.custom_call @tpu_custom_call(%x) : (tensor<2xf32>) -> tensor<2xf32>',
+     "tpu_custom_call"),
+])
+def test_non_strict_call_reaching_an_unsupported_op_names_it(body, named):
+    text = f"""
+    func.func @main(%x: tensor<2xf32>, %y: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {{
+      %a = stablehlo.add %x, %y : tensor<2xf32>
+      {body}
+      return %a, %0 : tensor<2xf32>, tensor<2xf32>
+    }}"""
+    program = shlo2jax.load(text, strict=False, source_name="p.mlir")
+    x = np.ones(2, np.float32)
+    for call in (lambda: program(x, x), lambda: jax.jit(program)(x, x),
+                 lambda: jax.grad(lambda v: program(v, x)[0].sum())(x)):
+        with pytest.raises(shlo2jax.UnsupportedError, match=r"at p.mlir:4:\d+: ") as info:
+            call()
+        assert named in str(info.value)
+        assert len(info.value.problems) == 1
 
 
 def test_malformed_text_carries_diagnostic():

@@ -722,3 +722,27 @@ def test_vmap_dynamic_update_slice_empty_window_polymorphic_batch():
 ])
 def test_dynamic_ops_with_empty_results(body, args, expected):
     _same(_run(body, args), expected)
+
+
+@pytest.mark.parametrize("starts,limits,strides,message", [
+    ([1, 3], [2, 2], [1, 1], r"dimension 1: start 3 and limit 2 are not within"),
+    ([1, 0], [2, 4], [1, 1], r"dimension 1: start 0, limit 4 and stride 1 give 4 elements"),
+    ([1, 0], [2, 5], [1, 2], r"dimension 1: start 0 and limit 5 are not within .* <= 4"),
+    ([1, 0], [2, 2], [1, 0], r"dimension 1: stride 0 is not positive"),
+])
+def test_real_dynamic_slice_checks_known_operands(starts, limits, strides, message):
+    # the spec's constraints (as slice's) on start, limit and stride operands known while
+    # tracing: jaxlib's verifier does not check their values
+    def body(starts, limits, strides):
+        return f"""
+  %b = stablehlo.constant dense<{starts}> : tensor<2xi64>
+  %e = stablehlo.constant dense<{limits}> : tensor<2xi64>
+  %t = stablehlo.constant dense<{strides}> : tensor<2xi64>
+  %r = stablehlo.real_dynamic_slice %a0, %b, %e, %t
+      : (tensor<3x4xf32>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> tensor<1x2xf32>
+  return %r : tensor<1x2xf32>"""
+    with pytest.raises(shlo2jax.TranslationError, match="stablehlo.real_dynamic_slice at .*"
+                       + message):
+        _run(body(starts, limits, strides), (np.ones((3, 4), np.float32),))
+    _same(_run(body([1, 1], [2, 4], [1, 2]), (np.arange(12, dtype=np.float32).reshape(3, 4),)),
+          np.float32([[5, 7]]))
