@@ -426,3 +426,22 @@ def test_mutants_of_hlo_text_never_crash():
     report = run_mutants(mutants(sources, 8, seed=5), jobs=1, timeout=120)
     assert not report.failures, report.failures
     assert sum(report.outcomes.values()) == 8
+
+
+def test_constants_lift_and_locations_are_instruction_names():
+    """HLO constants are baked weights (`lift_params`); probes and `compare --locate` name
+    HLO instructions."""
+    w = np.asarray(PARAMS[0][0])
+    text = jax.jit(lambda x: jnp.tanh(x @ w)).lower(X).as_text(dialect="hlo")
+    program = shlo2jax.load(text)
+    params, apply = shlo2jax.lift_params(program)
+    [(name, value)] = params.items()
+    np.testing.assert_array_equal(np.asarray(value), w)
+    close(apply(params, X), np.tanh(X @ w))
+    close(jax.grad(lambda p: apply(p, X).sum())(params)[name],
+          jax.grad(lambda v: jnp.tanh(X @ v).sum())(w))
+    _, recorded = shlo2jax.probe(program["main"], X)
+    assert {"dot_general.1", "tanh.1"} <= {str(k.location) for k in recorded}
+    result = shlo2jax.compare(text, backends=("cpu", "f64"), inputs=[X], locate=True,
+                              rtol=0, atol=0)
+    assert result.located and result.located[0].location in ("dot_general.1", "tanh.1")
