@@ -353,6 +353,125 @@ def test_elided_constants_are_refused_and_a_folder_prefers_its_proto(tmp_path):
     close(shlo2jax.load(tmp_path / "both")["main"](x), np.tanh(x @ w))
 
 
+def _entry(name, params, result, body, computations=""):
+    """A one-entry HLO module: `params` (shapes), `result` (a shape), the entry's body."""
+    args = ", ".join(f"p{i}: {t}" for i, t in enumerate(params))
+    lines = "\n".join(f"  p{i} = {t} parameter({i})" for i, t in enumerate(params))
+    return (f"HloModule {name}\n\n{computations}\nENTRY main ({args}) -> {result} {{\n"
+            f"{lines}\n{body}\n}}\n")
+
+
+_COMPARATORS = """
+gt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  ROOT gt = pred[] compare(a, b), direction=GT
+}
+
+ge {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT ge = pred[] compare(a, b), direction=GE
+}
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+_V = np.array([3, 1, 4, 1, 5], np.float32)
+_M = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]], np.float32)
+
+
+def _batch_norm_training(x, scale, offset, eps=1e-3):
+    mean, var = x.mean(0), x.var(0)
+    return (x - mean) / jnp.sqrt(var + eps) * scale + offset, mean, var
+
+
+# name -> (HLO text, inputs, what jax computes). Each is a form real dumps hold that
+# `hlo_to_stablehlo` converts to ops with rules here.
+CONVENTIONS = {
+    "topk": (_entry("topk", ["f32[2,5]"], "(f32[2,3], s32[2,3])",
+                    "  ROOT t = (f32[2,3], s32[2,3]) topk(p0), k=3, largest=true"),
+             [_M], lambda x: tuple(jax.lax.top_k(x, 3))),
+    "sort_with_a_comparator": (
+        _entry("sort", ["f32[5]", "s32[5]"], "(f32[5], s32[5])",
+               "  ROOT s = (f32[5], s32[5]) sort(p0, p1), dimensions={0}, is_stable=true, "
+               "to_apply=gt", _COMPARATORS),
+        [_V, np.arange(5, dtype=np.int32)],
+        lambda v, i: (-jnp.sort(-v, stable=True), jnp.argsort(-v, stable=True).astype(np.int32))),
+    "batch_norm_training": (
+        _entry("bn", ["f32[4,3]", "f32[3]", "f32[3]"], "(f32[4,3], f32[3], f32[3])",
+               "  ROOT bn = (f32[4,3], f32[3], f32[3]) batch-norm-training(p0, p1, p2), "
+               "epsilon=0.001, feature_index=1"),
+        [np.arange(12, dtype=np.float32).reshape(4, 3) ** 1.5,
+         np.array([1, 2, 0.5], np.float32), np.array([0, 1, -1], np.float32)],
+        _batch_norm_training),
+    "select_and_scatter": (
+        _entry("sas", ["f32[4]", "f32[2]"], "f32[4]",
+               "  zero = f32[] constant(0)\n  ROOT r = f32[4] select-and-scatter(p0, p1, zero), "
+               "window={size=2 stride=2}, select=ge, scatter=add", _COMPARATORS),
+        [np.array([1, 3, 2, 0], np.float32), np.array([10, 20], np.float32)],
+        lambda x, s: np.array([0, 10, 20, 0], np.float32)),
+    "add_dependency": (
+        _entry("dep", ["f32[3]"], "f32[3]",
+               "  tok = token[] after-all()\n  d = f32[3] add-dependency(p0, tok)\n"
+               "  ROOT n = f32[3] negate(d)"),
+        [_V[:3]], lambda x: -x),
+    "input_output_alias": (
+        _entry("alias", ["f32[3]"], "f32[3]", "  ROOT n = f32[3] negate(p0)").replace(
+            "HloModule alias", "HloModule alias, input_output_alias={ {}: (0, {}, may-alias) }"),
+        [_V[:3]], lambda x: -x),
+    "bounded_dynamic_dimension": (
+        _entry("dyn", ["f32[<=4,2]"], "f32[<=4,2]", "  ROOT n = f32[<=4,2] exponential(p0)"),
+        [np.ones((3, 2), np.float32)], jnp.exp),
+    "gpu_kcustom_fusion": (  # a Triton gemm fusion of an XLA:GPU dump: its computation runs
+        _entry("kcustom", ["f32[2,3]{1,0}", "f32[3,4]{1,0}"], "f32[2,4]{1,0}",
+               "  ROOT f = f32[2,4]{1,0} fusion(p0, p1), kind=kCustom, calls=triton_gemm, "
+               'backend_config={"fusion_backend_config":{"kind":"__triton_gemm",'
+               '"triton_gemm_config":{"block_m":"16","block_n":"16","block_k":"16",'
+               '"split_k":"1","num_stages":"1","num_warps":"2","num_ctas":"1"}}}',
+               "triton_gemm {\n  a = f32[2,3]{1,0} parameter(0)\n  b = f32[3,4]{1,0} parameter(1)\n"
+               "  ROOT d = f32[2,4]{1,0} dot(a, b), lhs_contracting_dims={1}, "
+               "rhs_contracting_dims={0}\n}\n"),
+        [_M[:, :3] / 4, np.arange(12, dtype=np.float32).reshape(3, 4) / 5], jnp.matmul),
+    "known_trip_count": (
+        WHILE_OVER_TUPLE.replace("body=body", 'body=body, backend_config={"known_trip_count":{"n":"5"}}'),
+        [np.array([0.1, 1.0, -2.0], np.float32)],
+        lambda x: jax.lax.fori_loop(0, 5, lambda i, v: jnp.cos(v * 0.5), x)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONVENTIONS))
+def test_hlo_convention(name):
+    text, inputs, source = CONVENTIONS[name]
+    fn = shlo2jax.load(text)["main"]
+    got, want = fn(*inputs), source(*inputs)
+    for g, w in zip(*(v if isinstance(v, tuple) else (v,) for v in (got, want))):
+        close(g, w, rtol=1e-4, atol=1e-4)
+    floats = [i for i, x in enumerate(inputs) if x.dtype == np.float32]
+    if name != "select_and_scatter":  # (the source there is a constant)
+        def first(f):
+            return lambda *a: jnp.sum((f(*a) if not isinstance(f(*a), tuple) else f(*a)[0]) ** 2)
+        for g, w in zip(jax.grad(first(fn), floats)(*inputs), jax.grad(first(source), floats)(*inputs)):
+            close(g, w, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("body,refused", [
+    ("  ROOT r = u64[2] rng-get-and-update-state(), delta=1",
+     r"mhlo\.xla\.rng_get_and_update_state at r: no translation"),
+    ("  cs = (f32[3], f32[3], u32[]) copy-start(p0)\n  ROOT r = f32[3] copy-done(cs)",
+     r"mhlo\.async_start at cs: .*\n.*mhlo\.async_done at r: no translation"),
+])
+def test_stateful_and_async_instructions_are_refused_at_load_by_name(body, refused):
+    result = "u64[2]" if "rng" in body else "f32[3]"
+    with pytest.raises(UnsupportedError, match=refused):
+        shlo2jax.load(_entry("refused", ["f32[3]"], result, body))
+
+
 # ----------------------------------------------------------------------- malformed HLO
 
 @pytest.mark.parametrize("text,message", [
