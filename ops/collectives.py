@@ -31,6 +31,7 @@ from jax.experimental import io_callback
 from shlo2jax import grid as G
 from shlo2jax import host_transfers
 from shlo2jax import types as T
+from shlo2jax.attributes import Opaque
 from shlo2jax.errors import SpmdUnsupported, UnsupportedError
 from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
@@ -113,6 +114,12 @@ def group_mode(op) -> str:
 
 def _id_groups(groups) -> list:
     """`replica_groups` without the -1 padding of ragged groups."""
+    if isinstance(groups, Opaque):
+        # e.g. StableHLO 1.16's `#stablehlo.replica_group_mesh_axes<mesh = @m, axes = [...]>`:
+        # groups named by the axes of a (shardy) mesh, not by process ids
+        construct = groups.text.split("<", 1)[0]
+        raise Unsupported(f"replica_groups given as {construct} (not a list of process ids) "
+                          f"are not supported: {groups.text}")
     arr = np.asarray(groups, dtype=np.int64)
     if arr.size == 0:
         return []

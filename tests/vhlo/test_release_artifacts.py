@@ -1,0 +1,176 @@
+"""StableHLO's own release artifacts: one VHLO portable artifact written by every release
+since 0.9.0, covering every op that release had (`stablehlo_legalize_to_vhlo.<v>.mlir.bc`,
+copied from openxla/stablehlo: see SOURCE.md beside this file).
+
+Each loads (or, newer than the installed jaxlib reads, is refused with a LoadError naming
+its StableHLO version); no plain Python exception escapes a load or a call; and, in the slow
+test, every function is run on seeded inputs and compared with jaxlib's StableHLO reference
+interpreter, with a per-release table printed (functions / loaded / run / interpreter ran /
+agree).
+"""
+
+from __future__ import annotations
+
+import collections
+import pathlib
+import re
+import warnings
+
+import numpy as np
+import pytest
+from jaxlib.mlir.dialects import stablehlo
+
+import shlo2jax
+from shlo2jax import errors
+from shlo2jax.errors import InputError, LoadError, Shlo2JaxError, UnsupportedError
+from shlo2jax.tools import compare as C
+from shlo2jax.tools import reference
+
+HERE = pathlib.Path(__file__).parent
+
+
+def _version(path: pathlib.Path) -> tuple:
+    return tuple(int(x) for x in re.search(r"\.(\d+_\d+_\d+)\.mlir", path.name)[1].split("_"))
+
+
+ARTIFACTS = sorted(HERE.glob("stablehlo_legalize_to_vhlo.*.mlir.bc"), key=_version)
+READABLE = tuple(int(x) for x in stablehlo.get_current_version().split("."))
+
+
+def _name(path) -> str:
+    return ".".join(map(str, _version(path)))
+
+
+def test_every_release_is_here():
+    versions = [_version(p) for p in ARTIFACTS]
+    assert versions[0] == (0, 9, 0) and len(versions) >= 31
+    assert (1, 16, 0) in versions and (1, 18, 0) in versions
+
+
+@pytest.mark.parametrize("path", ARTIFACTS, ids=_name)
+def test_release_artifact_loads_or_is_refused_by_name(path):
+    data = path.read_bytes()
+    if _version(path) > READABLE:
+        # written by a StableHLO newer than the installed jaxlib reads
+        with pytest.raises(LoadError, match=re.escape(f"StableHLO_v{_name(path)}")):
+            shlo2jax.load(data, strict=False)
+        return
+    program = shlo2jax.load(data, strict=False)
+    assert len(program.functions) > 150
+    # strict: refused only with the constructs named, each with where it is
+    with pytest.raises(UnsupportedError) as info:
+        shlo2jax.load(data)
+    assert info.value.problems and all(name and where and what
+                                       for name, where, what in info.value.problems)
+    assert {p[:1] + p[2:] for p in info.value.problems} == \
+        {p[:1] + p[2:] for p in program.module.problems}
+
+
+def test_replica_groups_named_by_mesh_axes_are_refused_by_name():
+    # 1.16.0 added `#stablehlo.replica_group_mesh_axes`; a plain ValueError escaped the load
+    data = (HERE / "stablehlo_legalize_to_vhlo.1_16_0.mlir.bc").read_bytes()
+    program = shlo2jax.load(data, strict=False)
+    refused = [p for p in program.module.problems if "replica_group_mesh_axes" in p[2]]
+    assert [p[0] for p in refused] == ["stablehlo.all_reduce"]
+    with pytest.raises(UnsupportedError, match="replica_groups given as "
+                       "#stablehlo.replica_group_mesh_axes"):
+        program["attr_replica_group_mesh_axes"](np.float32(1))
+
+
+def _function_modules(program) -> dict:
+    """Each public function as a module of its own with the functions it calls (the
+    interpreter runs @main of a module it can parse whole: one function's module holds only
+    the types that function uses)."""
+    module = program.mlir_module
+    with module.context:
+        funcs = {}
+        for view in module.body.operations:
+            op = view.operation
+            if op.name == "func.func":
+                funcs[op.attributes["sym_name"].value] = op.get_asm(
+                    large_elements_limit=None, enable_debug_info=False)
+    out = {}
+    for name in program.functions:
+        needed, pending = [], [name]
+        while pending:
+            callee = pending.pop()
+            if callee in needed:
+                continue
+            needed.append(callee)
+            pending += [c for c in re.findall(r"@([\w.$-]+)", funcs[callee])
+                        if c in funcs and c not in needed]
+        out[name] = "module {\n" + "\n".join(funcs[n] for n in needed) + "\n}\n"
+    return out
+
+
+@pytest.mark.slow
+def test_release_artifacts_against_the_reference_interpreter():
+    """Per release: functions, those that load, those that run here on seeded inputs, those
+    the interpreter runs too, and those that agree. Functions repeat between releases: each
+    distinct one is compared once."""
+    server = reference.InterpreterServer()
+    seen, rows, disagree, plain = {}, [], [], []
+    try:
+        for path in ARTIFACTS:
+            if _version(path) > READABLE:
+                rows.append((_name(path), "newer than jaxlib reads"))
+                continue
+            program = shlo2jax.load(path.read_bytes(), strict=False)
+            counts = collections.Counter(functions=len(program.functions))
+            for name, text in _function_modules(program).items():
+                if text not in seen:
+                    seen[text] = _compare_one(text, name, server)
+                outcome, detail = seen[text]
+                counts.update(outcome)
+                if "plain" in outcome:
+                    plain.append((_name(path), name, detail))
+                if "disagree" in outcome:
+                    disagree.append((_name(path), name, detail))
+            rows.append((_name(path), counts))
+    finally:
+        server.close()
+    print("\nrelease   functions  loaded  run  interpreter  agree")
+    for version, counts in rows:
+        if isinstance(counts, str):
+            print(f"{version:8}  {counts}")
+            continue
+        print(f"{version:8}  {counts['functions']:9}  {counts['loaded']:6}  {counts['run']:3}"
+              f"  {counts['interpreter']:11}  {counts['agree']:5}")
+    for row in disagree:
+        print("disagree:", *row)
+    assert not plain, plain  # no plain Python exception from a load or a call
+    assert not disagree, disagree
+
+
+def _compare_one(text, name, server):
+    """(outcome tags, detail) of one function's module: loaded, run, interpreter, agree."""
+    try:
+        program = shlo2jax.load(text, strict=False)
+    except Shlo2JaxError as e:
+        return (), str(e)
+    except Exception as e:  # a plain exception escaping a load is a bug
+        return ("plain",), f"load: {type(e).__name__}: {e}"
+    if program.module.problems:
+        return ("loaded",), "refused: " + "; ".join(p[2] for p in program.module.problems)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            result = C.compare(program, backends=(
+                "cpu", C.InterpreterBackend(timeout=60, server=server)), function=name)
+        except (InputError, TypeError) as e:  # no seeded value for tokens, tuples, `?` dims
+            return ("loaded",), f"inputs: {e}"
+    runs = result.runs
+    tags = ["loaded"]
+    if runs["cpu"].status == "ok":
+        tags.append("run")
+    elif not runs["cpu"].reason.startswith(tuple(c.__name__ for c in _LIBRARY_ERRORS)):
+        return tuple(tags) + ("plain",), runs["cpu"].reason
+    if runs["interpreter"].status == "ok":
+        tags.append("interpreter")
+    if "run" in tags and "interpreter" in tags:
+        tags.append("agree" if result.ok else "disagree")
+    return tuple(tags), runs["cpu"].reason or ""
+
+
+_LIBRARY_ERRORS = tuple(c for c in vars(errors).values()
+                        if isinstance(c, type) and issubclass(c, Shlo2JaxError))
