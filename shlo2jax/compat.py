@@ -295,11 +295,20 @@ def jit_disabled() -> bool:
 def make_ir_context():
     """An MLIR context with every dialect jax registers (func, stablehlo, chlo, sdy, mhlo, ...)."""
 
-    context = mlir.make_ir_context()
+    context = _new_jax_context()
     # The conformance `check` and `interpreter` dialects are not registered in jaxlib.
     context.allow_unregistered_dialects = True
     load_quant_dialect(context)  # `!quant.uniform` types must parse
     return context
+
+
+# jax after 0.11 reuses one MLIR context per thread from `mlir.make_ir_context` (jax-ml/jax
+# commit 044efe820d, "one MLIR context per Python thread"), building it in `_create_ir_context`.
+# The contexts made above are shlo2jax's own (unregistered dialects allowed, `quant` loaded,
+# modules held past a call): they must not be jax's shared one, so they come from the builder
+# where jax has split it out. (Read from jax's source; no such release installs here.)
+_new_jax_context = getattr(mlir, "_create_ir_context", None) or mlir.make_ir_context
+_point("MLIR context")(lambda: f"mlir.{_new_jax_context.__name__}")
 
 
 _QUANT_ARTIFACT: Optional[bytes] = None
