@@ -8,8 +8,11 @@ shrink), an unlisted failure fails.
 """
 
 import copy
+import json
+import pathlib
 
 import jax
+import jaxlib
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -21,6 +24,12 @@ pytestmark = pytest.mark.corpus
 
 ENTRIES = corpus_entry.entries()
 KNOWN = corpus_entry.known_failures()
+# Known failures of an older jaxlib only (tests/corpus/known_failures_by_jaxlib.json: each
+# record names the jaxlib releases it was measured on); .ci/run's jax-version legs meet them.
+_BY_JAXLIB = pathlib.Path(__file__).parent / "corpus" / "known_failures_by_jaxlib.json"
+KNOWN.update({(r["entry"], r["check"]): f"{r['reason']} (jaxlib {jaxlib.__version__})"
+              for r in json.loads(_BY_JAXLIB.read_text())
+              if jaxlib.__version__ in r["jaxlib"]})
 RUN_CHECKS = [c for c in checks.CHECKS if c != "load"]
 
 _loaded = {}
@@ -32,9 +41,22 @@ def _load(e):
     return _loaded[e.id]
 
 
+def _written_by_newer_jax(e) -> bool:
+    """Whether the entry was written by a newer jax than the installed one: outside what an
+    older jax promises to read (jax.export's 3-week forward window, XLA's HLO text, VHLO)."""
+    def release(v):
+        return tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
+    return release(e.meta["versions"]["jax"]) > release(jax.__version__)
+
+
 def _verdict(e, check, result):
     if result.skipped:
         pytest.skip(f"{e.id}: {result.skipped}")
+    if not result.ok and result.message.startswith("not loaded") and _written_by_newer_jax(e):
+        # The error must say why (e.g. the VHLO version against jaxlib's); the run checks the
+        # entries this jax can read.
+        pytest.xfail(f"written by jax {e.meta['versions']['jax']}, newer than jax "
+                     f"{jax.__version__} reads: {result.message[:300]}")
     reason = KNOWN.get((e.id, check))
     if reason is not None:
         if result.ok:
@@ -82,6 +104,9 @@ def test_known_failures_name_real_checks():
         assert entry_id in ids, f"known_failures.json names {entry_id}, which is not in the corpus"
         assert check in checks.CHECKS, f"{entry_id}: unknown check {check!r}"
         assert reason.strip(), f"{entry_id} {check}: a known failure needs its reason"
+    for record in json.loads(_BY_JAXLIB.read_text()):  # on every jaxlib, not only those listed
+        assert record["entry"] in ids, f"{_BY_JAXLIB.name} names {record['entry']}"
+        assert record["check"] in checks.CHECKS and record["reason"].strip() and record["jaxlib"]
 
 
 def test_entries_are_complete():
