@@ -349,7 +349,7 @@ def test_cli_compare_exit_codes_and_json(tmp_path, capsys):
     code = cli.main(["compare", str(chain), "--backends", "cpu,f64", "--inputs", str(inputs),
                      "--rtol", "0", "--atol", "0", "--locate"])
     text = capsys.readouterr().out
-    assert code == 1 and "backends DISAGREE" in text and "first diverging ops" in text
+    assert code == 3 and "backends DISAGREE" in text and "first diverging ops" in text  # exits.DISAGREE
 
 
 # ------------------------------------------------------------------------- round trip
