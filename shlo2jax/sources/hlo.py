@@ -33,7 +33,7 @@ from shlo2jax.errors import ElidedDataError, LoadError
 
 # A dump file: module_<number>.<module name>.<stage>.(txt|hlo.pb)
 _DUMP_FILE_RE = re.compile(r"^module_(\d+)\.(.+?)\.(before_optimizations|"
-                           r"[a-z0-9_]*after_optimizations)\.(txt|hlo\.pb)$")
+                           r"[\w.]*after_optimizations)\.(txt|hlo\.pb)$")  # sm_8.0_gpu_after_...
 
 
 def is_hlo_text(data) -> bool:

@@ -145,6 +145,18 @@ def test_dump_folder_of_one_module_and_without_before_optimizations(dump, tmp_pa
         shlo2jax.load(tmp_path)
 
 
+def test_gpu_dump_file_names_and_a_module_with_only_optimized_dumps(dump, tmp_path):
+    """XLA:GPU names its optimized dumps by compute capability (`sm_8.0_gpu_after_...`); a
+    module dumped only after optimizations names the files to load instead."""
+    text = dump_file(dump, "jit_loop", "before_optimizations", "txt").read_text()
+    (tmp_path / "module_0007.jit_g.sm_8.0_gpu_after_optimizations.txt").write_text(text)
+    with pytest.raises(LoadError, match=r"module_0007\.jit_g has no before_optimizations dump "
+                                        r"\(it has module_0007\.jit_g\.sm_8\.0_gpu_after"):
+        shlo2jax.load(tmp_path)
+    (tmp_path / "module_0007.jit_g.before_optimizations.txt").write_text(text)
+    check_loop(shlo2jax.load(tmp_path, module="jit_g"))
+
+
 def test_hlo_snapshot_holding_the_module(dump, tmp_path):
     """An xla.HloSnapshot (field 1: the HloProto; field 2: argument literals) reads its module."""
     proto = dump_file(dump, "jit_loop", "before_optimizations", "hlo.pb").read_bytes()
