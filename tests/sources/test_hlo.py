@@ -71,9 +71,12 @@ def dump_file(folder, module, stage, ext):
 
 
 def check_mlp(program, names=("params[0][0]", "params[0][1]", "params[1][0]", "params[1][1]", "x")):
-    """Forward, grad and vmap against jax; the parameters' names (jax's own in a dump)."""
+    """Forward, grad and vmap against jax; the parameters' names (jax's own in a dump; the
+    text printer's differ between jax releases: None)."""
     fn = program["main"]
-    assert fn.arg_names == names
+    assert len(fn.arg_names) == 5
+    if names is not None:
+        assert fn.arg_names == names
     close(fn(*FLAT), mlp(PARAMS, X), rtol=1e-5)
     argnums = tuple(range(5))
     for got, want in zip(jax.grad(fn, argnums)(*FLAT), jax.grad(mlp_flat, argnums)(*FLAT)):
@@ -96,9 +99,8 @@ def check_loop(program):
 def test_hlo_text_from_lower():
     text = jax.jit(mlp).lower(PARAMS, X).as_text(dialect="hlo")
     assert text.startswith("HloModule")
-    # (the text printer makes the names identifiers)
-    check_mlp(shlo2jax.load(text), ("params_0__0_.1", "params_0__1_.1", "params_1__0_.1",
-                                    "params_1__1_.1", "x.1"))
+    # (the text printer makes the names identifiers, each jax release its own way)
+    check_mlp(shlo2jax.load(text), None)
 
 
 def test_hlo_module_proto_from_lower():
@@ -122,14 +124,23 @@ def test_after_optimizations_dump_has_fusions_and_copies(dump):
     assert ops["mhlo.fusion"] and ops["mhlo.copy"]
 
 
+def _module_prefix(folder, name):
+    """`module_NNNN.NAME` of a dump (the numbers differ between jax releases)."""
+    [prefix] = {n.split(f".{name}.")[0] + f".{name}" for n in os.listdir(folder)
+                if f".{name}." in n and n.startswith("module_")}
+    return prefix
+
+
 def test_dump_folder_lists_its_modules_and_takes_a_name(dump):
-    with pytest.raises(LoadError, match=r"2 modules: module_0000\.jit_mlp, module_0002\.jit_loop; "
+    mlp_prefix, loop_prefix = _module_prefix(dump, "jit_mlp"), _module_prefix(dump, "jit_loop")
+    with pytest.raises(LoadError, match=rf"2 modules: {mlp_prefix}, {loop_prefix}; "
                                         r"name one: load\(DIR, module=NAME\)"):
         shlo2jax.load(dump)
     check_mlp(shlo2jax.load(dump, module="jit_mlp"))
-    check_loop(shlo2jax.load(str(dump), module="module_0002.jit_loop"))
-    assert shlo2jax.load(dump, module="2").module.name == "jit_loop"
-    with pytest.raises(LoadError, match=r"no module 'jit_g'; it holds module_0000\.jit_mlp"):
+    check_loop(shlo2jax.load(str(dump), module=loop_prefix))
+    number = str(int(loop_prefix.split(".")[0][len("module_"):]))
+    assert shlo2jax.load(dump, module=number).module.name == "jit_loop"
+    with pytest.raises(LoadError, match=rf"no module 'jit_g'; it holds {mlp_prefix}"):
         shlo2jax.load(dump, module="jit_g")
 
 
@@ -359,7 +370,7 @@ def test_elided_constants_are_refused_and_a_folder_prefers_its_proto(tmp_path):
         subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300,
                        capture_output=True)
     with pytest.raises(ElidedDataError, match=r"the data of 1 constant\(s\) is elided as "
-                                              r"\{\.\.\.\} \(%constant\.1 f32\[8,8\]"):
+                                              r"\{\.\.\.\} \(%constant\.\d+ f32\[8,8\]"):
         shlo2jax.load(tmp_path / "text")
     x = np.ones((2, 8), np.float32)
     close(shlo2jax.load(tmp_path / "both")["main"](x), np.tanh(x @ w))
@@ -532,7 +543,8 @@ def test_command_line_reads_dump_folders_with_module(dump, tmp_path, capsys, mon
     assert cli.main(["info", str(dump)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("shlo2jax: error: ") and err.count("\n") == 1
-    assert "2 modules: module_0000.jit_mlp, module_0002.jit_loop" in err and "--module NAME" in err
+    assert (f"2 modules: {_module_prefix(dump, 'jit_mlp')}, {_module_prefix(dump, 'jit_loop')}"
+            in err and "--module NAME" in err)
     assert cli.main(["info", str(dump), "--module", "jit_loop"]) == 0
     assert "@main(x: f32[4,3], n: i32[]) -> (f32[])" in capsys.readouterr().out
     inputs = tmp_path / "inputs.npz"
@@ -547,12 +559,16 @@ def test_command_line_reads_dump_folders_with_module(dump, tmp_path, capsys, mon
 
 
 def test_mutants_of_hlo_text_never_crash():
-    """`shlo2jax mutate` mutates the corpus's HLO text too: each mutant loads (and runs), or
-    is a library error, in the API and on the command line, and never kills its worker."""
-    from shlo2jax.tools.mutate import default_sources, mutants, run_mutants
+    """`shlo2jax mutate` mutates the corpus's HLO text too (`default_sources` takes each
+    `model.hlo`): each mutant loads (and runs), or is a library error, in the API and on the
+    command line, and never kills its worker."""
+    from shlo2jax.tools.mutate import Source, mutants, run_mutants
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sources = [s for s in default_sources(root) if s.name.endswith("model.hlo")
-               and "transformer" not in s.name]
+    corpus = os.path.join(root, "tests", "corpus", "hlo")
+    sources = [Source(f"tests/corpus/hlo/{n}/model.hlo",
+                      open(os.path.join(corpus, n, "model.hlo"), encoding="utf-8").read())
+               for n in sorted(os.listdir(corpus)) if "transformer" not in n
+               and os.path.isfile(os.path.join(corpus, n, "model.hlo"))]
     assert len(sources) >= 10
     report = run_mutants(mutants(sources, 8, seed=5), jobs=1, timeout=120)
     assert not report.failures, report.failures
@@ -571,8 +587,11 @@ def test_constants_lift_and_locations_are_instruction_names():
     close(apply(params, X), np.tanh(X @ w))
     close(jax.grad(lambda p: apply(p, X).sum())(params)[name],
           jax.grad(lambda v: jnp.tanh(X @ v).sum())(w))
+    names = {line.split("=")[0].strip().lstrip("%").replace("ROOT ", "")
+             for line in text.splitlines() if " dot(" in line or " tanh(" in line}
+    assert len(names) == 2  # (each jax release numbers its instructions its own way)
     _, recorded = shlo2jax.probe(program["main"], X)
-    assert {"dot_general.1", "tanh.1"} <= {str(k.location) for k in recorded}
+    assert names <= {str(k.location) for k in recorded}
     result = shlo2jax.compare(text, backends=("cpu", "f64"), inputs=[X], locate=True,
                               rtol=0, atol=0)
-    assert result.located and result.located[0].location in ("dot_general.1", "tanh.1")
+    assert result.located and result.located[0].location in names
