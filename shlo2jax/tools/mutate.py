@@ -5,7 +5,7 @@
 repeated and zeroed ranges) and text-level mutants of MLIR text (element types and shapes
 changed, arguments and results added or dropped, lines deleted, repeated or swapped, values,
 op names and numbers replaced, string literals whose escapes are not UTF-8, truncations), which
-HLO text (the corpus's `model.hlo`) meets too.
+HLO text (`--hlo`: the corpus's `model.hlo`) meets too.
 `check_mutant` loads one and, when it loads, calls its entry function on seeded inputs; it
 reports what happened, and whether that is allowed: a library error (`Shlo2JaxError`: a
 `LoadError`, `UnsupportedError`, `TranslationError`, `ShapeError`, ...) or the `TypeError`
@@ -48,10 +48,12 @@ class Source(NamedTuple):
     data: Union[bytes, str]  # bytes: bytecode or a serialized jax.export; str: MLIR text
 
 
-def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> list:
+def default_sources(root: str, shared: str = "", max_bytes: int = 200_000,
+                    hlo: bool = False) -> list:
     """The bundled example, the corpus's exports (serialized, their VHLO modules, and the
-    printed text of their bytecode modules), its HLO text (`model.hlo`), and
-    `shared`/models/*.mlir.bc when present."""
+    printed text of their bytecode modules), `shared`/models/*.mlir.bc when present, and with
+    `hlo` the corpus's HLO text (`model.hlo`, after the others: the default sample is
+    unchanged)."""
     sources = []
     with open(os.path.join(root, "examples", "mlp.mlir"), encoding="utf-8") as f:
         sources.append(Source("examples/mlp.mlir", f.read()))
@@ -60,7 +62,7 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> li
     for dirpath, dirnames, filenames in os.walk(corpus):
         dirnames.sort()
         for name in sorted(filenames):
-            if name in ("exported.bin", "model.mlir.bc", "model.hlo"):
+            if name in ("exported.bin", "model.mlir.bc"):
                 found.append(os.path.join(dirpath, name))
     if shared:
         models = os.path.join(shared, "models")
@@ -73,9 +75,6 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> li
         with open(path, "rb") as f:
             data = f.read()
         rel = os.path.relpath(path, root)
-        if path.endswith(".hlo"):  # XLA's HLO text (sources/hlo.py): mutated as text
-            sources.append(Source(rel, data.decode("utf-8")))
-            continue
         sources.append(Source(rel, data))
         with make_ir_context() as context:
             if path.endswith(".bin"):
@@ -85,6 +84,13 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000) -> li
             else:
                 text = str(ir.Module.parse(data))
         sources.append(Source(rel + ":text", text))
+    if hlo:  # XLA's HLO text (sources/hlo.py), mutated as text
+        hlo_root = os.path.join(corpus, "hlo")
+        for name in sorted(os.listdir(hlo_root)) if os.path.isdir(hlo_root) else []:
+            path = os.path.join(hlo_root, name, "model.hlo")
+            if os.path.isfile(path) and os.path.getsize(path) <= max_bytes:
+                with open(path, encoding="utf-8") as f:
+                    sources.append(Source(os.path.relpath(path, root), f.read()))
     return sources
 
 
@@ -422,12 +428,15 @@ def main(argv=None) -> int:
                         help="the checkout whose examples/ and tests/corpus/ are mutated")
     parser.add_argument("--shared", default="",
                         help="also mutate SHARED/models/*.mlir.bc (at most 200 kB each)")
+    parser.add_argument("--hlo", action="store_true",
+                        help="also mutate the corpus's HLO text (tests/corpus/hlo/*/model.hlo)")
     parser.add_argument("--lowering", choices=("translate", "direct"), default="translate",
                         help="load the mutants with this lowering (load(..., lowering=))")
     parser.add_argument("--json", help="write the outcomes and every failure to this file")
     parser.add_argument("--save", help="write each failing mutant to this folder")
     args = parser.parse_args(argv)
-    mutant_list = mutants(default_sources(args.root, args.shared), args.count, args.seed)
+    mutant_list = mutants(default_sources(args.root, args.shared, hlo=args.hlo), args.count,
+                          args.seed)
     report = run_mutants(mutant_list, jobs=args.jobs, lowering=args.lowering)
     for name, n in report.outcomes.items():
         print(f"  {name}: {n}")

@@ -559,18 +559,15 @@ def test_command_line_reads_dump_folders_with_module(dump, tmp_path, capsys, mon
 
 
 def test_mutants_of_hlo_text_never_crash():
-    """`shlo2jax mutate` mutates the corpus's HLO text too (`default_sources` takes each
-    `model.hlo`): each mutant loads (and runs), or is a library error, in the API and on the
-    command line, and never kills its worker."""
-    from shlo2jax.tools.mutate import Source, mutants, run_mutants
+    """`shlo2jax mutate --hlo` mutates the corpus's HLO text too: each mutant loads (and
+    runs), or is a library error, in the API and on the command line, and never kills its
+    worker."""
+    from shlo2jax.tools.mutate import default_sources, mutants, run_mutants
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    corpus = os.path.join(root, "tests", "corpus", "hlo")
-    sources = [Source(f"tests/corpus/hlo/{n}/model.hlo",
-                      open(os.path.join(corpus, n, "model.hlo"), encoding="utf-8").read())
-               for n in sorted(os.listdir(corpus)) if "transformer" not in n
-               and os.path.isfile(os.path.join(corpus, n, "model.hlo"))]
-    assert len(sources) >= 10
-    report = run_mutants(mutants(sources, 8, seed=5), jobs=1, timeout=120)
+    sources = [s for s in default_sources(root, hlo=True) if s.name.endswith("model.hlo")]
+    assert len(sources) == 14
+    sample = [s for s in sources if "transformer" not in s.name]
+    report = run_mutants(mutants(sample, 8, seed=5), jobs=1, timeout=120)
     assert not report.failures, report.failures
     assert sum(report.outcomes.values()) == 8
 
