@@ -64,8 +64,7 @@ class Function:
 
     @property
     def signature(self) -> str:
-        """`@main(w1: f32[8,16], x: f32[2,8]) -> (f32[2,4])`: arguments by `arg_names`, types
-        as `signatures.type_text` writes them."""
+        """`@main(w1: f32[8,16], x: f32[2,8]) -> (f32[2,4])`, named by `arg_names`."""
         return signatures.text(self.name, self.input_types, self.output_types, self.arg_names)
 
     __repr__ = lambda self: f"<shlo2jax.Function {self.signature}>"  # noqa: E731

@@ -257,3 +257,11 @@ def test_no_module_replaces_itself():
 def test_no_jax_internals_module_under_its_old_name():
     # every jax internal and version difference is in shlo2jax.compat
     assert "shlo2jax._jax_internals" not in modules()
+
+
+def test_program_stays_a_thin_facade():
+    # Issue 27: program.py holds the Program and the Function facade only; the ways a
+    # function runs live in executables/, one module each. Growing past this means a piece
+    # of an executable or a source crept back in.
+    lines = (ROOT / "shlo2jax" / "program.py").read_text().count("\n")
+    assert lines < 250, f"shlo2jax/program.py has {lines} lines (under 250 keeps it a facade)"
