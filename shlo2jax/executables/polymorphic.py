@@ -384,7 +384,7 @@ def _check_bounds(function, key) -> None:
         if bounds and isinstance(k, tuple):
             for d, (size, bound) in enumerate(zip(k[0], bounds)):
                 if bound is not None and size > bound:
-                    raise ShapeError(f"argument %arg{i} of @{function.name} has shape {k[0]}: "
+                    raise ShapeError(f"argument {function.arg_names[i]} of @{function.name} has shape {k[0]}: "
                                      f"dimension {d} exceeds its bound {bound}")
 
 
@@ -440,7 +440,7 @@ def _describe_call(function, key, values) -> str:
     parts = []
     for i, k in enumerate(key):
         if isinstance(k, tuple):
-            text = f"%arg{i}: {T.tensor_type(k[0], k[1])}"
+            text = f"{function.arg_names[i]}: {T.tensor_type(k[0], k[1])}"
             if values and i in values:
                 text += f" = {values[i]}"
             parts.append(text)
@@ -563,7 +563,7 @@ def _dimension_value(function, args, index: int):
         value = np.asarray(args[index])  # a tracer raises unless its value is known
     except TypeError:
         raise ShapeError(
-            f"argument %arg{index} of @{function.name} decides `?` dimensions of the program by "
+            f"argument {function.arg_names[index]} of @{function.name} decides `?` dimensions of the program by "
             "its value (a dimension size), so it must be concrete, but it is a traced value; pass "
             "it as a numpy array or a concrete jax array (e.g. a static argument of the enclosing "
             "jit), or use a program whose `?` dimensions follow from the argument shapes "

@@ -272,7 +272,9 @@ func.func @main(%x: tensor<?x4xf32, #stablehlo.bounds<8, ?>>)
 """)
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_array_equal(np.asarray(program(x)), 2 * x)
-    with pytest.raises(ShapeError, match="exceeds its bound 8"):
+    # the argument is named as the signature names it (issue 31: one format everywhere)
+    assert program.entry.arg_names == ("arg_0",)
+    with pytest.raises(ShapeError, match=r"argument arg_0 of @main .*exceeds its bound 8"):
         program(np.ones((9, 4), np.float32))
 
 
