@@ -2,8 +2,9 @@
 jaxlib's MLIR bindings.
 
 Malformed input raises `LoadError`, never aborts the process: the input is checked before
-jaxlib parses it, and parsed in a child process where the checks cannot vouch for it
-(`shlo2jax.sources.safe_parse`).
+jaxlib parses it, a VHLO module's attributes before jaxlib converts it to StableHLO, and it
+is parsed (and converted) in a child process where the checks cannot vouch for it
+(`shlo2jax.sources.safe_parse`, `shlo2jax.sources.vhlo_kinds`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax.errors import LoadError
+from shlo2jax.sources import vhlo_kinds
 from shlo2jax.sources.safe_parse import (BYTECODE_MAGIC, check_bytecode, check_text,
                                          parse_in_child, printed_problem)
 
@@ -39,10 +41,7 @@ def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str 
     if verdict.error:
         raise LoadError(f"cannot read MLIR{where}: {verdict.error}")
     if not verdict.safe:
-        child = parse_in_child(source, source_name)
-        if not child.ok:
-            message = child.message.replace('"-":', f'"{source_name}":') if source_name else child.message
-            raise LoadError(f"cannot read MLIR{where}: {message} ({verdict.why})")
+        _parse_in_child(source, source_name, verdict.why)
     if isinstance(source, bytes):
         # A VHLO artifact is checked as the bytecode it is before it is converted (the
         # conversion is where a location in an attribute's place crashes), and converted
@@ -54,9 +53,15 @@ def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str 
             except Exception:  # noqa: BLE001 - parse_mlir_unchecked reports it
                 module = None
         if module is not None:
-            escaped = _check_printed(module, where)
-            if not _is_vhlo(module):
+            vhlo = _is_vhlo(module)
+            escaped, unvouched = _check_printed(module, where, vhlo)
+            if not vhlo:
                 return module
+            if unvouched and verdict.safe:
+                # The conversion casts some attributes to the kinds it expects without
+                # checking them: one of another kind can end the process. Converted in a
+                # child first, a module that crashes it is reported instead.
+                _parse_in_child(source, source_name, unvouched)
             converted = parse_mlir_unchecked(source, context, source_name)
             # A VHLO module prints its names as string values: where some string holds
             # bytes outside ASCII, the converted module's names are checked again. Where
@@ -74,13 +79,24 @@ def _is_vhlo(module: ir.Module) -> bool:
     return any(op.operation.name.startswith("vhlo.") for op in module.body.operations)
 
 
-def _check_printed(module: ir.Module, where: str) -> bool:
-    """Raises LoadError for what would abort the process; -> whether a string holds bytes
-    outside ASCII (see `printed_problem`)."""
-    problem, escaped = printed_problem(module)
+def _check_printed(module: ir.Module, where: str, vhlo: bool = False) -> tuple:
+    """Raises LoadError for what would abort the process; -> (whether a string holds bytes
+    outside ASCII, why a `vhlo` module's conversion cannot be vouched for or None) (see
+    `printed_problem`)."""
+    problem, escaped, unvouched = printed_problem(module, vhlo_kinds.KINDS if vhlo else None)
     if problem:
         raise LoadError(f"cannot read MLIR{where} (corrupt input): {problem}")
-    return escaped
+    return escaped, unvouched
+
+
+def _parse_in_child(source: Union[str, bytes], source_name: str, why: str) -> None:
+    """Parses (and converts, for VHLO) `source` in a child process; raises LoadError where
+    that fails or the child dies. `why`: why the checks sent it there."""
+    child = parse_in_child(source, source_name)
+    if not child.ok:
+        where = f" {source_name}" if source_name else ""
+        message = child.message.replace('"-":', f'"{source_name}":') if source_name else child.message
+        raise LoadError(f"cannot read MLIR{where}: {message} ({why})")
 
 
 def parse_mlir_unchecked(source: Union[str, bytes], context: ir.Context,

@@ -265,15 +265,25 @@ _LOCATION_AS_VALUE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#loc\d*\b|\bloc\(')
 _NAME_LITERAL = re.compile(rb'(@?)("(?:[^"\\\n]|\\.)*")([ \t]*=)?')
 
 
-def printed_problem(module) -> tuple:
+def printed_problem(module, vhlo_kinds: Optional[dict] = None) -> tuple:
     """(what in `module`, an `ir.Module`, would abort the process when it is decoded, or
     None: a location in an attribute's place, a name that is not UTF-8; whether any string
-    in it holds bytes outside ASCII). A VHLO module's names print as string values, so the
-    second answer says whether its StableHLO conversion needs the name check again."""
+    in it holds bytes outside ASCII; for a VHLO module, given the kinds its attributes may
+    have (`shlo2jax.sources.vhlo_kinds.KINDS`), why its conversion to StableHLO cannot be
+    vouched for in this process, or None). A VHLO module's names print as string values, so
+    the second answer says whether its StableHLO conversion needs the name check again.
+
+    A VHLO module is printed in the generic form: it shows every op's attributes as
+    attributes (`vhlo.func_v1`'s own printer shows its name and type as a signature, and
+    casts them blindly to print them)."""
     asm = module.operation.get_asm(binary=True, large_elements_limit=16,
-                                   enable_debug_info=False)
+                                   enable_debug_info=False,
+                                   print_generic_op_form=vhlo_kinds is not None)
     escaped = _HIGH_ESCAPE.search(asm) is not None
-    return _printed_problem(asm, escaped), escaped
+    problem = _printed_problem(asm, escaped)
+    if vhlo_kinds is None or problem:
+        return problem, escaped, None
+    return None, escaped, vhlo_kinds_problem(asm, vhlo_kinds)
 
 
 def _printed_problem(asm: bytes, escaped: bool) -> Optional[str]:
@@ -367,7 +377,8 @@ def parse_in_child(source, source_name: str = "", timeout: float = 600.0) -> Chi
     err = proc.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
     tail = " | ".join(line.strip() for line in err[-3:] if line.strip())
     how = _signal_name(proc.returncode) if proc.returncode < 0 else f"exit status {proc.returncode}"
-    return ChildParse(False, f"jaxlib's MLIR parser aborts on this input ({how}): {tail}")
+    return ChildParse(False, f"jaxlib's MLIR parser aborts on this input ({how})"
+                             + (f": {tail}" if tail else ""))
 
 
 def _signal_name(code: int) -> str:
@@ -375,3 +386,173 @@ def _signal_name(code: int) -> str:
         return signal.Signals(-code).name
     except ValueError:
         return f"signal {-code}"
+
+
+# --------------------------------------------------------------------- VHLO attribute kinds
+# The VHLO -> StableHLO conversion converts each attribute of a vhlo op by its kind and hands
+# the result to the StableHLO op's builder, which casts each inherent attribute to the kind
+# the op declares without checking (a release build's `llvm::cast`): a corrupt artifact whose
+# `vhlo.constant_v1` holds a string where its `#vhlo.tensor_v1` belongs ends in SIGSEGV. The
+# bytecode reader accepts any attribute there (VHLO declares them as "any attribute"). So
+# before the conversion runs in this process, every attribute of every vhlo op is read from
+# the module's generic printed form as the kinds it is made of (`vhlo_attribute_paths`), and
+# each must be one that real artifacts hold for that op and attribute (the table in
+# `shlo2jax.sources.vhlo_kinds`, learned from StableHLO's release artifacts and the test
+# corpus). What is not in the table is not an error, only a reason to convert in a child
+# process first.
+
+_ATTR_TOKEN = re.compile(rb'"(?:[^"\\\n]|\\.)*"|->|#vhlo<\w+|[#!]?[\w.$+-]+|\S')
+_OPEN, _CLOSE = frozenset((b"<", b"[", b"{", b"(")), frozenset((b">", b"]", b"}", b")"))
+_SCALAR_KINDS = (b"tensor_v1", b"integer_v1", b"float_v1")
+_DIMS = re.compile(rb"^(?:[\d?]+x)*")
+# An op's line in the generic form: `"name"(operands) <{properties}> {attributes} : types`,
+# with `({` ending it where the op has regions; after its last region, `}) {attributes} : ...`.
+_GENERIC_LINE = re.compile(rb'^[ \t]*(?:%[^"\n]*= )?"([\w.$]+)"\([^)\n]*\)(.*)$'
+                           rb'|^[ \t]*\}\)(.*)$', re.M)
+_QUOTED = rb'"(?:[^"\\\n]+|\\.)*"'
+_PROPS_AND_ATTRS = re.compile(  # (greedy runs, no backtracking: ~1 ms per 100 kB)
+    rb'(?: <\{((?:[^"\n}]+|' + _QUOTED + rb'|\}(?!>(?: [:({]|$)))*)\}>(?= [:({]|$))?'
+    rb'(?: \{((?:[^"\n}]+|' + _QUOTED + rb'|\}(?! :|$))*)\}(?= :|$))?')
+
+
+def _skip(toks: list, i: int) -> int:
+    """The index after the bracketed group opening at toks[i]."""
+    depth = 0
+    while i < len(toks):
+        t = toks[i]
+        if t in _OPEN or t.startswith(b"#vhlo<"):  # (an enum's `>` closes it)
+            depth += 1
+        elif t in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise _Framing("unbalanced brackets")
+
+
+def _value(toks: list, i: int, prefix: bytes, out: set) -> int:
+    """Adds the kind paths of the attribute value starting at toks[i] to `out`; -> the
+    index after it."""
+    t = toks[i]
+    if t.startswith(b"#vhlo<"):  # an enum: `#vhlo<comparison_direction_v1 EQ>`
+        if toks[i + 2] != b">":
+            raise _Framing(f"an enum's value is not one word ({t[:40]!r})")
+        out.add(prefix + t[6:])
+        return i + 3
+    if not t.startswith(b"#vhlo.") or i + 1 >= len(toks) or toks[i + 1] != b"<":
+        # not a VHLO attribute (a builtin string, a location, ...): never in the table
+        out.add(prefix + b"?" + t[:40])
+        depth = 0
+        while i < len(toks):
+            t = toks[i]
+            if t in _OPEN or t.startswith(b"#vhlo<"):
+                depth += 1
+            elif t in _CLOSE or t in (b",", b"="):
+                if depth == 0:
+                    return i
+                if t in _CLOSE:
+                    depth -= 1
+            i += 1
+        return i
+    kind = t[6:]
+    end = _skip(toks, i + 1)  # toks[i + 1] is `<`, toks[end - 1] its `>`
+    if kind in _SCALAR_KINDS:  # the element type: `#vhlo.tensor_v1<dense<1> : tensor<2xi64>>`
+        inner = toks[i + 2:end - 1]
+        colon = len(inner) - 1 - inner[::-1].index(b":") if b":" in inner else -1
+        scalar = b"".join(inner[colon + 1:])
+        if scalar.startswith(b"tensor<") and scalar.endswith(b">"):
+            scalar = scalar[7:-1]
+        kind += b"<" + _DIMS.sub(b"", scalar, 1) + b">"
+    elif kind == b"type_v1":  # the type's kind: `#vhlo.type_v1<!vhlo.func_v1<...>>`
+        kind += b"<" + toks[i + 2][:40] + b">"
+    out.add(prefix + kind)
+    nested = prefix + kind + b"/"
+    if kind == b"array_v1" and toks[i + 2] == b"[":
+        j = i + 3
+        while toks[j] != b"]":
+            j = _value(toks, j, nested, out)
+            if toks[j] == b",":
+                j += 1
+            elif toks[j] != b"]":
+                raise _Framing("an array element is not followed by `,` or `]`")
+    elif kind == b"dict_v1" and toks[i + 2] == b"{":
+        j = i + 3
+        while toks[j] != b"}":
+            j = _value(toks, j, nested + b"key:", out)
+            if toks[j] != b"=":
+                raise _Framing("a dictionary key is not followed by `=`")
+            j = _value(toks, j + 1, nested, out)
+            if toks[j] == b",":
+                j += 1
+            elif toks[j] != b"}":
+                raise _Framing("a dictionary entry is not followed by `,` or `}`")
+    elif kind not in _SCALAR_KINDS:  # the attributes inside (a result accuracy's mode)
+        for j in range(i + 2, end - 1):
+            if toks[j].startswith(b"#"):
+                _value(toks, j, nested, out)
+    return end
+
+
+def _entries(body: bytes) -> list:
+    """[(name, {kind path})] of an attribute dictionary's body (`a = #vhlo..., b = ...`)."""
+    toks = _ATTR_TOKEN.findall(body)
+    toks.append(b",")  # (a sentinel: the loop below ends on it)
+    entries, i = [], 0
+    while i < len(toks) - 1:
+        name = toks[i]
+        if toks[i + 1] != b"=":
+            raise _Framing(f"an attribute name is not followed by `=` ({name[:40]!r})")
+        paths: set = set()
+        i = _value(toks, i + 2, b"", paths)
+        if toks[i] != b",":
+            raise _Framing(f"attribute {name[:40]!r} is not followed by `,`")
+        entries.append((name, paths))
+        i += 1
+    return entries
+
+
+def vhlo_attribute_paths(asm: bytes):
+    """Yields (op name, attribute name, {kind path}) for the attributes of the vhlo ops in a
+    module's generic printed form (`get_asm(print_generic_op_form=True)`), once per distinct
+    attribute dictionary of an op. A kind path names an attribute's kind and the kinds it
+    holds: `array_v1`, `array_v1/integer_v1<i64>`, `dict_v1/key:string_v1`. Raises
+    `_Framing` where the text cannot be read so."""
+    dicts: set = set()
+    stack: list = []
+    match = _PROPS_AND_ATTRS.match
+    for op, rest, closing in _GENERIC_LINE.findall(asm):
+        if not op:  # `}) {attributes} : ...` after an op's regions
+            if not stack:
+                raise _Framing("a region closes where none is open")
+            op, rest = stack.pop(), closing
+        elif rest.endswith(b"({"):
+            stack.append(op)
+        if op.startswith(b"vhlo."):
+            found = match(rest)
+            if rest[found.end():found.end() + 3] not in (b"", b" : ", b" ({"):
+                raise _Framing(f"{op[:60]!r}'s attributes end where they cannot")
+            dicts.add((op,) + found.groups())
+    for op, *bodies in dicts:
+        for body in bodies:
+            if body:
+                for name, paths in _entries(body):
+                    yield op, name, paths
+
+
+def vhlo_kinds_problem(asm: bytes, table: dict) -> Optional[str]:
+    """None where every attribute of every vhlo op in `asm` (a generic printed form) has kinds
+    `table` ({op: {attribute: {kind path}}}) knows; else what it does not know."""
+    try:
+        for op, name, paths in vhlo_attribute_paths(asm):
+            known = table.get(op.decode(), {}).get(name.decode("utf-8", "replace"))
+            if known is None:
+                return f"{op.decode()} has an attribute `{name[:60].decode('utf-8', 'replace')}` " \
+                       f"that the known artifacts do not hold"
+            unknown = sorted(p for p in paths if p.decode("utf-8", "replace") not in known)
+            if unknown:
+                kind = unknown[0][:80].decode("utf-8", "replace").replace("?", "non-VHLO ")
+                return (f"{op.decode()}'s attribute `{name.decode('utf-8', 'replace')}` is "
+                        f"`{kind}`, a kind the known artifacts do not hold there")
+    except (_Framing, IndexError) as e:
+        return f"the attributes of the VHLO ops cannot be read ({e or 'truncated'})"
+    return None

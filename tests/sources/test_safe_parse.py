@@ -1,0 +1,178 @@
+"""shlo2jax.sources.safe_parse: what jaxlib would abort on is found before jaxlib meets it.
+Here, the VHLO -> StableHLO conversion, which casts a vhlo op's attributes to the kinds the
+StableHLO op declares without checking them: an artifact whose attributes are not all of
+kinds real artifacts hold is converted in a child process first."""
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from jax import export
+from jaxlib.mlir import ir
+
+import shlo2jax
+from shlo2jax.compat import make_ir_context
+from shlo2jax.errors import LoadError
+from shlo2jax.sources import mlir as mlir_source
+from shlo2jax.sources import safe_parse, vhlo_kinds
+from shlo2jax.sources.safe_parse import printed_problem, vhlo_attribute_paths, vhlo_kinds_problem
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CONVNET = ROOT / "tests" / "corpus" / "jax" / "convnet_rocm" / "exported.bin"
+
+
+def _inner(path: pathlib.Path) -> bytes:
+    return bytes(export.deserialize(bytearray(path.read_bytes())).mlir_module_serialized)
+
+
+def _string_as_constant() -> bytes:
+    """convnet_rocm's module with one byte changed: an attribute reference of two
+    `vhlo.constant_v1` ops now names the string "reduce_sum" instead of a
+    `#vhlo.tensor_v1`. Converted, it ends the process (SIGSEGV in the StableHLO
+    constant's builder). Found by `python -m shlo2jax mutate`."""
+    module = bytearray(_inner(CONVNET))
+    assert module[2891] == 0xC1, "the corpus artifact changed: find the byte again"
+    module[2891] = 0x9F
+    return bytes(module)
+
+
+_LOAD = """
+import sys
+import shlo2jax
+from shlo2jax.errors import LoadError
+try:
+    shlo2jax.load(sys.stdin.buffer.read())
+except LoadError as e:
+    print("LoadError:", e)
+"""
+
+
+def test_a_string_where_a_constant_belongs_is_a_load_error():
+    # in a child: without the check this ends the process
+    done = subprocess.run([sys.executable, "-c", _LOAD], input=_string_as_constant(),
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    out = done.stdout.decode()
+    assert out.startswith("LoadError:"), out
+    assert "SIGSEGV" in out and "vhlo.constant_v1's attribute `value`" in out, out
+    assert '"reduce_sum"' in out, out
+
+
+def _no_child(*args, **kwargs):
+    raise AssertionError("a clean artifact was parsed in a child process")
+
+
+@pytest.mark.parametrize("path", [CONVNET, ROOT / "tests" / "corpus" / "torch" / "hf_bert_vjp" / "exported.bin",
+                                  ROOT / "tests" / "vhlo" / "stablehlo_legalize_to_vhlo.1_0_0.mlir.bc"])
+def test_a_clean_artifact_is_converted_in_process(path, monkeypatch):
+    monkeypatch.setattr(mlir_source, "parse_in_child", _no_child)
+    data = path.read_bytes()
+    with make_ir_context() as context:
+        module = mlir_source.parse_mlir(_inner(path) if path.suffix == ".bin" else data, context)
+        assert not any(op.operation.name.startswith("vhlo.") for op in module.body.operations)
+    if path.suffix == ".bin":
+        assert shlo2jax.load(data).functions
+
+
+def test_an_artifact_the_table_does_not_know_is_converted_in_a_child_first(monkeypatch):
+    calls = []
+    real = mlir_source.parse_in_child
+
+    def spy(source, source_name=""):
+        calls.append(source_name)
+        return real(source, source_name)
+
+    monkeypatch.setattr(vhlo_kinds, "KINDS", {})
+    monkeypatch.setattr(mlir_source, "parse_in_child", spy)
+    program = shlo2jax.load(CONVNET.read_bytes())
+    assert calls and program.functions
+
+
+def test_every_artifact_of_the_tests_is_vouched_for():
+    """The table is current: every VHLO artifact under tests/ converts in-process (else
+    regenerate it: `python -m shlo2jax.sources.vhlo_kinds`)."""
+    checked = 0
+    for name, data in vhlo_kinds._artifacts(str(ROOT)):
+        with make_ir_context():
+            try:
+                module = ir.Module.parse(data)
+            except Exception:  # noqa: BLE001 - newer than this jaxlib reads
+                continue
+            if any(op.operation.name.startswith("vhlo.") for op in module.body.operations):
+                problem, _, unvouched = printed_problem(module, vhlo_kinds.KINDS)
+                assert problem is None and unvouched is None, (name, problem, unvouched)
+                checked += 1
+    assert checked >= 100
+
+
+GENERIC = rb'''"builtin.module"() ({
+  "vhlo.func_v1"() <{arg_attrs = #vhlo.array_v1<[#vhlo.dict_v1<{#vhlo.string_v1<"a"> = #vhlo.string_v1<"}> : x">}>]>, sym_name = #vhlo.string_v1<"main">}> ({
+  ^bb0(%arg0: !vhlo.tensor_v1<2x!vhlo.f32_v1>):
+    %0 = "vhlo.constant_v1"() <{value = #vhlo.tensor_v1<dense<[1, 2]> : tensor<2xi64>>}> : () -> !vhlo.tensor_v1<2x!vhlo.i64_v1>
+    %1 = "vhlo.compare_v1"(%arg0, %arg0) <{comparison_direction = #vhlo<comparison_direction_v1 EQ>, compare_type = #vhlo<comparison_type_v1 NOTYPE>}> : (!vhlo.tensor_v1<2x!vhlo.f32_v1>, !vhlo.tensor_v1<2x!vhlo.f32_v1>) -> !vhlo.tensor_v1<2x!vhlo.bool_v1>
+    %2 = "vhlo.reduce_v1"(%arg0, %arg0) <{dimensions = #vhlo.tensor_v1<dense<0> : tensor<1xi64>>}> ({
+    ^bb0(%a: !vhlo.tensor_v1<!vhlo.f32_v1>, %b: !vhlo.tensor_v1<!vhlo.f32_v1>):
+      "vhlo.return_v1"(%a) : (!vhlo.tensor_v1<!vhlo.f32_v1>) -> ()
+    }) {mhlo.frontend_attributes = #vhlo.dict_v1<{}>} : (!vhlo.tensor_v1<2x!vhlo.f32_v1>, !vhlo.tensor_v1<2x!vhlo.f32_v1>) -> !vhlo.tensor_v1<!vhlo.f32_v1>
+    "vhlo.return_v1"(%2) : (!vhlo.tensor_v1<!vhlo.f32_v1>) -> ()
+  }) {extra = #vhlo.integer_v1<3 : i32>} : () -> ()
+}) : () -> ()
+'''
+
+
+def _paths(asm: bytes) -> dict:
+    found = {}
+    for op, name, paths in vhlo_attribute_paths(asm):
+        found.setdefault((op.decode(), name.decode()), set()).update(p.decode() for p in paths)
+    return found
+
+
+def test_kind_paths_of_a_generic_form():
+    assert _paths(GENERIC) == {
+        ("vhlo.func_v1", "arg_attrs"): {"array_v1", "array_v1/dict_v1",
+                                        "array_v1/dict_v1/key:string_v1",
+                                        "array_v1/dict_v1/string_v1"},
+        ("vhlo.func_v1", "sym_name"): {"string_v1"},
+        ("vhlo.func_v1", "extra"): {"integer_v1<i32>"},
+        ("vhlo.constant_v1", "value"): {"tensor_v1<i64>"},
+        ("vhlo.compare_v1", "comparison_direction"): {"comparison_direction_v1"},
+        ("vhlo.compare_v1", "compare_type"): {"comparison_type_v1"},
+        ("vhlo.reduce_v1", "dimensions"): {"tensor_v1<i64>"},
+        ("vhlo.reduce_v1", "mhlo.frontend_attributes"): {"dict_v1"},
+    }
+
+
+def test_what_the_table_does_not_know_is_named():
+    table = {}
+    for (op, name), paths in _paths(GENERIC).items():
+        table.setdefault(op, {})[name] = frozenset(paths)
+    assert vhlo_kinds_problem(GENERIC, table) is None
+    corrupt = GENERIC.replace(b"#vhlo.tensor_v1<dense<[1, 2]> : tensor<2xi64>>", b'"reduce_sum"')
+    assert "vhlo.constant_v1's attribute `value` is `non-VHLO \"reduce_sum\"`" in \
+        vhlo_kinds_problem(corrupt, table)
+    nested = GENERIC.replace(b'= #vhlo.string_v1<"}> : x">', b"= #vhlo.integer_v1<1 : i64>")
+    assert "`array_v1/dict_v1/integer_v1<i64>`" in vhlo_kinds_problem(nested, table)
+    element = GENERIC.replace(b"tensor<1xi64>", b"tensor<1xf32>")
+    assert "`tensor_v1<f32>`" in vhlo_kinds_problem(element, table)
+    renamed = GENERIC.replace(b"{extra = ", b"{other = ")
+    assert "vhlo.func_v1 has an attribute `other`" in vhlo_kinds_problem(renamed, table)
+    truncated = GENERIC.replace(b"EQ>,", b"EQ,")
+    assert "cannot be read" in vhlo_kinds_problem(truncated, table)
+
+
+def test_a_func_v1_is_printed_generically():
+    """`vhlo.func_v1`'s own printer casts its name to a string to print it; the check reads
+    the generic form, where a corrupt name is an attribute like any other."""
+    with make_ir_context():
+        module = ir.Module.parse((ROOT / "tests" / "vhlo" / "stablehlo_legalize_to_vhlo.1_5_0.mlir.bc").read_bytes())
+        first = module.body.operations[0]
+        first.attributes["sym_name"] = ir.Attribute.parse("#vhlo.integer_v1<1 : i64>")
+        problem, _, unvouched = printed_problem(module, vhlo_kinds.KINDS)
+    assert problem is None
+    assert "vhlo.func_v1's attribute `sym_name` is `integer_v1<i64>`" in unvouched
+
+
+def test_the_table_is_what_the_generator_writes():
+    assert vhlo_kinds._render(vhlo_kinds.learn(str(ROOT))) in \
+        pathlib.Path(vhlo_kinds.__file__).read_text()
