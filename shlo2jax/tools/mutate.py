@@ -5,7 +5,7 @@
 repeated and zeroed ranges) and text-level mutants of MLIR text (element types and shapes
 changed, arguments and results added or dropped, lines deleted, repeated or swapped, values,
 op names and numbers replaced, string literals whose escapes are not UTF-8, truncations), which
-HLO text (`--hlo`: the corpus's `model.hlo`) meets too.
+HLO text (the corpus's `model.hlo`; `--no-hlo` leaves it out) meets too.
 `check_mutant` loads one and, when it loads, calls its entry function on seeded inputs; it
 reports what happened, and whether that is allowed: a library error (`Shlo2JaxError`: a
 `LoadError`, `UnsupportedError`, `TranslationError`, `ShapeError`, ...) or the `TypeError`
@@ -18,6 +18,7 @@ one.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import contextlib
 import io
@@ -49,11 +50,10 @@ class Source(NamedTuple):
 
 
 def default_sources(root: str, shared: str = "", max_bytes: int = 200_000,
-                    hlo: bool = False) -> list:
+                    hlo: bool = True) -> list:
     """The bundled example, the corpus's exports (serialized, their VHLO modules, and the
     printed text of their bytecode modules), `shared`/models/*.mlir.bc when present, and with
-    `hlo` the corpus's HLO text (`model.hlo`, after the others: the default sample is
-    unchanged)."""
+    `hlo` the corpus's HLO text (`model.hlo`, after the others)."""
     sources = []
     with open(os.path.join(root, "examples", "mlp.mlir"), encoding="utf-8") as f:
         sources.append(Source("examples/mlp.mlir", f.read()))
@@ -428,8 +428,9 @@ def main(argv=None) -> int:
                         help="the checkout whose examples/ and tests/corpus/ are mutated")
     parser.add_argument("--shared", default="",
                         help="also mutate SHARED/models/*.mlir.bc (at most 200 kB each)")
-    parser.add_argument("--hlo", action="store_true",
-                        help="also mutate the corpus's HLO text (tests/corpus/hlo/*/model.hlo)")
+    parser.add_argument("--hlo", action=argparse.BooleanOptionalAction, default=True,
+                        help="also mutate the corpus's HLO text (tests/corpus/hlo/*/model.hlo; "
+                             "default: yes)")
     parser.add_argument("--lowering", choices=("translate", "direct"), default="translate",
                         help="load the mutants with this lowering (load(..., lowering=))")
     parser.add_argument("--json", help="write the outcomes and every failure to this file")
