@@ -461,15 +461,10 @@ def dense_attribute(array: np.ndarray, mlir_type) -> "ir.DenseElementsAttr":
 
 def _angle_bracket_end(text: str) -> int:
     """Index just past the `>` that closes the first `<` of `text`."""
-    depth = 0
-    for i, ch in enumerate(text):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    raise ValueError(f"unbalanced <...> in {text[:80]!r}")
+    end = compat.angle_bracket_end(text)
+    if not end:
+        raise ValueError(f"unbalanced <...> in {text[:80]!r}")
+    return end
 
 
 def _decode_from_asm(operation, name: str):

@@ -149,15 +149,15 @@ def _complex_dense_names(operation, names) -> frozenset:
         value = text[at + len(name) + 3:] if at >= 0 else ""
         if not value.startswith(("dense<", "dense_resource<")):
             continue
-        rest = value[_angle_bracket_end(value):].lstrip()
+        rest = value[angle_bracket_end(value):].lstrip()
         if rest.startswith(":"):
             type_text = rest[1:].lstrip()
-            if "complex<" in type_text[:_angle_bracket_end(type_text)]:
+            if "complex<" in type_text[:angle_bracket_end(type_text)]:
                 found.add(name)
     return frozenset(found)
 
 
-def _angle_bracket_end(text: str) -> int:
+def angle_bracket_end(text: str) -> int:
     """Index just past the `>` that closes the first `<` of `text` (0 when there is none)."""
     depth = 0
     for i, ch in enumerate(text):
