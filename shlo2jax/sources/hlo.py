@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from typing import Optional
 
 from shlo2jax.compat import HLO_TO_STABLEHLO_CHILD
 from shlo2jax.errors import ElidedDataError, LoadError
+from shlo2jax.sources.safe_parse import how_child_ended
 
 # A dump file: module_<number>.<module name>.<stage>.(txt|hlo.pb)
 _DUMP_FILE_RE = re.compile(r"^module_(\d+)\.(.+?)\.(before_optimizations|"
@@ -120,7 +120,7 @@ def to_stablehlo(data, source_name: str = "", timeout: float = 600.0) -> bytes:
         raise LoadError(f"cannot read {what}{where}: {message}")
     err = proc.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
     tail = " | ".join(line.strip() for line in err if line.strip() and not line.lstrip().startswith("@"))
-    how = _signal_name(-proc.returncode) if proc.returncode < 0 else f"exit status {proc.returncode}"
+    how = how_child_ended(proc.returncode)
     raise LoadError(f"cannot read {what}{where}: jaxlib's HLO reader aborts on this input ({how}): "
                     f"{tail[-600:]}")
 
@@ -141,13 +141,6 @@ def _refuse_elided_constants(text: str, where: str) -> None:
             f"{{...}} ({shown}{more}), as XLA prints large constants by default; load the "
             "module's .hlo.pb (XLA_FLAGS=--xla_dump_hlo_as_proto) or text printed with "
             "print_large_constants")
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 # ----------------------------------------------------------------------- dump folders

@@ -376,16 +376,19 @@ def parse_in_child(source, source_name: str = "", timeout: float = 600.0) -> Chi
         return ChildParse(False, out)
     err = proc.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
     tail = " | ".join(line.strip() for line in err[-3:] if line.strip())
-    how = _signal_name(proc.returncode) if proc.returncode < 0 else f"exit status {proc.returncode}"
+    how = how_child_ended(proc.returncode)
     return ChildParse(False, f"jaxlib's MLIR parser aborts on this input ({how})"
                              + (f": {tail}" if tail else ""))
 
 
-def _signal_name(code: int) -> str:
+def how_child_ended(returncode: int) -> str:
+    """A failed child's exit status in words: the signal that killed it, or the status."""
+    if returncode >= 0:
+        return f"exit status {returncode}"
     try:
-        return signal.Signals(-code).name
+        return signal.Signals(-returncode).name
     except ValueError:
-        return f"signal {-code}"
+        return f"signal {-returncode}"
 
 
 # --------------------------------------------------------------------- VHLO attribute kinds
