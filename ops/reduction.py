@@ -115,6 +115,22 @@ def _flagged(body):
     return comp
 
 
+def _promoted(values, dtypes) -> list:
+    """`values` in the body's element types, which may be wider than the operands' (spec:
+    "promotable" reduce, reduce_window, select_and_scatter bodies accumulate in the wider
+    type; the init values keep the operands' type). Concrete (numpy) values stay concrete,
+    so an identity init is still recognised."""
+    out = []
+    for x, dt in zip(values, dtypes):
+        if x.dtype == dt:
+            out.append(x)
+        elif isinstance(x, (np.ndarray, np.generic)):
+            out.append(np.asarray(x).astype(dt))
+        else:
+            out.append(lax.convert_element_type(x, dt))
+    return out
+
+
 # ------------------------------------------------------------------ reduce
 
 class Reduce(NamedTuple):
@@ -199,10 +215,8 @@ def _selection_reduce(ctx, op, inputs, inits, dims):
 def reduce(ctx, op, *args):
     p = op.params
     n, dims = p.n, p.dims
-    # Promotable bodies (spec C8) accumulate in a wider type than the inputs.
-    inputs = [x if x.dtype == dt else lax.convert_element_type(x, dt)
-              for x, dt in zip(args[:n], p.dtypes)]
-    inits = list(args[n:])
+    # Promotable bodies (spec C6) accumulate in a wider type than the inputs.
+    inputs, inits = _promoted(args[:n], p.dtypes), _promoted(args[n:], p.dtypes)
     name = _bool_monoid(p.monoid, p.dtypes[0])
     if name in _AD_REDUCE and _has_identity(name, p.dtypes[0]) and \
             not _is_identity(name, inits[0]):
@@ -264,9 +278,7 @@ def _reduce_window_prepare(op):
 def reduce_window(ctx, op, *args):
     p = op.params
     n = p.n
-    inputs = [x if x.dtype == dt else lax.convert_element_type(x, dt)
-              for x, dt in zip(args[:n], p.dtypes)]
-    inits = list(args[n:])
+    inputs, inits = _promoted(args[:n], p.dtypes), _promoted(args[n:], p.dtypes)
     name = _bool_monoid(p.monoid, p.dtypes[0])
     if name in _AD_WINDOW and _has_identity(name, p.dtypes[0]) and \
             not _is_identity(name, inits[0]):
@@ -363,6 +375,7 @@ class SelectAndScatter(NamedTuple):
     strides: tuple
     padding: tuple   # (low, high) per dimension
     offsets: list    # every position within a window, in row-major order
+    dtype: np.dtype  # the result's (the scatter body's) element type
 
 
 def _select_and_scatter_prepare(op):
@@ -374,7 +387,7 @@ def _select_and_scatter_prepare(op):
                else tuple((int(lo), int(hi)) for lo, hi in np.asarray(padding).reshape(rank, 2)))
     strides = ints(attrs["window_strides"]) if "window_strides" in attrs else (1,) * rank
     offsets = list(itertools.product(*[range(w) for w in window]))
-    return SelectAndScatter(window, strides, padding, offsets)
+    return SelectAndScatter(window, strides, padding, offsets, op.result_types[0].dtype)
 
 
 def _window_view(x, fill, offset, source_shape, strides, padding):
@@ -400,12 +413,16 @@ def select_and_scatter(ctx, op, operand, source, init):
     select, scatter = (ctx.region(r) for r in op.regions)
     shape = operand.shape
     src_shape = source.shape
+    # A promotable scatter body (spec C11): the result, source and init in its wider type;
+    # selection compares the operand as it is.
+    source, init = _promoted((source, init), (p.dtype, p.dtype))
     result = lax.broadcast_in_dim(init, shape, ())
     if 0 in src_shape or 0 in shape:
         return result
     view = lambda x, fill, k: _window_view(x, fill, k, src_shape, p.strides, p.padding)
     valid_all = lax.full(shape, True)
     zero = lax.full((), 0, operand.dtype)
+    source_zero = lax.full((), 0, source.dtype)
     # Select: fold each window in row-major order; padding is never selected.
     chosen = chosen_val = have = None
     for index, k in enumerate(p.offsets):
@@ -425,7 +442,7 @@ def select_and_scatter(ctx, op, operand, source, init):
         hit = have & (chosen == index)
         place = lambda y, fill: _scatter_view(y, fill, k, shape, p.strides, p.padding)
         hit_here = place(hit, np.bool_(False))
-        src_here = place(source, zero)
+        src_here = place(source, source_zero)
         combined, = _elementwise(scatter, [result, src_here], shape)
         result = lax.select(hit_here, combined, result)
     return result

@@ -679,3 +679,76 @@ def test_reduce_reduce_window_sort_every_element_type(element):
         else:
             expected = s.astype(np.float64).sum(axis=1).astype(dtype)
         assert_same_bits(outs[4], expected)
+
+
+# ------------------------------------------------------------------ promotable bodies
+# StableHLO 1.x (its release artifacts' op_*_with_promotable_types): a body whose block
+# arguments are wider than the operands' element type accumulates in the wider type; the
+# init values keep the operands' type (reduce C2/C6, reduce_window, select_and_scatter C11).
+# jaxlib's reference interpreter aborts on these ("Expected same type for an SSA register").
+
+def test_reduce_promotable_f32_to_f64_init_in_operand_type():
+    text = """
+func.func @main(%x: tensor<4x4xf32>, %init: tensor<f32>) -> tensor<4xf64> {
+  %0 = stablehlo.reduce(%x init: %init) across dimensions = [0] : (tensor<4x4xf32>, tensor<f32>) -> tensor<4xf64>
+   reducer(%a: tensor<f64>, %b: tensor<f64>)  {
+    %1 = stablehlo.add %a, %b : tensor<f64>
+    stablehlo.return %1 : tensor<f64>
+  }
+  return %0 : tensor<4xf64>
+}"""
+    # f32 values whose f32 sum rounds: only an f64 accumulation keeps every bit
+    x = np.array([[1.0, 2.0**24, 0.1, -3.5]] * 4, np.float32)
+    x[1, 1] = 1.0
+    got, = run(text, x, np.float32(0.5))
+    want = 0.5 + x.astype(np.float64).sum(axis=0)
+    assert got.dtype == np.float64
+    assert_same_bits(got, want)
+
+
+def test_reduce_window_promotable_variadic():
+    text = """
+func.func @main(%x: tensor<4x2xf32>, %y: tensor<4x2xf32>, %i: tensor<f32>, %j: tensor<f32>) -> (tensor<2x2xf64>, tensor<2x2xf32>) {
+  %0:2 = "stablehlo.reduce_window"(%x, %y, %i, %j) <{padding = dense<[[2, 2], [0, 0]]> : tensor<2x2xi64>, window_dimensions = array<i64: 5, 1>, window_strides = array<i64: 3, 1>}> ({
+  ^bb0(%a: tensor<f64>, %b: tensor<f32>, %c: tensor<f64>, %d: tensor<f32>):
+    %1 = stablehlo.add %a, %c : tensor<f64>
+    %2 = stablehlo.add %b, %d : tensor<f32>
+    stablehlo.return %1, %2 : tensor<f64>, tensor<f32>
+  }) : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>, tensor<f32>) -> (tensor<2x2xf64>, tensor<2x2xf32>)
+  return %0#0, %0#1 : tensor<2x2xf64>, tensor<2x2xf32>
+}"""
+    x = np.array([[2.0**24, 1], [1, 2], [1, 3], [0.25, 4]], np.float32)
+    y = np.arange(8, dtype=np.float32).reshape(4, 2)
+    wide, narrow = run(text, x, y, np.float32(1), np.float32(-1))
+
+    def windows(a, init, dtype):  # padding 2 each side with init, windows of 5, stride 3
+        padded = np.concatenate([np.full((2, 2), init), a, np.full((2, 2), init)]).astype(dtype)
+        return np.stack([init + padded[k:k + 5].sum(axis=0, dtype=dtype) for k in (0, 3)])
+    assert wide.dtype == np.float64 and narrow.dtype == np.float32
+    assert_same_bits(wide, windows(x.astype(np.float64), 1.0, np.float64))
+    np.testing.assert_array_equal(narrow, windows(y, -1.0, np.float32))
+
+
+def test_select_and_scatter_promotable_scatter_body():
+    text = """
+func.func @main(%x: tensor<4x4xf32>, %s: tensor<2x2xf32>, %init: tensor<f32>) -> tensor<4x4xf64> {
+  %0 = "stablehlo.select_and_scatter"(%x, %s, %init) <{window_dimensions = array<i64: 2, 2>, window_strides = array<i64: 2, 2>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %1 = stablehlo.compare GE, %a, %b, TOTALORDER : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %1 : tensor<i1>
+  }, {
+  ^bb0(%a: tensor<f64>, %b: tensor<f64>):
+    %1 = stablehlo.add %a, %b : tensor<f64>
+    stablehlo.return %1 : tensor<f64>
+  }) : (tensor<4x4xf32>, tensor<2x2xf32>, tensor<f32>) -> tensor<4x4xf64>
+  return %0 : tensor<4x4xf64>
+}"""
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    s = np.array([[2.0**24, 1], [0.1, -2]], np.float32)
+    got, = run(text, x, s, np.float32(1))
+    want = np.ones((4, 4), np.float64)
+    for i in range(2):
+        for j in range(2):  # each window's maximum is its bottom-right element
+            want[2 * i + 1, 2 * j + 1] += np.float64(s[i, j])
+    assert got.dtype == np.float64
+    assert_same_bits(got, want)
