@@ -69,6 +69,13 @@ class Grouped:
     monoid: Optional[str]
     plans: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
 
+    def beyond_grid(self, num_replicas: int, num_partitions: int) -> Optional[str]:
+        """Why the groups name more processes than the grid has, or None (see
+        grid.plain_call_problems)."""
+        ids = [i for g in self.groups for i in g]
+        return _beyond(self.mode, ids, max((len(g) for g in self.groups), default=0),
+                       "replica_groups", self.groups, num_replicas, num_partitions)
+
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
 class ReduceScatter(Grouped):
@@ -89,6 +96,30 @@ class Permute:
     mode: str
     pairs: list
     flat: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+
+    def beyond_grid(self, num_replicas: int, num_partitions: int) -> Optional[str]:
+        ids = [i for pair in self.pairs for i in pair]
+        return _beyond(self.mode, ids, None, "source_target_pairs", self.pairs, num_replicas,
+                       num_partitions)
+
+
+def _beyond(mode: str, ids: list, size: Optional[int], what: str, value, R: int,
+            P: int) -> Optional[str]:
+    """Why process ids `ids` (replica, partition or flat ids, per the spec's `mode`) do not
+    all exist in an R x P grid, with the grid that has them; None when they do."""
+    axis = {"cross_replica": "replica", "cross_partition": "partition",
+            "cross_replica_and_partition": "replica", "flattened_ids": "process"}[mode]
+    have = {"replica": R, "partition": P, "process": R * P}[axis]
+    if not ids or max(ids) < have:
+        return None
+    need = max(ids) + 1
+    grid = {"replica": f"num_replicas={need}" + (f", num_partitions={P}" if P > 1 else ""),
+            "partition": (f"num_replicas={R}, " if R > 1 else "") + f"num_partitions={need}",
+            "process": f"num_replicas * num_partitions >= {need}"}[axis]
+    groups = f" (groups of up to {size} process{'es' if size > 1 else ''})" if size else ""
+    return (f"{what} {value}{groups} name {axis} {max(ids)} ({mode}), but a plain call runs "
+            f"the program's {R} replica(s) x {P} partition(s) on {R * P} device(s): run it as "
+            f"a grid of processes, shlo2jax.spmd.run_spmd(..., {grid})")
 
 
 # ---------------------------------------------------------------- process groups

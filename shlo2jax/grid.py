@@ -22,6 +22,7 @@ The mesh needs num_replicas * num_partitions devices. On CPU, set
 
 from __future__ import annotations
 
+import copy
 from typing import NamedTuple, Optional, Sequence
 
 import jax
@@ -95,12 +96,64 @@ def _op_names(region, module, seen) -> set:
     return names
 
 
+_RUN_PARALLEL = "interpreter.run_parallel"
+
+
+def plain_call_problems(module) -> list:
+    """(op name, location, what) of each collective, in the functions a call of the program
+    runs, whose process groups name more processes than that call has: the program's grid
+    (mhlo.num_replicas x mhlo.num_partitions, 1x1 unless declared). Such an op runs only in
+    a grid of processes (`shlo2jax.spmd.run_spmd`); the decoder reports it at load, and a
+    plain call refuses it then instead of failing while tracing. The processes of an
+    interpreter.run_parallel are a grid of their own, not checked here. A collective's
+    params say whether it fits a grid (`beyond_grid`, ops/collectives.py)."""
+    if not any(getattr(op.params, "beyond_grid", None) for op in module.ops):
+        return []  # (no collective: most programs)
+    R = int(module.attrs.get("mhlo.num_replicas", 1))
+    P = int(module.attrs.get("mhlo.num_partitions", 1))
+    problems, seen = [], set()
+    pending = [n for n, f in module.functions.items() if f.public] or list(module.functions)
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for op in _all_ops(module.functions[name].body):
+            check = getattr(op.params, "beyond_grid", None)
+            why = check(R, P) if check is not None else None
+            if why:
+                problems.append((op.name, op.location, why))
+            if op.name != _RUN_PARALLEL and isinstance(op.attrs, dict):
+                pending += [v for v in op.attrs.values()
+                            if isinstance(v, str) and v in module.functions]
+    return problems
+
+
+def _all_ops(region):
+    for op in region.ops:
+        yield op
+        for inner in op.regions:
+            yield from _all_ops(inner)
+
+
+def _as_a_grid_runs_it(module):
+    """The module as a grid's translator sees it: the collectives a plain call refuses
+    (`plain_call_problems`) run here."""
+    beyond = set(plain_call_problems(module))
+    if not beyond or not set(module.problems) & beyond:
+        return module
+    view = copy.copy(module)
+    view.problems = [p for p in module.problems if p not in beyond]
+    return view
+
+
 def grid_function(module, options, programs: Sequence[Sequence], sequential: bool = False):
     """A traceable `f(per_process_args) -> per-process outputs` for a grid of FunctionDefs
     (or names) of `module`, translated with `options` (the program's LoadOptions):
     `programs[r][p]` runs as replica r, partition p. `sequential`: run the
     processes one after another in process order (they share a host queue), whatever
     they contain."""
+    module = _as_a_grid_runs_it(module)
     rows = [[module.functions[f] if isinstance(f, str) else f for f in row] for row in programs]
     R, P = len(rows), len(rows[0])
     if any(len(row) != P for row in rows):

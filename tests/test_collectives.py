@@ -301,6 +301,47 @@ def test_a_process_that_sends_and_receives_is_unsupported():
         shlo2jax.load(text)(np.zeros(2, np.int32))
 
 
+GROUPS_OF_TWO = """
+    func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+      %0 = "stablehlo.all_reduce"(%x) ({
+        ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+          %s = stablehlo.add %a, %b : tensor<f32>
+          stablehlo.return %s : tensor<f32>
+      }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<2xf32>) -> tensor<2xf32> loc("ar.mlir":3:12)
+      return %0 : tensor<2xf32>
+    }"""
+
+
+def test_groups_naming_more_processes_than_a_plain_call_has_are_refused_at_load():
+    # StableHLO's release artifacts: collectives over replica groups of 2 or 4 in programs
+    # that declare no grid (1 replica x 1 partition). They run as a grid (run_spmd, the grid
+    # checks below); a plain call is refused, said at load, naming the op, where it is,
+    # its groups and the grid a call has, never a trace-time error about a 1x1 grid.
+    program = shlo2jax.load(GROUPS_OF_TWO)  # strict: it can run, as a grid
+    (name, where, what), = program.module.problems
+    assert (name, where) == ("stablehlo.all_reduce", "ar.mlir:3:12")
+    assert "replica_groups [[0, 1]] (groups of up to 2 processes) name replica 1" in what
+    assert "1 replica(s) x 1 partition(s) on 1 device(s)" in what
+    assert "run_spmd(..., num_replicas=2)" in what
+    with pytest.raises(shlo2jax.UnsupportedError) as info:
+        program(np.ones(2, np.float32))
+    assert info.value.problems == [(name, where, what)]
+
+
+def test_groups_within_the_declared_grid_are_not_refused():
+    program = shlo2jax.load("module attributes {mhlo.num_replicas = 2 : i32} {"
+                            + GROUPS_OF_TWO + "}")
+    assert program.module.problems == []
+
+
+def _grid_groups_beyond_a_plain_call_run_as_a_grid():
+    from shlo2jax import spmd
+    program = shlo2jax.load(GROUPS_OF_TWO)
+    x = [np.array([1, 2], np.float32), np.array([10, 20], np.float32)]
+    outs = spmd.run_spmd(program["main"], [[v] for v in x], num_replicas=2)
+    _assert_outputs([[np.asarray(o[0])] for o in outs], [x[0] + x[1]] * 2)
+
+
 # ---------------------------------------------------------------- grid checks (child process)
 
 def _run(text, inputs, R, P, name="main"):
