@@ -73,51 +73,70 @@ class RngBitGenerator(NamedTuple):
     dtype: np.dtype       # the result type its bits are reinterpreted as
 
 
+def _lax_state(algorithm: str, state_type) -> bool:
+    """Whether lax.rng_bit_generator takes the state (else it is a ui64[3] that our own
+    primitive passes to XLA). The spec: a 1-dimensional ui64 state of 2 words for
+    THREE_FRY, 2 or 3 for PHILOX, an implementation-defined size for DEFAULT: XLA's DEFAULT
+    is Philox on CPU and GPU, and takes 2 or 3 words. XLA's u32[4] is taken too."""
+    if (state_type.dtype == np.uint64 and state_type.shape == (2,)) or (
+            state_type.dtype == np.uint32 and state_type.shape == (4,)):
+        return True
+    if algorithm in ("PHILOX", "DEFAULT") and state_type.dtype == np.uint64 \
+            and state_type.shape == (3,):
+        return False
+    raise Unsupported(
+        f"rng_bit_generator {algorithm} with state {state_type.element}"
+        f"{list(state_type.shape)}: the spec takes a 1-dimensional ui64 state, of 2 words for "
+        "THREE_FRY, 2 or 3 for PHILOX, and for DEFAULT (XLA's Philox) 2 or 3")
+
+
+def _bits_dtype(out_type) -> np.dtype:
+    # XLA fills any element type with raw bits: draw the unsigned type of the same width
+    # and reinterpret it.
+    width = T.bit_width(out_type.dtype)
+    if width not in (8, 16, 32, 64):
+        raise Unsupported(f"rng_bit_generator producing {out_type.element}")
+    return np.dtype(_UNSIGNED[width // 8])
+
+
 def _prepare_rng_bit_generator(op):
     state_type, out_type = op.result_types
     algorithm = enum_value(op.attrs["rng_algorithm"])
-    dtype = out_type.dtype
-    width = T.bit_width(dtype)
-    if width not in (8, 16, 32, 64):
-        raise Unsupported(f"rng_bit_generator producing {out_type.element}")
-    # XLA fills any element type with raw bits: draw the unsigned type of the same
-    # width and reinterpret it.
-    bits_dtype = np.dtype(_UNSIGNED[width // 8])
-    lax_state = (state_type.dtype == np.uint64 and state_type.shape == (2,)) or (
-        state_type.dtype == np.uint32 and state_type.shape == (4,))
-    if not lax_state and not (algorithm == "PHILOX" and state_type.dtype == np.uint64
-                              and state_type.shape == (3,)):
-        raise Unsupported(f"rng_bit_generator {algorithm} with state {state_type}: the spec "
-                          "allows ui64[2], and ui64[3] for PHILOX")
-    return RngBitGenerator(lax_state, algorithm, out_type.shape, bits_dtype, dtype)
+    bits_dtype = _bits_dtype(out_type)
+    return RngBitGenerator(_lax_state(algorithm, state_type), algorithm, out_type.shape,
+                           bits_dtype, out_type.dtype)
+
+
+def _draw(state, p: RngBitGenerator, shape):
+    if p.lax_state:
+        new_state, bits = lax.rng_bit_generator(state, shape, p.bits_dtype,
+                                                _ALGORITHMS[p.algorithm])
+    else:  # a ui64[3] Philox state, which lax does not take
+        new_state, bits = primitives.rng_bit_generator_primitive().bind(
+            state, shape=tuple(shape), dtype=p.bits_dtype, algorithm=p.algorithm)
+    if p.dtype != p.bits_dtype:
+        bits = lax.bitcast_convert_type(bits, p.dtype)
+    return new_state, bits
 
 
 @register_op("stablehlo.rng_bit_generator", "mhlo.rng_bit_generator",
              prepare=_prepare_rng_bit_generator)
 def rng_bit_generator(ctx, op, state):
-    lax_state, algorithm, shape, bits_dtype, dtype = op.params
-    if lax_state:
-        new_state, bits = lax.rng_bit_generator(state, shape, bits_dtype, _ALGORITHMS[algorithm])
-    else:  # Philox's ui64[3] state, which lax does not take
-        new_state, bits = primitives.rng_bit_generator_primitive().bind(
-            state, shape=tuple(shape), dtype=bits_dtype, algorithm=algorithm)
-    if dtype != bits_dtype:
-        bits = lax.bitcast_convert_type(bits, dtype)
-    return new_state, bits
+    return _draw(state, op.params, op.params.shape)
 
 
-@register_custom_call("stablehlo.dynamic_rng_bit_generator")
+def _prepare_dynamic_rng_bit_generator(op):
+    state_type, out_type = op.result_types
+    algorithm = enum_value(op.attrs.get("rng_algorithm", "DEFAULT"))
+    return RngBitGenerator(_lax_state(algorithm, state_type), algorithm, None,
+                           _bits_dtype(out_type), out_type.dtype)
+
+
+@register_custom_call("stablehlo.dynamic_rng_bit_generator",
+                      prepare=_prepare_dynamic_rng_bit_generator)
 def dynamic_rng_bit_generator(ctx, op, state, shape):
     # The output shape is an operand; after shape refinement it is a constant.
     if isinstance(shape, jax.core.Tracer):
         raise ValueError("the output shape is computed from traced values: it must be known "
                          "while tracing")
-    shape = tuple(int(v) for v in np.asarray(shape).reshape(-1))
-    dtype = op.result_types[1].dtype
-    algorithm = _ALGORITHMS[enum_value(op.attrs.get("rng_algorithm", "DEFAULT"))]
-    new_state, bits = lax.rng_bit_generator(state, shape, _UNSIGNED[np.dtype(dtype).itemsize],
-                                            algorithm)
-    if bits.dtype != dtype:
-        bits = lax.bitcast_convert_type(bits, dtype)
-    return new_state, bits
-
+    return _draw(state, op.params, tuple(int(v) for v in np.asarray(shape).reshape(-1)))

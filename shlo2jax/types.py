@@ -54,6 +54,9 @@ ELEMENT_DTYPES: dict[str, np.dtype] = {
     "f64": np.dtype(np.float64),
     "complex<f32>": np.dtype(np.complex64),
     "complex<f64>": np.dtype(np.complex128),
+    # MLIR's target-width integer, which StableHLO's dynamic ops take for shapes (the
+    # release artifacts' `tensor<2xindex>`): 64 bits, as XLA lowers it
+    "index": np.dtype(np.int64),
 }
 
 # dtype -> canonical MLIR spelling (signless for signed integers, as MLIR prints them).

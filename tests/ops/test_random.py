@@ -107,14 +107,19 @@ def test_mhlo_rng_bit_generator():
 
 
 @pytest.mark.parametrize("algorithm,state", [("THREE_FRY", "tensor<3xui64>"),
-                                              ("PHILOX", "tensor<4xui64>")])
+                                              ("PHILOX", "tensor<4xui64>"),
+                                              ("DEFAULT", "tensor<4xui64>"),
+                                              ("PHILOX", "tensor<f32>")])
 def test_state_shapes_the_spec_does_not_allow(algorithm, state):
-    # ui64[2] for every algorithm, and ui64[3] for PHILOX only
+    # ui64[2] for every algorithm, ui64[3] for PHILOX, and DEFAULT's implementation-defined
+    # size is XLA's (Philox: 2 or 3). StableHLO's release artifacts write a tensor<f32>
+    # state (op_rng_bit_generator): refused at load, naming the spec's states.
     text = (f"func.func @main(%s: {state}) -> ({state}, tensor<4xui32>) {{\n"
             f"  %a, %b = stablehlo.rng_bit_generator %s, algorithm = {algorithm} : "
             f"({state}) -> ({state}, tensor<4xui32>)\n"
             f"  return %a, %b : {state}, tensor<4xui32>\n}}")
-    with pytest.raises(shlo2jax.UnsupportedError, match="rng_bit_generator"):
+    with pytest.raises(shlo2jax.UnsupportedError,
+                       match=f"rng_bit_generator {algorithm} with state .*1-dimensional ui64"):
         shlo2jax.load(text)
 
 
@@ -177,8 +182,8 @@ RBG_SHAPES = [(), (3,), (2, 5), (3, 1, 5)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm,words", [("DEFAULT", 2), ("THREE_FRY", 2), ("PHILOX", 2),
-                                             ("PHILOX", 3)])
+@pytest.mark.parametrize("algorithm,words", [("DEFAULT", 2), ("DEFAULT", 3), ("THREE_FRY", 2),
+                                             ("PHILOX", 2), ("PHILOX", 3)])
 def test_bit_exact_with_xla_every_shape_and_type(algorithm, words):
     """Every output element type and several shapes (odd sizes included: the 64-bit draws
     are split), in one module, against XLA compiling the same module directly. PHILOX's
@@ -203,3 +208,33 @@ def test_bit_exact_with_xla_every_shape_and_type(algorithm, words):
         # (xla_direct hands back signless integers as unsigned: compare the bits.)
         assert a.dtype.itemsize == b.dtype.itemsize and a.shape == b.shape, (t, a.dtype, b.dtype)
         assert a.tobytes() == b.tobytes(), (name, t)
+
+
+def test_dynamic_rng_bit_generator_takes_every_state_the_static_op_takes():
+    # jax.export's custom call: a ui64[3] Philox state (which lax does not take) as the op
+    text = """
+func.func @main(%s: tensor<3xui64>) -> (tensor<3xui64>, tensor<5xui32>, tensor<3xui64>, tensor<5xui32>) {
+  %shape = stablehlo.constant dense<[5]> : tensor<1xi32>
+  %0:2 = stablehlo.custom_call @stablehlo.dynamic_rng_bit_generator(%s, %shape) {
+      api_version = 2 : i32, rng_algorithm = #stablehlo<rng_algorithm DEFAULT>}
+      : (tensor<3xui64>, tensor<1xi32>) -> (tensor<3xui64>, tensor<5xui32>)
+  %1:2 = stablehlo.rng_bit_generator %s, algorithm = PHILOX
+      : (tensor<3xui64>) -> (tensor<3xui64>, tensor<5xui32>)
+  func.return %0#0, %0#1, %1#0, %1#1 : tensor<3xui64>, tensor<5xui32>, tensor<3xui64>, tensor<5xui32>
+}"""
+    outs = [np.asarray(v) for v in shlo2jax.load(text)(np.array([1, 2, 3], np.uint64))]
+    np.testing.assert_array_equal(outs[0], outs[2])
+    np.testing.assert_array_equal(outs[1], outs[3])
+    with pytest.raises(shlo2jax.UnsupportedError, match="1-dimensional ui64"):
+        shlo2jax.load(text.replace("3xui64", "4xui64"))
+
+
+def test_rng_shape_of_type_index():
+    # StableHLO's release artifacts (op_rng): the shape operand a `tensor<0xindex>` argument
+    text = """
+func.func @main(%a: tensor<f32>, %b: tensor<f32>, %shape: tensor<0xindex>) -> tensor<f32> {
+  %0 = stablehlo.rng %a, %b, %shape, distribution = UNIFORM : (tensor<f32>, tensor<f32>, tensor<0xindex>) -> tensor<f32>
+  return %0 : tensor<f32>
+}"""
+    value = float(shlo2jax.load(text)(np.float32(2), np.float32(3), np.zeros(0, np.int64)))
+    assert 2 <= value < 3

@@ -283,3 +283,19 @@ def test_constant_broadcast_once_per_region_not_per_use():
                                jax.grad(lambda v: model(v).sum())(x), rtol=1e-5)
     xs = jnp.stack([x, -x])
     np.testing.assert_allclose(jax.vmap(program.entry)(xs), jax.vmap(model)(xs), rtol=1e-6)
+
+
+def test_shape_operands_of_type_index():
+    # StableHLO's release artifacts pass shapes as `tensor<Nxindex>` arguments (MLIR's
+    # target-width integer, 64 bits as XLA lowers it): taken as int64 arrays
+    body = """
+  %0 = stablehlo.dynamic_broadcast_in_dim %a0, %a1, dims = [1] : (tensor<3xf32>, tensor<2xindex>) -> tensor<2x3xf32>
+  %1 = stablehlo.dynamic_reshape %a0, %a2 : (tensor<3xf32>, tensor<2xindex>) -> tensor<3x1xf32>
+  return %0, %1 : tensor<2x3xf32>, tensor<3x1xf32>"""
+    x = np.array([1, 2, 3], np.float32)
+    a, b = run_main(body, [x, np.array([2, 3], np.int64), np.array([3, 1], np.int64)],
+                    ["tensor<3xf32>", "tensor<2xindex>", "tensor<2xindex>"],
+                    ["tensor<2x3xf32>", "tensor<3x1xf32>"])
+    assert_same_bits(a, np.stack([x, x]))
+    assert_same_bits(b, x.reshape(3, 1))
+    assert T.parse_type("tensor<2xindex>").dtype == np.int64
