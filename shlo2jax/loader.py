@@ -68,6 +68,7 @@ def load(source, options: Optional[LoadOptions] = None, *, source_name: str = ""
 def _program_of(source: sources.Source, options: LoadOptions) -> Program:
     mlir_module, name, exported, owned = (source.mlir_module, source.name, source.exported,
                                           source.owned)
+    convention = source.convention
     program = None
     scan = None
     if options.lowering == "direct":
@@ -89,6 +90,8 @@ def _program_of(source: sources.Source, options: LoadOptions) -> Program:
             return_freed_memory()
     if exported is not None:
         _take_exported_convention(program, exported, options, owned)
+    if convention is not None:
+        convention(program)  # the source's calling convention (sources.Source.convention)
     return program
 
 

@@ -4,8 +4,8 @@
 - a path (str or `os.PathLike`) to a file: its bytes, read as below. A str that names no
   file and does not look like program text (no `{`, no newline, not starting with `module`,
   `func.func` or `HloModule`) is a missing file, answered with the closest names in its
-  folder. A folder is read by the folder reader that claims it (`FOLDER_READERS`), else
-  refused by name;
+  folder. A folder is read by the folder reader that claims it (`FOLDER_READERS`: an XLA
+  dump, a PyTorch/XLA StableHLO bundle), else refused by name;
 - MLIR text (str), MLIR bytecode or a VHLO portable artifact (bytes): `sources.mlir`;
 - a `jax.export.Exported`, or the bytes of `Exported.serialize()`: `sources.jax_export`
   (the module inside, with the `Exported` kept for its calling convention);
@@ -30,7 +30,7 @@ from jaxlib.mlir import ir
 
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError, MissingFileError
-from shlo2jax.sources import hlo, jax_export
+from shlo2jax.sources import hlo, jax_export, torch_xla_bundle
 from shlo2jax.sources.mlir import parse_mlir
 from shlo2jax.sources.safe_parse import BYTECODE_MAGIC
 
@@ -39,11 +39,14 @@ from shlo2jax.sources.safe_parse import BYTECODE_MAGIC
 class Source:
     """One input, read: its verified MLIR module, the name errors give it, and, for a
     `jax.export` artifact, the `Exported` (`owned`: made here from serialized bytes, so the
-    program may drop its copy of the module bytes)."""
+    program may drop its copy of the module bytes). `convention`: what the loader applies to
+    the program it makes, where the source says how its functions are called (a PyTorch/XLA
+    bundle's weights bound: `sources.torch_xla_bundle`)."""
     mlir_module: ir.Module
     name: str
     exported: Optional[object] = None
     owned: bool = False
+    convention: Optional[Callable] = None
 
 
 def read(source, source_name: str = "", module: Optional[str] = None) -> Source:
@@ -299,6 +302,13 @@ def _xla_dump(path: str, source_name: str, module: Optional[str]) -> Source:
 
 
 FOLDER_READERS.append(FolderReader("xla-dump", hlo.is_dump_folder, _xla_dump))
+def _torch_xla_bundle(path: str, source_name: str, module: Optional[str]) -> Source:
+    mlir_module, convention = torch_xla_bundle.read(path, module)
+    return Source(mlir_module, source_name, convention=convention)
+
+
+FOLDER_READERS.append(FolderReader("torch-xla-bundle", torch_xla_bundle.claims,
+                                   _torch_xla_bundle))
 
 # Each kind `detect` names -> its reader (input, source name, kind) -> Source.
 READERS: dict = {

@@ -141,20 +141,26 @@ def _count_nonfinite(got, want) -> int:
 
 def gradients(e, fn: Callable) -> dict:
     """jax.jit(jax.grad) of the entry's loss through `fn`, w.r.t. every argument with a golden
-    gradient."""
+    gradient (keyed by position) and every weight with one (keyed by name: a function whose
+    weights the source binds, `fn.params`, differentiated through `fn.with_params`).
+    Arguments not differentiated are passed as stored (int64 ids stay int64)."""
     wrt = sorted(e.grads)
-    args = [jnp.asarray(a) for a in e.args]
+    weights = sorted(e.weight_grads)
+    args = [jnp.asarray(a) if i in wrt else a for i, a in enumerate(e.args)]
 
-    def of(diff_args):
+    def of(diff_args, diff_weights):
         full = list(args)
         for i, a in zip(wrt, diff_args):
             full[i] = a
-        return loss(fn(*full), e.projections)
+        f = fn.with_params(diff_weights) if diff_weights else fn
+        return loss(f(*full), e.projections)
 
     # Under jit, as a training step runs (one compilation; differentiating the program
     # eagerly compiles every func.call callee separately, forward and backward).
-    grads = jax.jit(jax.grad(of))([args[i] for i in wrt])
-    return {i: np.asarray(g) for i, g in zip(wrt, grads)}
+    params = {n: fn.params[n] for n in weights}
+    grads, weight_grads = jax.jit(jax.grad(of, argnums=(0, 1)))([args[i] for i in wrt], params)
+    return {**{i: np.asarray(g) for i, g in zip(wrt, grads)},
+            **{n: np.asarray(g) for n, g in weight_grads.items()}}
 
 
 # A gradient that is numerically zero next to the others (e.g. w.r.t. an attention key bias,
@@ -170,21 +176,26 @@ GRAD_NOISE = 1e-6
 
 
 def check_grad(e, fn: Callable) -> Result:
-    """Per argument: no non-finite value where the producer's is finite, and
+    """Per argument (and per weight with a golden, `entry.Entry.weight_grads`; rows the entry
+    checks apart against their own goldens, `rows_apart`): no non-finite value where the producer's is finite, and
     |got - want|_inf <= grad_rtol * max(|want|_inf, GRAD_FLOOR * max over arguments |want|_inf),
     or, where the producer's gradient is rounding noise, both under GRAD_NOISE * that maximum.
     The reported error is |got - want|_inf / that scale (the worst argument's)."""
-    if not e.grads:
+    if not e.grads and not e.weight_grads:
         return Result(True, skipped="no floating argument")
     got = gradients(e, fn)
     rtol = e.tolerance["grad_rtol"]
+    wanted = {**e.grads, **e.weight_grads}
+    for name, (rows, true) in e.rows_apart.items():  # (torch's padding_idx rule: entry.py)
+        wanted[name] = np.array(wanted[name])
+        wanted[name][rows] = true
     largest = max(float(np.max(np.abs(w[np.isfinite(w)]), initial=0.0))
-                  for w in map(np.asarray, e.grads.values()))
+                  for w in map(np.asarray, wanted.values()))
     worst, nonfinite, messages = 0.0, 0, []
-    for i, want in sorted(e.grads.items()):
+    for i, want in sorted(wanted.items(), key=lambda kv: (isinstance(kv[0], str), kv[0])):
         g = got[i].astype(np.float64)
         w = np.asarray(want, np.float64)
-        name = e.meta["args"][i]["name"]
+        name = f"arg {i} ({e.meta['args'][i]['name']})" if isinstance(i, int) else f"weight {i}"
         finite = np.isfinite(w)
         bad = int(np.sum(~np.isfinite(g) & finite))
         nonfinite += bad
@@ -197,10 +208,10 @@ def check_grad(e, fn: Callable) -> Result:
             rel = 0.0  # both zero up to rounding (GRAD_NOISE)
         worst = max(worst, rel)
         if bad:
-            messages.append(f"arg {i} ({name}): {bad} of {w.size} non-finite where the "
+            messages.append(f"{name}: {bad} of {w.size} non-finite where the "
                             "producer's are finite")
         elif rel > rtol:
-            messages.append(f"arg {i} ({name}): max rel error {rel:.3g} > {rtol:g}")
+            messages.append(f"{name}: max rel error {rel:.3g} > {rtol:g}")
     return Result(not messages, worst, nonfinite, "; ".join(messages))
 
 
@@ -239,7 +250,11 @@ def check_vmap(e, fn: Callable) -> Result:
 
 
 def check_jit_eager(e, fn: Callable) -> Result:
-    jitted = [np.asarray(o) for o in as_list(jax.jit(fn)(*e.args))]
+    # 64-bit arguments (torch's int64 ids) pass through jax.jit as they are with x64 on;
+    # with it off, jit would make them int32, which the function refuses (never converted).
+    wide = any(np.asarray(a).dtype.itemsize == 8 for a in e.args)
+    with jax.enable_x64(True) if wide else contextlib.nullcontext():
+        jitted = [np.asarray(o) for o in as_list(jax.jit(fn)(*e.args))]
     with jax.disable_jit():
         eager = [np.asarray(o) for o in as_list(fn(*e.args))]
     ok, err, msg = compare(eager, jitted, *_tol(e))

@@ -6,8 +6,8 @@ them without any producer installed.
 An entry is a folder `tests/corpus/<producer>/<name>/` holding
 
 - the artifact exactly as the producer wrote it: `exported.bin` (a serialized
-  `jax.export.Exported`), `model.mlir.bc` (MLIR or VHLO bytecode), `model.mlir` (text) or
-  `model.hlo` (XLA's HLO text);
+  `jax.export.Exported`), `model.mlir.bc` (MLIR or VHLO bytecode), `model.mlir` (text),
+  `model.hlo` (XLA's HLO text) or `bundle/` (a folder: a PyTorch/XLA StableHLO bundle);
 - `data.npz`: `arg_<i>` the seeded arguments of the exported function, in its order;
   `out_<i>` the producer's own outputs for them; `proj_<i>` a fixed projection for every
   floating output; `grad_<i>` the producer's gradient of the scalar loss
@@ -26,7 +26,10 @@ import numpy as np
 
 CORPUS = pathlib.Path(__file__).resolve().parent
 
-ARTIFACT_NAMES = ("exported.bin", "model.mlir.bc", "model.mlir", "model.hlo")
+ARTIFACT_NAMES = ("exported.bin", "model.mlir.bc", "model.mlir", "model.hlo", "bundle",
+                  "model.hlo.pb")
+# Artifacts that are folders: the producer writes them itself (write_entry's artifact None).
+FOLDER_ARTIFACTS = ("bundle",)
 
 # Default comparison tolerances. Forward: |got - want| <= atol + rtol * max|want| over
 # each output (producers and XLA order float reductions differently). Gradients: the
@@ -71,8 +74,13 @@ def write_entry(folder, *, producer: str, model: str, artifact_name: str, artifa
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for name in ARTIFACT_NAMES:
-        (folder / name).unlink(missing_ok=True)
-    (folder / artifact_name).write_bytes(artifact)
+        if name not in FOLDER_ARTIFACTS:
+            (folder / name).unlink(missing_ok=True)
+    if artifact_name in FOLDER_ARTIFACTS:
+        if artifact is not None or not (folder / artifact_name).is_dir():
+            raise ValueError(f"{artifact_name} is a folder the producer writes: artifact=None")
+    else:
+        (folder / artifact_name).write_bytes(artifact)
     if len(arg_info) != len(args):
         raise ValueError(f"{len(args)} args but {len(arg_info)} arg_info records")
     arrays = {}
@@ -130,6 +138,16 @@ class Entry:
         self.projections = [arrays.get(f"proj_{i}") for i in range(n_out)]
         self.grads = {i: arrays[f"grad_{i}"] for i in range(n_args) if f"grad_{i}" in arrays}
         self.tolerance = self.meta["tolerance"]
+        # Gradients w.r.t. weights a folder artifact binds (a PyTorch/XLA bundle's data/),
+        # keyed by their names (`Function.params`), and rows checked apart (`rows_apart`).
+        self.weight_grads, self.rows_apart = {}, {}
+        extra = self.meta.get("extra", {})
+        if extra.get("weight_grads"):
+            with np.load(self.folder / extra["weight_grads"], allow_pickle=False) as data:
+                self.weight_grads = dict(data)
+        for name, record in extra.get("rows_apart", {}).items():
+            with np.load(self.folder / record["true"], allow_pickle=False) as data:
+                self.rows_apart[name] = (record["rows"], data[name])
 
     def __repr__(self):
         return f"<corpus entry {self.id}>"

@@ -1,6 +1,6 @@
 """Regenerates the real-producer corpus (not collected by pytest).
 
-    python tests/corpus/make_corpus.py --producer jax|hlo|flax|equinox|keras|tensorflow|torch|all
+    python tests/corpus/make_corpus.py --producer jax|hlo|flax|equinox|keras|tensorflow|torch|torch_xla|all
                                        [--only NAME] [--python PATH]
 
 Each producer's module, `tests/corpus/producers/<module>.py`, exposes
@@ -36,6 +36,7 @@ PRODUCERS = {
     "keras": ("keras_models", "gen-jax", "keras"),
     "tensorflow": ("tensorflow_models", "gen-tf", "tensorflow"),
     "torch": ("torch_models", "gen-torch", "torch"),
+    "torch_xla": ("torch_xla_models", "gen-torch-xla", "torch_xla"),
 }
 
 
@@ -121,7 +122,8 @@ def main(argv=None) -> int:
         script = os.path.relpath(__file__, REPO)
         command = [python, "-c", f"import sys; sys.argv = {[script] + argv!r}; __file__ = {script!r}; "
                    f"exec(compile(open({script!r}).read(), {script!r}, 'exec'))"]
-        env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONHASHSEED="0", CUDA_VISIBLE_DEVICES="")
+        env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONHASHSEED="0", CUDA_VISIBLE_DEVICES="",
+                   PJRT_DEVICE="CPU")
         print(f"{producer}: {python}", file=sys.stderr)
         status |= subprocess.call(command, env=env, cwd=REPO)
     return status
