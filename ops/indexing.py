@@ -180,16 +180,43 @@ def _dynamic_gather_prepare(op):
 @register_op("stablehlo.dynamic_gather", "mhlo.dynamic_gather", prepare=_dynamic_gather_prepare)
 def dynamic_gather(ctx, op, operand, indices, slice_sizes):
     p = op.params
-    if isinstance(slice_sizes, np.ndarray):
-        sizes = ints(slice_sizes)
-    else:  # from the static result type: 1 on collapsed and batching dims, else offset extents
-        d, out_shape = p.dnums, result_shape(op)
-        offsets = iter(d.offset_dims)
-        sizes = tuple(1 if dim in d.collapsed_slice_dims or dim in d.operand_batching_dims
-                      else out_shape[next(offsets)] for dim in range(operand.ndim))
+    # The static result type gives the sizes: 1 on collapsed and batching dims, else the
+    # offset extents. Sizes known while tracing must be those (checked per the spec);
+    # traced ones cannot be checked, and the result type's are taken.
+    d, out_shape = p.dnums, result_shape(op)
+    offsets = iter(d.offset_dims)
+    sizes = tuple(1 if dim in d.collapsed_slice_dims or dim in d.operand_batching_dims
+                  else out_shape[next(offsets)] for dim in range(operand.ndim))
+    known = known_value(slice_sizes)
+    if known is not None:
+        _check_slice_sizes(op, operand.shape, ints(known), sizes)
     indices = _index_vector_last(indices, p.index_vector_dim)
     return lax.gather(operand, indices, p.dnums, sizes, indices_are_sorted=p.sorted,
                       mode=lax.GatherScatterMode.CLIP)
+
+
+def _check_slice_sizes(op, shape, known, sizes) -> None:
+    """dynamic_gather's slice_sizes operand, known while tracing, against the spec's
+    constraints (as gather's: one per operand dimension, within it, at most 1 on collapsed and
+    batching dimensions) and the static result type (`sizes`, what it implies)."""
+    d = op.params.dnums
+    why = None
+    if len(known) != len(shape):
+        why = f"{len(known)} slice sizes for an operand of rank {len(shape)}"
+    else:
+        for dim, (k, n) in enumerate(zip(known, shape)):
+            if not 0 <= k <= n:
+                why = f"slice size {k} of dimension {dim} is outside [0, {n}]"
+            elif k > 1 and (dim in d.collapsed_slice_dims or dim in d.operand_batching_dims):
+                why = f"slice size {k} of collapsed or batching dimension {dim} is above 1"
+            if why:
+                break
+        else:
+            if tuple(known) != tuple(sizes):
+                why = (f"slice sizes {list(known)} give another shape than the result type "
+                       f"{op.result_types[0]} (slice sizes {list(sizes)})")
+    if why is not None:
+        raise TranslationError(op.name, op.location, f"slice_sizes operand: {why}")
 
 
 class IndexSelect(NamedTuple):

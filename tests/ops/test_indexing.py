@@ -248,6 +248,26 @@ def test_dynamic_gather_sizes_from_result_type():
     _same(_run(body, [operand, indices]), expected)
 
 
+@pytest.mark.parametrize("sizes,error,why", [
+    # MLIR's verifier checks a constant operand against the operand and result types: a
+    # LoadError naming the op
+    ("[1, 5, 2]", shlo2jax.LoadError, "slice size \\(5\\) is out of bounds"),
+    ("[2, 2, 2]", shlo2jax.LoadError, "slice_sizes\\[dim\\] should be <= 1"),
+    ("[1, 3, 2]", shlo2jax.LoadError, "dynamic_gather' op inferred type"),
+    # what it lets through (a 0 on a collapsed dimension gives the same result type) is
+    # checked while tracing
+    ("[0, 2, 2]", shlo2jax.TranslationError, "dynamic_gather .*slice_sizes operand: slice "
+     "sizes \\[0, 2, 2\\] give another shape than the result type")])
+def test_dynamic_gather_checks_known_slice_sizes_per_the_spec(sizes, error, why):
+    operand, indices = _data(np.int64, (3, 4, 2)), np.array([[0, 0], [1, 3], [2, 1]], np.int32)
+    body = f"""
+  %sizes = stablehlo.constant dense<{sizes}> : tensor<3xi64>
+  %r = "stablehlo.dynamic_gather"(%a0, %a1, %sizes) {{dimension_numbers = #stablehlo.gather<offset_dims = [1, 2], collapsed_slice_dims = [0], start_index_map = [0, 1], index_vector_dim = 1>}} : (tensor<3x4x2xi64>, tensor<3x2xi32>, tensor<3xi64>) -> tensor<3x2x2xi64>
+  return %r : tensor<3x2x2xi64>"""
+    with pytest.raises(error, match=why):
+        _run(body, [operand, indices])
+
+
 @pytest.mark.parametrize("batch_dims", [0, 1])
 def test_torch_index_select(batch_dims):
     operand = _data(np.float32, (2, 3, 4))
