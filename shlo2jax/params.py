@@ -41,6 +41,7 @@ import numpy as np
 from shlo2jax import compat
 from shlo2jax import names as naming
 from shlo2jax import types as T
+from shlo2jax.executables.bound import BoundFunction
 from shlo2jax.executables.exported import ExportedFunction
 from shlo2jax.loader import load
 from shlo2jax.module import Region
@@ -413,7 +414,9 @@ class Lifted:
 
     `names`: every parameter's name; `constants`: the lifted constants (LiftedConstant: its
     ops, value, where it came from); `arguments`: the names of the arguments taken into
-    `params`; `input_names`: the arguments `apply` still takes, in order.
+    `params`; `input_names`: the arguments `apply` still takes, in order; `bound`: the weights
+    the source bound (a PyTorch/XLA bundle's, `BoundFunction.params`), parameters under their
+    own names.
     Reverse mode differentiates the translation (an artifact's own VJP knows nothing of
     lifted constants).
     """
@@ -430,15 +433,19 @@ class Lifted:
         self.function = function
         self.constants = constants
         self._exported = isinstance(function, ExportedFunction)
+        self.bound = dict(function.params) if isinstance(function, BoundFunction) else {}
         arg_names = function.arg_names
         self._argument_positions = [arg_names.index(n) for n in arguments]
         self.arguments = tuple(arguments)
         taken = set(self._argument_positions)
         self._input_positions = [i for i in range(len(arg_names)) if i not in taken]
         self.input_names = tuple(arg_names[i] for i in self._input_positions)
-        self.names = tuple(self.arguments) + tuple(c.name for c in constants)
+        self.names = (tuple(self.bound) + tuple(self.arguments)
+                      + tuple(c.name for c in constants))
         self._constant_names = tuple(c.name for c in constants)
         self._expected = {c.name: (c.value.shape, c.value.dtype) for c in constants}
+        self._expected.update({n: (tuple(v.shape), np.dtype(v.dtype))
+                               for n, v in self.bound.items()})
         in_avals = function.in_avals
         for name, i in zip(self.arguments, self._argument_positions):
             self._expected[name] = (tuple(in_avals[i].shape), np.dtype(in_avals[i].dtype))
@@ -479,7 +486,8 @@ class Lifted:
 
     def describe(self) -> str:
         """One line per parameter: name, type, and where it came from."""
-        rows = []
+        rows = [f"{n}: {T.tensor_type(tuple(v.shape), np.dtype(v.dtype))} (a weight the source "
+                "bound)" for n, v in self.bound.items()]
         avals = self.function.in_avals
         for name, i in zip(self.arguments, self._argument_positions):
             a = avals[i]
@@ -540,14 +548,21 @@ class Lifted:
             full[i] = params[name]
         for value, i in zip(inputs, self._input_positions):
             full[i] = value
+        module_fn = fn
+        if self.bound:  # the caller's inputs and the bound weights, as the module takes them
+            fn.check_arguments(full)
+            full = fn.module_arguments(full, {n: params[n] for n in self.bound})
+            module_fn = fn.module_function
         module_args = fn.module_arguments(full) if self._exported else tuple(full)
-        fn.check_arguments(module_args)
-        module_args = fn.coerce_f6(module_args)
+        module_fn.check_arguments(module_args)
+        module_args = module_fn.coerce_f6(module_args)
         values = tuple(params[n] for n in self._constant_names)
         with compat.enable_x64():
             outs = self._traced(values, *module_args)
         if self._exported:
             outs = outs[fn.result_tokens:]
+        if self.bound:
+            return fn.structured(outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def bind(self, params) -> "Bound":
@@ -587,10 +602,11 @@ def lift_params(source, min_elements: int = 2, params: Union[None, Callable[[str
     """
     function = _function_of(source)
     arguments = _argument_selection(function, params)
+    bound = function.params if isinstance(function, BoundFunction) else {}
     constants = find_constants(function, min_elements, splats=splats, integers=integers,
-                               taken=function.arg_names)
+                               taken=tuple(function.arg_names) + tuple(bound))
     lifted = Lifted(function, constants, arguments)
-    values: dict = {}
+    values: dict = dict(bound)  # the source's weights, under their names
     avals = function.in_avals
     for name in arguments:
         a = avals[function.arg_names.index(name)]
@@ -655,7 +671,8 @@ def bind_params(source, params: dict, **lift_options) -> Bound:
     """
     if isinstance(source, Lifted):
         lifted = source
-        defaults = {c.name: _device_array(c.value) for c in lifted.constants}
+        defaults = {**lifted.bound,
+                    **{c.name: _device_array(c.value) for c in lifted.constants}}
     else:
         function = _function_of(source)
         arguments = [n for n in params if n in function.arg_names]
