@@ -433,7 +433,8 @@ class Lifted:
         self.function = function
         self.constants = constants
         self._exported = isinstance(function, ExportedFunction)
-        self.bound = dict(function.params) if isinstance(function, BoundFunction) else {}
+        self._binds = isinstance(function, BoundFunction)
+        self.bound = dict(function.params) if self._binds else {}
         arg_names = function.arg_names
         self._argument_positions = [arg_names.index(n) for n in arguments]
         self.arguments = tuple(arguments)
@@ -549,7 +550,7 @@ class Lifted:
         for value, i in zip(inputs, self._input_positions):
             full[i] = value
         module_fn = fn
-        if self.bound:  # the caller's inputs and the bound weights, as the module takes them
+        if self._binds:  # the caller's inputs and the bound values, as the module takes them
             fn.check_arguments(full)
             full = fn.module_arguments(full, {n: params[n] for n in self.bound})
             module_fn = fn.module_function
@@ -561,7 +562,7 @@ class Lifted:
             outs = self._traced(values, *module_args)
         if self._exported:
             outs = outs[fn.result_tokens:]
-        if self.bound:
+        if self._binds:
             return fn.structured(outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
