@@ -42,6 +42,7 @@ from shlo2jax import attributes
 from shlo2jax import types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import BackendUnavailable
+from shlo2jax.executables.bound import BoundFunction
 from shlo2jax.executables.polymorphic import inline_calls, specialise
 from shlo2jax.loader import load
 from shlo2jax.module import format_location
@@ -564,6 +565,10 @@ def compare(source, backends: Sequence = DEFAULT_BACKENDS, *, function: Optional
     else:
         inputs, how = [np.asarray(x) for x in inputs], "given"
     fn.check_arguments(inputs)
+    if isinstance(fn, BoundFunction):  # (a PyTorch/XLA bundle) every backend runs the module's
+        inputs = [np.asarray(x) for x in fn.module_arguments(inputs)]  # @main, weights passed
+        program = program.refined(program.mlir_module)
+        fn = program["main"]
     if fn.is_polymorphic:  # every backend runs the module refined to these inputs' shapes
         fn = specialise(fn, inputs)
         program = fn.program
