@@ -1,0 +1,333 @@
+"""PyTorch/XLA StableHLO bundles (shlo2jax/sources/torch_xla_bundle.py and the BoundFunction
+of shlo2jax/executables/bound.py): a folder loads as a program whose function takes torch's
+inputs, with the weights bound under their state_dict names; a malformed bundle is a LoadError
+naming the file and what was wrong. The bundles are the corpus's (tests/corpus/torch_xla/),
+copied into tmp_path and damaged there."""
+
+import json
+import pathlib
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shlo2jax
+from corpus import checks
+from corpus import entry as corpus_entry
+from shlo2jax.errors import LoadError, Shlo2JaxError
+
+CORPUS = pathlib.Path(__file__).resolve().parents[1] / "corpus" / "torch_xla"
+
+
+def _entry(name):
+    return corpus_entry.Entry(CORPUS / name)
+
+
+def _bundle(name):
+    return CORPUS / name / "bundle"
+
+
+def _copy(name, tmp_path):
+    target = tmp_path / name
+    shutil.copytree(_bundle(name), target)
+    (target / "constants").mkdir(exist_ok=True)  # (git keeps no empty folder)
+    return target
+
+
+def _meta(folder):
+    return json.loads((folder / "functions" / "forward.meta").read_text())
+
+
+def _write_meta(folder, meta):
+    (folder / "functions" / "forward.meta").write_text(json.dumps(meta))
+
+
+# -- loading
+
+def test_a_bundle_is_one_function_of_torchs_inputs_with_the_weights_bound():
+    e = _entry("mlp")
+    program = shlo2jax.load(str(_bundle("mlp")))
+    fn = program["forward"]
+    assert program.entry is fn and list(program.functions) == ["forward"]
+    assert fn.arg_names == ("args[0]",)
+    assert fn.signature.startswith("@forward(args[0]: f32[3,16]) -> (f32[3,4])")
+    meta = _meta(_bundle("mlp"))
+    names = [loc["name"] for loc in meta["input_locations"] if loc["type_"] == "parameter"]
+    assert list(fn.params) == names and set(names) == {"0.weight", "0.bias", "2.weight",
+                                                       "2.bias", "4.weight", "4.bias"}
+    np.testing.assert_array_equal(np.asarray(fn.params["0.weight"]),
+                                  np.load(_bundle("mlp") / "data" / "0.weight"))
+    ok, err, msg = checks.compare([np.asarray(program(*e.args))], e.outputs, 1e-4, 1e-5)
+    assert ok, msg
+    assert fn.module_arg_names[-1] == "args[0]" and fn.module_arg_names[0] == "4.bias"
+
+
+def test_inputs_are_in_torchs_order_whatever_the_modules():
+    # The module takes input 1 (scale) before input 0 (the ids).
+    e = _entry("embedding_padding_idx")
+    fn = shlo2jax.load(_bundle("embedding_padding_idx"))["forward"]
+    assert [b.position for b in fn.bindings if b.kind == "input"] == [1, 0]
+    ids, scale = e.args
+    assert ids.dtype == np.int64 and scale.dtype == np.float32
+    want = e.outputs[0]
+    np.testing.assert_allclose(np.asarray(fn(ids, scale)), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(fn(**{"args[1]": scale, "args[0]": ids})), want,
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match=r"args\[0\] of @forward has dtype float32"):
+        fn(scale, scale)
+
+
+def test_outputs_are_unflattened_by_the_pytree_spec():
+    e = _entry("lstm")
+    out = shlo2jax.load(_bundle("lstm"))["forward"](*e.args)
+    assert isinstance(out, tuple) and len(out) == 3
+    assert [o.shape for o in out] == [o.shape for o in e.outputs]
+
+
+def test_an_unreadable_output_spec_returns_the_results_flat(tmp_path):
+    folder = _copy("mlp", tmp_path)
+    meta = _meta(folder)
+    meta["output_pytree_spec"] = json.dumps(
+        [1, {"type": "collections.namedtuple", "context": "\"Out\"",
+             "children_spec": [{"type": None, "context": None, "children_spec": []}]}])
+    _write_meta(folder, meta)
+    out = shlo2jax.load(folder)["forward"](*_entry("mlp").args)
+    assert isinstance(out, jax.Array) and out.shape == (3, 4)  # one result, flat
+
+
+def test_dict_outputs_are_dicts(tmp_path):
+    folder = _copy("lstm", tmp_path)
+    meta = _meta(folder)
+    leaf = {"type": None, "context": None, "children_spec": []}
+    meta["output_pytree_spec"] = json.dumps(
+        [1, {"type": "builtins.dict", "context": json.dumps(["y", "state"]),
+             "children_spec": [leaf, {"type": "builtins.list", "context": "null",
+                                      "children_spec": [leaf, leaf]}]}])
+    _write_meta(folder, meta)
+    out = shlo2jax.load(folder)["forward"](*_entry("lstm").args)
+    assert list(out) == ["y", "state"] and isinstance(out["state"], list)
+    assert out["state"][1].shape == (2, 12)
+
+
+def test_constants_are_bound_too_and_are_not_params():
+    fn = shlo2jax.load(_bundle("causal_decoder"))["forward"]
+    assert list(fn.constants) == ["constants/0"]
+    assert fn.constants["constants/0"].dtype == np.bool_
+    assert "constants/0" not in fn.params and len(fn.params) == 29
+
+
+def test_a_single_program_file_of_a_bundle_loads_as_before():
+    for suffix in ("bytecode", "mlir"):
+        program = shlo2jax.load(str(_bundle("mlp") / "functions" / f"forward.{suffix}"))
+        assert list(program.functions) == ["main"]
+        assert len(program["main"].input_types) == 7  # six weights and the input
+
+
+def test_unused_inputs_are_taken_and_ignored(tmp_path):
+    folder = _copy("mlp", tmp_path)
+    meta = _meta(folder)
+    meta["unused_inputs"] = [[{"type_": "input_arg", "position": 1, "name": ""},
+                              {"shape": [2], "dtype": "float32", "dynamic_dims": []}]]
+    _write_meta(folder, meta)
+    fn = shlo2jax.load(folder)["forward"]
+    assert fn.arg_names == ("input_0", "input_1")  # the input spec names one input: not read
+    e = _entry("mlp")
+    a = fn(e.args[0], np.zeros(2, np.float32))
+    np.testing.assert_allclose(np.asarray(a), e.outputs[0], rtol=1e-5, atol=1e-6)
+
+
+# -- weights
+
+def test_gradients_wrt_the_weights_are_torchs():
+    e = _entry("mlp")
+    fn = shlo2jax.load(_bundle("mlp"))["forward"]
+    grads = jax.grad(lambda p: checks.loss(fn.with_params(p)(*e.args), e.projections))(fn.params)
+    assert set(grads) == set(e.weight_grads)
+    for name, want in e.weight_grads.items():
+        np.testing.assert_allclose(np.asarray(grads[name]), want, rtol=1e-4,
+                                   atol=1e-4 * np.abs(want).max())
+
+
+def test_with_params_replaces_weights_checked_and_never_converted():
+    e = _entry("mlp")
+    fn = shlo2jax.load(_bundle("mlp"))["forward"]
+    zeroed = fn.with_params({"4.weight": jnp.zeros((4, 32), jnp.float32)})
+    out = np.asarray(zeroed(*e.args))
+    np.testing.assert_allclose(out, np.broadcast_to(np.asarray(fn.params["4.bias"]), (3, 4)))
+    np.testing.assert_allclose(np.asarray(fn(*e.args)), e.outputs[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(KeyError, match="no weight 'nope'"):
+        fn.with_params({"nope": jnp.zeros(3)})
+    with pytest.raises(TypeError, match=r"float64\[4, 32\], the weight is float32\[4, 32\]"):
+        fn.with_params({"4.weight": np.zeros((4, 32))})
+    with pytest.raises(TypeError, match=r"float32\[32, 4\]"):
+        fn.with_params({"4.weight": np.zeros((32, 4), np.float32)})
+
+
+def test_lift_params_uses_the_state_dict_names():
+    e = _entry("cnn_bn")
+    fn = shlo2jax.load(_bundle("cnn_bn"))["forward"]
+    params, apply = shlo2jax.lift_params(fn)
+    assert set(fn.params) <= set(params) and "bn1.running_mean" in params
+    assert apply.input_names == ("args[0]",)
+    np.testing.assert_allclose(np.asarray(apply(params, *e.args)), e.outputs[0], rtol=1e-4,
+                               atol=1e-5)
+    grads = jax.grad(lambda p: checks.loss(apply(p, *e.args), e.projections))(params)
+    want = e.weight_grads["bn1.running_var"]
+    np.testing.assert_allclose(np.asarray(grads["bn1.running_var"]), want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
+    bound = shlo2jax.bind_params(apply, {"head.bias": jnp.ones(5, jnp.float32)})
+    shift = np.asarray(bound(*e.args)) - np.asarray(fn(*e.args))
+    np.testing.assert_allclose(shift, 1 - np.asarray(fn.params["head.bias"])[None].repeat(2, 0),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_padding_idx_rows_follow_the_gathers_derivative_not_torchs_rule():
+    # torch zeroes the gradient of the padding row; the exported gather has no such rule: its
+    # derivative there is the sum of the padding positions' cotangents (padding_rows.npz,
+    # torch autograd with padding_idx left out). Documented in docs/guides/torch_xla.md.
+    e = _entry("embedding_padding_idx")
+    fn = shlo2jax.load(_bundle("embedding_padding_idx"))["forward"]
+    grads = jax.grad(lambda p: checks.loss(fn.with_params(p)(*e.args), e.projections))(fn.params)
+    got = np.asarray(grads["emb.weight"])
+    rows, true = e.rows_apart["emb.weight"]
+    assert rows == [0] and not np.any(e.weight_grads["emb.weight"][0])  # torch's rule
+    assert np.abs(got[0]).max() > 1e-3  # ours is not zero
+    np.testing.assert_allclose(got[rows], true, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[1:], e.weight_grads["emb.weight"][1:], rtol=1e-4, atol=1e-6)
+
+
+# -- choosing a function
+
+def test_a_bundle_of_several_functions_asks_for_one(tmp_path):
+    folder = _copy("mlp", tmp_path)
+    functions = folder / "functions"
+    for suffix in ("meta", "bytecode", "mlir"):
+        shutil.copy(functions / f"forward.{suffix}", functions / f"other.{suffix}")
+    with pytest.raises(LoadError, match=r"2 functions \(forward, other\): pick one with "
+                                        r"module=NAME"):
+        shlo2jax.load(folder)
+    assert list(shlo2jax.load(folder, module="other").functions) == ["other"]
+    with pytest.raises(LoadError, match="no function 'nope'.*forward, other"):
+        shlo2jax.load(folder, module="nope")
+
+
+def test_the_cli_runs_a_bundle(capsys):
+    from shlo2jax.tools.cli import main
+    assert main(["run", str(_bundle("mlp"))]) == 0
+    assert "@forward(args[0]: f32[3,16])" in capsys.readouterr().out
+
+
+# -- malformed bundles: LoadErrors naming the file
+
+def _damaged(tmp_path, damage, name="mlp"):
+    folder = _copy(name, tmp_path)
+    damage(folder)
+    with pytest.raises(LoadError) as info:
+        shlo2jax.load(str(folder))
+    return str(info.value)
+
+
+def test_a_missing_weight_file(tmp_path):
+    msg = _damaged(tmp_path, lambda f: (f / "data" / "2.weight").unlink())
+    assert "data/2.weight: missing" in msg and "forward.meta binds parameter '2.weight'" in msg
+
+
+def test_meta_that_is_not_json(tmp_path):
+    msg = _damaged(tmp_path, lambda f: (f / "functions" / "forward.meta").write_text("{oops"))
+    assert "forward.meta: not valid JSON" in msg
+
+
+@pytest.mark.parametrize("edit,expected", [
+    (lambda m: m["input_locations"].pop(0) and m["input_signature"].pop(0),
+     "input_locations names 6 arguments, but the module's @main takes 7"),
+    (lambda m: m["input_signature"][1].update(shape=[4, 31]),
+     r"input_signature\[1\] declares float32\[4, 31\], but the module's @main argument 1 is "
+     r"tensor<4x32xf32>"),
+    (lambda m: m["output_signature"][0].update(dtype="int32"),
+     r"output_signature\[0\] declares int32\[3, 4\]"),
+    (lambda m: m["input_locations"][0].update(type_="buffer"),
+     r"input_locations\[0\] is not a parameter, constant or input_arg location"),
+    (lambda m: m["input_locations"][0].update(name="../data/0.bias"),
+     "which is not a file name in data/"),
+    (lambda m: m["input_locations"][6].update(position=3),
+     r"the inputs' positions \[3\] are not 0 to 0"),
+    (lambda m: m.pop("input_locations"), "'input_locations' is missing or not a list"),
+    (lambda m: m["input_signature"][0].update(dtype="quaternion"),
+     "dtype 'quaternion' is not a tensor dtype"),
+    (lambda m: m.update(output_pytree_spec=json.dumps(
+        [1, {"type": "builtins.tuple", "context": "null", "children_spec": []}])),
+     "output_pytree_spec has 0 leaves, the module's @main returns 1 results"),
+])
+def test_meta_that_does_not_match_the_module(tmp_path, edit, expected):
+    def damage(folder):
+        meta = _meta(folder)
+        edit(meta)
+        _write_meta(folder, meta)
+    msg = _damaged(tmp_path, damage)
+    assert "forward.meta" in msg
+    assert __import__("re").search(expected, msg), msg
+
+
+@pytest.mark.parametrize("value,expected", [
+    (np.zeros((4, 32), np.float64), r"holds float64\[4, 32\], but @main's argument 1 is "
+                                    r"tensor<4x32xf32> \(values are never converted\)"),
+    (np.zeros((32, 4), np.float32), r"holds float32\[32, 4\]"),
+    (np.zeros((), np.float32), r"holds float32\[\]"),
+])
+def test_a_weight_of_another_type(tmp_path, value, expected):
+    def damage(folder):
+        with open(folder / "data" / "4.weight", "wb") as f:
+            np.save(f, value)
+    msg = _damaged(tmp_path, damage)
+    assert "data/4.weight: " in msg and __import__("re").search(expected, msg), msg
+
+
+@pytest.mark.parametrize("content", [b"not an array", b"", b"\x93NUMPY\x01\x00garbage"])
+def test_a_weight_file_that_is_not_npy(tmp_path, content):
+    msg = _damaged(tmp_path, lambda f: (f / "data" / "0.bias").write_bytes(content))
+    assert "data/0.bias: not a numpy .npy array" in msg
+
+
+def test_a_pickled_weight_is_refused(tmp_path):
+    def damage(folder):
+        with open(folder / "data" / "0.bias", "wb") as f:
+            np.save(f, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    assert "data/0.bias: not a numpy .npy array" in _damaged(tmp_path, damage)
+
+
+def test_a_missing_constant_and_a_missing_program(tmp_path):
+    msg = _damaged(tmp_path, lambda f: shutil.rmtree(f / "constants"), name="causal_decoder")
+    assert "constants/0: missing" in msg
+
+    def no_program(folder):
+        (folder / "functions" / "forward.bytecode").unlink()
+        (folder / "functions" / "forward.mlir").unlink()
+    assert "neither functions/forward.bytecode nor functions/forward.mlir" in \
+        _damaged(tmp_path / "b", no_program)
+
+
+def test_a_truncated_program(tmp_path):
+    def damage(folder):
+        path = folder / "functions" / "forward.bytecode"
+        path.write_bytes(path.read_bytes()[:300])
+    assert "forward.bytecode" in _damaged(tmp_path, damage)
+
+
+def test_every_file_truncated_is_a_shlo2jax_error_or_loads(tmp_path):
+    # Each file of a bundle cut to half: a Shlo2JaxError, never a plain exception (the .mlir
+    # text is not read where the bytecode is there, so cutting it changes nothing).
+    source = _bundle("embedding_padding_idx")
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        rel = path.relative_to(source)
+        folder = tmp_path / str(rel).replace("/", "_")
+        shutil.copytree(source, folder)
+        target = folder / rel
+        target.write_bytes(target.read_bytes()[:len(target.read_bytes()) // 2])
+        try:
+            shlo2jax.load(str(folder))
+        except Shlo2JaxError as e:
+            assert str(rel).split("/")[-1] in str(e) or "forward" in str(e), (rel, str(e))
+        else:
+            assert rel.suffix == ".mlir", rel
