@@ -292,6 +292,15 @@ def jit_disabled() -> bool:
     return _config.disable_jit.value
 
 
+def stablehlo_versions() -> tuple:
+    """(oldest, newest) StableHLO versions, as (major, minor, patch), of the VHLO portable
+    artifacts this jaxlib reads (it reads an artifact of its own version and older ones
+    back to its minimum; a newer one only where every op it uses exists here)."""
+    def parse(text):
+        return tuple(int(p) for p in text.split("."))
+    return parse(stablehlo.get_minimum_version()), parse(stablehlo.get_current_version())
+
+
 def make_ir_context():
     """An MLIR context with every dialect jax registers (func, stablehlo, chlo, sdy, mhlo, ...)."""
 
@@ -643,6 +652,7 @@ _INTERNALS = (
     (xla_client, "custom_call_targets"), (xla_client, "DeviceList"),
     (compiler, "get_compile_options"), (_config, "disable_jit"),
     (stablehlo, "serialize_portable_artifact_str"), (stablehlo, "get_minimum_version"),
+    (stablehlo, "get_current_version"),
 )
 
 

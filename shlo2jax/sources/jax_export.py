@@ -11,18 +11,14 @@ it understands) and those it misreads (an older jax reading a newer artifact).
 
 from __future__ import annotations
 
-import re
 from typing import Optional
 
-import jax
-import jaxlib
 from jax import export as jax_export
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax.errors import LoadError
 from shlo2jax.sources import export_flatbuffer
-from shlo2jax.sources.mlir import parse_mlir
+from shlo2jax.sources.mlir import parse_mlir, vhlo_version  # noqa: F401  (vhlo_version: its API)
 
 # The calling conventions of the `Exported` module that jax has written by default (8 in jax
 # 0.4.2x, 9 in 0.4.30-0.7.x, 10 from 0.8) and that shlo2jax's ExportedFunction follows.
@@ -75,36 +71,8 @@ def read_module(exported: jax_export.Exported, context: ir.Context) -> ir.Module
         raise LoadError(f"{name}: calling convention {version}; shlo2jax follows the calling "
                         f"conventions {', '.join(map(str, CALLING_CONVENTIONS))}")
     data = module_bytes(exported)
-    try:
-        return parse_mlir(data, context, name)
-    except LoadError as e:
-        # The version a module was written for is no verdict by itself: jaxlib reads a newer
-        # artifact whose ops all exist in its own StableHLO. Where it cannot, say both.
-        written = vhlo_version(data)
-        if written is None or written <= _version(stablehlo.get_current_version()):
-            raise
-        raise LoadError(
-            f"{name}: its module was written for StableHLO v{'.'.join(map(str, written))} "
-            f"(VHLO), newer than jaxlib {jaxlib.__version__} reads (StableHLO "
-            f"v{stablehlo.get_current_version()} at most); load it under the jax that wrote "
-            f"it or a newer one (jax {jax.__version__} is installed). {e}") from None
-
-
-def vhlo_version(data: bytes) -> Optional[tuple]:
-    """The StableHLO version a VHLO portable artifact was written for (its bytecode producer
-    string, `StableHLO_vX.Y.Z`), or None for other bytes."""
-    if not data.startswith(b"ML\xefR") or len(data) < 6:
-        return None
-    first = data[4]  # the bytecode version, a prefix varint: its trailing zeros say its length
-    length = 9 if first == 0 else (first & -first).bit_length()
-    end = data.find(b"\0", 4 + length, 4 + length + 64)
-    match = re.fullmatch(rb"StableHLO_v(\d+)\.(\d+)\.(\d+)", data[4 + length:end]) \
-        if end > 0 else None
-    return None if match is None else tuple(int(g) for g in match.groups())
-
-
-def _version(text: str) -> tuple:
-    return tuple(int(p) for p in text.split("."))
+    # (a module newer than jaxlib reads: parse_mlir's NewerThanJaxlib names both versions)
+    return parse_mlir(data, context, name)
 
 
 def source_name(exported: jax_export.Exported) -> str:

@@ -9,11 +9,14 @@ is parsed (and converted) in a child process where the checks cannot vouch for i
 
 from __future__ import annotations
 
-from typing import Union
+import re
+from typing import Optional, Union
 
+import jaxlib
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
+from shlo2jax import compat
 from shlo2jax.errors import LoadError
 from shlo2jax.sources import vhlo_kinds
 from shlo2jax.sources.safe_parse import (BYTECODE_MAGIC, check_bytecode, check_text,
@@ -25,10 +28,50 @@ def _diagnostic(e: Exception, source_name: str) -> str:
     return text.replace('"-":', f'"{source_name}":') if source_name else text
 
 
+class NewerThanJaxlib(LoadError):
+    """A VHLO artifact written by a newer StableHLO than jaxlib reads, using what it lacks."""
+
+
 def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str = "") -> ir.Module:
     """MLIR text, MLIR bytecode or a VHLO portable artifact -> a verified `ir.Module`.
 
-    Malformed input raises `LoadError`, never aborts the process (see the module docstring)."""
+    Malformed input raises `LoadError`, never aborts the process (see the module docstring);
+    a VHLO artifact newer than jaxlib reads, a `NewerThanJaxlib` naming both versions."""
+    try:
+        return _parse_mlir(source, context, source_name)
+    except LoadError as e:
+        written = vhlo_version(source) if isinstance(source, bytes) else None
+        oldest, newest = compat.stablehlo_versions()
+        if written is None or written <= newest:
+            raise
+        # jaxlib reads a newer artifact whose ops all exist in its own StableHLO: the
+        # version alone is no verdict, the failure with it is
+        text = lambda v: "v" + ".".join(map(str, v))  # noqa: E731
+        where = f"{source_name}: " if source_name else ""
+        missing = re.search(r"unregistered operation '([^']+)'", str(e))
+        lacks = f"operation {missing[1]}" if missing else str(e).strip().splitlines()[0]
+        raise NewerThanJaxlib(
+            f"{where}a VHLO artifact written by StableHLO {text(written)}, newer than jaxlib "
+            f"{jaxlib.__version__} reads (StableHLO {text(oldest)} to {text(newest)}), using "
+            f"what {text(newest)} lacks ({lacks}): load it with a jax whose jaxlib reads "
+            f"StableHLO {text(written)}, or have its producer write it for {text(newest)} or "
+            "older") from None
+
+
+def vhlo_version(data: bytes) -> Optional[tuple]:
+    """The StableHLO version a VHLO portable artifact was written for (its bytecode producer
+    string, `StableHLO_vX.Y.Z`), or None for other bytes."""
+    if not data.startswith(b"ML\xefR") or len(data) < 6:
+        return None
+    first = data[4]  # the bytecode version, a prefix varint: its trailing zeros say its length
+    length = 9 if first == 0 else (first & -first).bit_length()
+    end = data.find(b"\0", 4 + length, 4 + length + 64)
+    match = re.fullmatch(rb"StableHLO_v(\d+)\.(\d+)\.(\d+)", data[4 + length:end]) \
+        if end > 0 else None
+    return None if match is None else tuple(int(g) for g in match.groups())
+
+
+def _parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str = "") -> ir.Module:
     where = f" {source_name}" if source_name else ""
     if isinstance(source, bytes) and not source.startswith(BYTECODE_MAGIC):
         try:
