@@ -1,0 +1,403 @@
+"""Time to first result and translation throughput, side by side with `jax.export`.
+
+    python benchmarks/speed.py [--small jax/mlp,jax/gru_scan,...] [--large corpus,model_like,generated]
+                               [--runs 5] [--tree LABEL=PATH ...] [--json FILE]
+
+Every figure comes from a fresh child process (as a user's notebook or script pays it), the
+variants of one program run in alternation and each figure is the median over `--runs`
+processes. Bytecode is cached (as in an installed package): the children write their `.pyc`
+files under a temporary folder, and a warm-up child runs first.
+
+small: corpus artifacts (serialized `jax.export.Exported`), per variant
+  import      `import shlo2jax` (for jax.export: `from jax import export`); `import jax`
+              before it is common to both and not counted
+  load        `shlo2jax.load(bytes)` / `jax.export.deserialize(bytes)`
+  first       the first call on the entry's arguments, to its result (trace, lower, compile, run)
+  total       import + load + first: the time to first result
+  steady      median of 50 later calls
+  ratio       total / jax.export's total
+large: translation throughput: load + trace + lower to StableHLO text (XLA's compile left out),
+  per variant; `static ops` the module's ops (nested regions included), `inlined ops` those a
+  copy with every func.call inlined would have (what a translation that traced every call
+  site again would trace). jax.export's figure is deserialize + trace + lower of `exp.call`
+  (it does not translate: it embeds the module), for the programs that are artifacts.
+  corpus      the largest corpus artifacts (tests/corpus/**/exported.bin by size)
+  model_like  a generated model: 48 blocks (4 distinct block functions) called through
+              func.call, per-layer weights as 64 KiB dense constants, and in every block a
+              while loop whose body holds a case, one branch calling the shared norm function
+  generated   benchmarks/bench.py's generated program (150 functions of 410 ops, 250 calls)
+
+`--tree LABEL=PATH` adds a shlo2jax variant imported from another checkout (e.g. a baseline
+made with `git archive <commit> | tar -x -C PATH`), run in alternation with this checkout's.
+The machine may be shared: compare the variants of one run, not runs made at other times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.abc
+import importlib.util
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "corpus"
+SMALL = ["jax/mlp", "jax/gru_scan", "flax/nnx_mlp", "torch/nn_gelu_mlp", "keras/keras_cnn"]
+LARGE = ["corpus", "model_like", "generated"]
+STEADY_CALLS = 50
+
+
+# ------------------------------------------------------------------ generated programs
+
+def model_like_module(layers: int = 48, variants: int = 4, seq: int = 32, d: int = 64,
+                      ff: int = 256, micro: int = 300, branch_ops: int = 120, trips: int = 3,
+                      seed: int = 0) -> str:
+    """MLIR text of a program shaped like an exported model (see the module docstring)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+
+    def f32(*shape):
+        return "tensor<" + "".join(f"{n}x" for n in shape) + "f32>"
+    X, H, G, S, i32 = f32(seq, d), f32(seq, ff), f32(d), f32(seq), "tensor<i32>"
+    lines = ["module @model_like {",
+             f"  func.func private @norm(%x: {X}, %g: {G}) -> {X} {{",
+             "    %z = stablehlo.constant dense<0.0> : tensor<f32>",
+             f"    %sq = stablehlo.multiply %x, %x : {X}",
+             "    %s = stablehlo.reduce(%sq init: %z) applies stablehlo.add across dimensions = [1]"
+             f" : ({X}, tensor<f32>) -> {S}",
+             f"    %n = stablehlo.constant dense<{1.0 / d}> : {S}",
+             f"    %m = stablehlo.multiply %s, %n : {S}",
+             f"    %e = stablehlo.constant dense<1.0e-05> : {S}",
+             f"    %me = stablehlo.add %m, %e : {S}",
+             f"    %r = stablehlo.rsqrt %me : {S}",
+             f"    %rb = stablehlo.broadcast_in_dim %r, dims = [0] : ({S}) -> {X}",
+             f"    %gb = stablehlo.broadcast_in_dim %g, dims = [1] : ({G}) -> {X}",
+             f"    %y = stablehlo.multiply %x, %rb : {X}",
+             f"    %o = stablehlo.multiply %y, %gb : {X}",
+             f"    return %o : {X}", "  }"]
+    binary = ["stablehlo.add", "stablehlo.multiply", "stablehlo.subtract", "stablehlo.maximum"]
+    unary = ["stablehlo.tanh", "stablehlo.logistic", "stablehlo.sine", "stablehlo.exponential"]
+
+    def chain(prefix, start, other, typ, count, offset, indent="    "):
+        out, prev = [], start
+        for i in range(count):
+            name, k = f"%{prefix}{i}", (i + offset) % 7
+            if k == 3:
+                out.append(f"{indent}{name} = {unary[(i + offset) % 4]} {prev} : {typ}")
+            else:
+                out.append(f"{indent}{name} = {binary[(i + offset) % 4]} {prev}, {other} : {typ}")
+                if (i + offset) % 4 == 3:  # values stay bounded
+                    out.append(f"{indent}{name}t = stablehlo.tanh {name} : {typ}")
+                    name += "t"
+            prev = name
+        return out, prev
+
+    for v in range(variants):
+        lines.append(f"  func.func private @block{v}(%x: {X}, %w1: {f32(d, ff)}, "
+                     f"%w2: {f32(ff, d)}, %g: {G}) -> {X} {{")
+        lines.append(f"    %h = func.call @norm(%x, %g) : ({X}, {G}) -> {X}")
+        lines.append(f"    %a = stablehlo.dot_general %h, %w1, contracting_dims = [1] x [0] : "
+                     f"({X}, {f32(d, ff)}) -> {H}")
+        body, last = chain("m", "%a", "%a", H, micro, v)
+        lines += body
+        lines += [f"    %b = stablehlo.dot_general {last}, %w2, contracting_dims = [1] x [0] : "
+                  f"({H}, {f32(ff, d)}) -> {X}",
+                  f"    %r = stablehlo.add %x, %b : {X}",
+                  f"    %c0 = stablehlo.constant dense<0> : {i32}",
+                  f"    %w:2 = stablehlo.while(%i = %c0, %s = %r) : {i32}, {X}",
+                  "    cond {",
+                  f"      %n = stablehlo.constant dense<{trips}> : {i32}",
+                  f"      %p = stablehlo.compare LT, %i, %n, SIGNED : ({i32}, {i32}) -> tensor<i1>",
+                  "      stablehlo.return %p : tensor<i1>",
+                  "    } do {",
+                  f"      %one = stablehlo.constant dense<1> : {i32}",
+                  f"      %two = stablehlo.constant dense<2> : {i32}",
+                  f"      %k = stablehlo.remainder %i, %two : {i32}",
+                  '      %sel = "stablehlo.case"(%k) ({']
+        first, last0 = chain("p", "%s", "%r", X, branch_ops, v + 1, " " * 8)
+        lines += first + [f"        stablehlo.return {last0} : {X}", "      }, {",
+                          f"        %q = func.call @norm(%s, %g) : ({X}, {G}) -> {X}"]
+        second, last1 = chain("q", "%q", "%s", X, branch_ops, v + 2, " " * 8)
+        lines += second + [f"        stablehlo.return {last1} : {X}",
+                           f"      }}) : ({i32}) -> {X}",
+                           f"      %i1 = stablehlo.add %i, %one : {i32}",
+                           f"      stablehlo.return %i1, %sel : {i32}, {X}",
+                           "    }", f"    return %w#1 : {X}", "  }"]
+
+    def constant(name, shape, scale):
+        data = (rng.standard_normal(shape) * scale).astype("<f4").tobytes().hex().upper()
+        return f'    {name} = stablehlo.constant dense<"0x{data}"> : {f32(*shape)}'
+    lines.append(f"  func.func public @main(%x: {X}) -> {X} {{")
+    previous = "%x"
+    for layer in range(layers):
+        lines += [constant(f"%w1_{layer}", (d, ff), d ** -0.5),
+                  constant(f"%w2_{layer}", (ff, d), ff ** -0.5),
+                  constant(f"%g_{layer}", (d,), 1.0),
+                  f"    %y{layer} = func.call @block{layer % variants}({previous}, %w1_{layer}, "
+                  f"%w2_{layer}, %g_{layer}) : ({X}, {f32(d, ff)}, {f32(ff, d)}, {G}) -> {X}"]
+        previous = f"%y{layer}"
+    lines += [f"    return {previous} : {X}", "  }", "}"]
+    return "\n".join(lines)
+
+
+def _largest_corpus(count: int = 3) -> list:
+    found = sorted(CORPUS.glob("*/*/exported.bin"), key=lambda p: -p.stat().st_size)
+    return [str(p.parent.relative_to(CORPUS)) for p in found[:count]]
+
+
+def _large_programs(names, workdir: pathlib.Path) -> list:
+    """-> [(label, path)]"""
+    programs = []
+    for name in names:
+        if name == "corpus":
+            programs += [(entry, CORPUS / entry / "exported.bin") for entry in _largest_corpus()]
+        elif name == "model_like":
+            path = workdir / "model_like.mlir"
+            path.write_text(model_like_module())
+            programs.append((name, path))
+        elif name == "generated":
+            sys.path.insert(0, str(ROOT / "benchmarks"))
+            import bench
+            path = workdir / "generated.mlir"
+            path.write_text(bench._generated_module())
+            programs.append((name, path))
+        else:
+            programs.append((name, CORPUS / name / "exported.bin"))
+    return programs
+
+
+# ------------------------------------------------------------------ child processes
+
+class _TreeFinder(importlib.abc.MetaPathFinder):
+    """Imports shlo2jax (and its ops and quant packages) from another checkout."""
+
+    def __init__(self, tree: str):
+        tree = pathlib.Path(tree)
+        self.packages = {"shlo2jax": tree / "shlo2jax", "shlo2jax.ops": tree / "ops",
+                         "shlo2jax.quant": tree / "quant"}
+
+    def find_spec(self, fullname, path=None, target=None):
+        folder = self.packages.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, folder / "__init__.py", submodule_search_locations=[str(folder)])
+
+
+def _arguments(entry_dir: pathlib.Path) -> list:
+    import numpy as np
+    data = np.load(entry_dir / "data.npz")
+    return [data[f"arg_{i}"] for i in range(sum(k.startswith("arg_") for k in data.files))]
+
+
+def child_small(variant: str, entry: str) -> dict:
+    import jax  # common to both: not counted
+    entry_dir = CORPUS / entry
+    blob = (entry_dir / "exported.bin").read_bytes()
+    args = _arguments(entry_dir)
+    t0 = time.perf_counter()
+    if variant == "export":
+        from jax import export
+        t1 = time.perf_counter()
+        exported = export.deserialize(bytearray(blob))
+
+        def call(*flat):  # the exported function's own pytree of arguments (torch's (args, kwargs))
+            positional, named = jax.tree.unflatten(exported.in_tree, flat)
+            return exported.call(*positional, **named)
+    else:
+        import shlo2jax
+        t1 = time.perf_counter()
+        call = shlo2jax.load(blob)["main"]
+    t2 = time.perf_counter()
+    jax.block_until_ready(call(*args))
+    t3 = time.perf_counter()
+    steady = []
+    for _ in range(STEADY_CALLS):
+        start = time.perf_counter()
+        jax.block_until_ready(call(*args))
+        steady.append(time.perf_counter() - start)
+    return {"import": t1 - t0, "load": t2 - t1, "first": t3 - t2, "total": t3 - t0,
+            "steady": statistics.median(steady)}
+
+
+def _inlined_op_count(module) -> int:
+    """Ops of the entry function with every func.call replaced by its callee's ops."""
+    memo = {}
+
+    def ops_of(region):
+        count = 0
+        for op in region.ops:
+            count += 1
+            if op.name == "func.call":
+                count += function(op.attrs["callee"])
+            for inner in op.regions:
+                count += ops_of(inner)
+        return count
+
+    def function(name):
+        if name not in memo:
+            memo[name] = ops_of(module.functions[name].body)
+        return memo[name]
+    return function("main")
+
+
+def child_large(variant: str, path: str) -> dict:
+    import jax
+    path = pathlib.Path(path)
+    w0 = time.perf_counter()
+    if variant == "export":
+        if path.name != "exported.bin":
+            return {}
+        from jax import export
+        exported = export.deserialize(bytearray(path.read_bytes()))
+        fn, avals = jax.jit(exported.call), exported.in_avals
+    else:
+        import shlo2jax
+        w0 = time.perf_counter()  # (the import is not translation)
+        program = shlo2jax.load(path)
+        entry = program.entry
+        fn = entry.executable.jitted
+        avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in entry.in_avals]
+    w1 = time.perf_counter()
+    with jax.enable_x64(True):
+        traced = fn.trace(*avals)
+        w2 = time.perf_counter()
+        traced.lower().as_text()
+    w3 = time.perf_counter()
+    result = {"load": w1 - w0, "trace": w2 - w1, "lower": w3 - w2, "seconds": w3 - w0}
+    if variant != "export":
+        module = program.module
+        result.update(static_ops=len(module.ops), inlined_ops=_inlined_op_count(module))
+    return result
+
+
+def _child_env(tree: str, pycache: str) -> dict:
+    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"),
+               PYTHONPYCACHEPREFIX=pycache)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if tree:
+        env["SPEED_TREE"] = tree
+    return env
+
+
+def _run_child(kind, variant, target, tree, pycache) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", kind, variant, str(target)],
+                         capture_output=True, text=True, timeout=1800,
+                         env=_child_env(tree, pycache))
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": (out.stderr or out.stdout).strip().splitlines()[-1:]}
+
+
+# ------------------------------------------------------------------ main
+
+def _median(samples, key):
+    values = [s[key] for s in samples if key in s]
+    return statistics.median(values) if values else None
+
+
+def _fmt(value, spec):
+    return f"{value:{spec}}" if isinstance(value, (int, float)) else "-"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", default=",".join(SMALL))
+    parser.add_argument("--large", default=",".join(LARGE))
+    parser.add_argument("--runs", type=int, default=5, help="processes per variant and program")
+    parser.add_argument("--tree", action="append", default=[],
+                        help="LABEL=PATH: another checkout's shlo2jax as one more variant")
+    parser.add_argument("--json", default="")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        kind, variant, target = args.child
+        if os.environ.get("SPEED_TREE"):
+            sys.meta_path.insert(0, _TreeFinder(os.environ["SPEED_TREE"]))
+        result = (child_small if kind == "small" else child_large)(variant, target)
+        print("RESULT " + json.dumps(result))
+        return
+    variants = [("shlo2jax", "")] + [tuple(t.split("=", 1)) for t in args.tree]
+    variants = [(f"shlo2jax@{label}" if tree else label, tree) for label, tree in variants]
+    variants.append(("jax.export", None))
+    results = {"small": {}, "large": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        pycache = str(pathlib.Path(tmp) / "pycache")
+        small = [e for e in args.small.split(",") if e]
+        if small:  # warm-up: every variant's bytecode written once
+            for _, tree in variants:
+                _run_child("small", "export" if tree is None else "shlo2jax", small[0],
+                           tree or "", pycache)
+        for entry in small:
+            samples = {label: [] for label, _ in variants}
+            for _ in range(args.runs):
+                for label, tree in variants:
+                    samples[label].append(_run_child(
+                        "small", "export" if tree is None else "shlo2jax", entry, tree or "",
+                        pycache))
+            results["small"][entry] = {label: {k: _median(s, k) for k in
+                                               ("import", "load", "first", "total", "steady")}
+                                       | {"errors": [x["error"] for x in s if "error" in x]}
+                                       for label, s in samples.items()}
+        for label, path in _large_programs([n for n in args.large.split(",") if n],
+                                           pathlib.Path(tmp)):
+            samples = {name: [] for name, _ in variants}
+            for _ in range(max(1, args.runs // 2)):
+                for name, tree in variants:
+                    samples[name].append(_run_child(
+                        "large", "export" if tree is None else "shlo2jax", path, tree or "",
+                        pycache))
+            row = {}
+            for name, s in samples.items():
+                keys = ("load", "trace", "lower", "seconds", "static_ops", "inlined_ops")
+                row[name] = {k: _median(s, k) for k in keys} | {
+                    "errors": [x["error"] for x in s if "error" in x]}
+            results["large"][label] = row
+    _print(results, [label for label, _ in variants])
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+def _print(results, labels):
+    if results["small"]:
+        print("time to first result, small corpus artifacts (medians of fresh processes, wall s;"
+              " steady in ms)")
+        print(f"{'entry':22s} {'variant':22s} {'import':>7s} {'load':>7s} {'first':>7s} "
+              f"{'total':>7s} {'ratio':>6s} {'steady':>8s}")
+        for entry, row in results["small"].items():
+            base = row["jax.export"].get("total")
+            for label in labels:
+                r = row[label]
+                ratio = r["total"] / base if r.get("total") and base else None
+                print(f"{entry:22s} {label:22s} {_fmt(r['import'], '7.3f')} {_fmt(r['load'], '7.3f')}"
+                      f" {_fmt(r['first'], '7.3f')} {_fmt(r['total'], '7.3f')} {_fmt(ratio, '6.2f')}"
+                      f" {_fmt(r['steady'] and r['steady'] * 1e3, '8.3f')}"
+                      + (f"  errors: {r['errors'][:1]}" if r["errors"] else ""))
+    if results["large"]:
+        print("\ntranslation: load + trace + lower to StableHLO text (medians, wall s)")
+        print(f"{'program':28s} {'variant':22s} {'static':>7s} {'inlined':>8s} {'load':>6s} "
+              f"{'trace':>6s} {'lower':>6s} {'total':>6s} {'ops/s':>8s} {'inl ops/s':>9s}")
+        for program, row in results["large"].items():
+            ops = next((r for r in row.values() if r.get("static_ops")), {})
+            for label in labels:
+                r = row[label]
+                total = r.get("seconds")
+                static, inlined = ops.get("static_ops"), ops.get("inlined_ops")
+                print(f"{program:28s} {label:22s} {_fmt(static, '7d')} {_fmt(inlined, '8d')} "
+                      f"{_fmt(r['load'], '6.2f')} {_fmt(r['trace'], '6.2f')} "
+                      f"{_fmt(r['lower'], '6.2f')} {_fmt(total, '6.2f')} "
+                      f"{_fmt(static / total if static and total else None, '8.0f')} "
+                      f"{_fmt(inlined / total if inlined and total else None, '9.0f')}"
+                      + (f"  errors: {r['errors'][:1]}" if r["errors"] else ""))
+
+
+if __name__ == "__main__":
+    main()
