@@ -111,7 +111,9 @@ def _cnn_bn(name):
             bn.running_var.copy_(0.5 + torch.rand(8))
             bn.weight.copy_(1 + 0.1 * torch.randn(8))
             bn.bias.copy_(0.1 * torch.randn(8))
-    return model, (normal(name, (2, 3, 8, 8)),), "Conv-BN-ReLU x2, mean pool, Linear (eval)", {}
+    return model, (normal(name, (2, 3, 8, 8)),), "Conv-BN-ReLU x2, mean pool, Linear (eval)", {
+        "notes": "the gradients w.r.t. the running statistics (buffers) are torch autograd of "
+                 "the same eval-mode formula: native_batch_norm cannot differentiate them"}
 
 
 class Lstm(torch.nn.Module):
@@ -133,7 +135,9 @@ class Lstm(torch.nn.Module):
 @case("lstm")
 def _lstm(name):
     torch.manual_seed(seed_for(name))
-    return Lstm(), (normal(name, (2, 5, 6)),), "one-layer LSTM (batch_first) and a Linear head", {}
+    return Lstm(), (normal(name, (2, 5, 6)),), "one-layer LSTM (batch_first) and a Linear head", {
+        "notes": "h_n and c_n returned as a view to (batch, hidden): torch_xla 2.9.0 exports "
+                 "h_n as [1, 1, batch, hidden] and h_n[-1] as [1, batch, hidden]"}
 
 
 class Encoder(torch.nn.Module):
@@ -291,7 +295,7 @@ def write(root, name: str) -> pathlib.Path:
 
     extra = {"bundle": "bundle", "weight_grads": "weight_grads.npz",
              "weights_read": read, "torch_xla_vs_eager_max_abs": self_check}
-    notes = [description]
+    notes = [options["notes"]] if "notes" in options else []
     padding = options.get("padding")
     if padding:
         true_grads, _ = _autograd(module, state, inputs, projections, padding=True)
@@ -307,7 +311,7 @@ def write(root, name: str) -> pathlib.Path:
                  "torch_dtype": str(x.dtype).replace("torch.", "")}
                 for i, x in enumerate(inputs)]
     entry.write_entry(
-        folder, producer=PRODUCER, model=name, artifact_name="bundle", artifact=None,
+        folder, producer=PRODUCER, model=description, artifact_name="bundle", artifact=None,
         args=[x.numpy() for x in inputs], arg_info=arg_info, outputs=outputs,
         projections=projections, grads=input_grads, versions=versions(),
         export_call="torch_xla.stablehlo.exported_program_to_stablehlo("
