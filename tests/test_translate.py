@@ -1,4 +1,5 @@
-"""The translation loop: result checks on its fast path, region plans, the paused collector."""
+"""The translation loop: result checks on its fast path, region plans, the paused collector,
+callees traced once for all their call sites."""
 
 import gc
 
@@ -115,3 +116,86 @@ def test_gc_paused_nests_and_respects_a_disabled_collector():
         assert not gc.isenabled()  # a caller's choice is left alone
     finally:
         gc.enable()
+
+
+def _repeated_blocks(layers: int) -> str:
+    """@main: `layers` call sites of one @block (each with its own weight constant), then a
+    while loop whose body calls @block from a case branch."""
+    calls = "\n".join(
+        f"  %w{i} = stablehlo.constant dense<{(i + 1) / layers}> : tensor<4xf32>\n"
+        f"  %y{i} = func.call @block(%y{i - 1 if i else 'x'}, %w{i}) : "
+        "(tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>" if i else
+        f"  %w0 = stablehlo.constant dense<{1 / layers}> : tensor<4xf32>\n"
+        "  %y0 = func.call @block(%x, %w0) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>"
+        for i in range(layers))
+    return f"""
+func.func private @block(%a: tensor<4xf32>, %w: tensor<4xf32>) -> tensor<4xf32> {{
+  %0 = stablehlo.multiply %a, %w : tensor<4xf32>
+  %1 = stablehlo.tanh %0 : tensor<4xf32>
+  %2 = stablehlo.add %1, %a : tensor<4xf32>
+  func.return %2 : tensor<4xf32>
+}}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
+{calls}
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %c0, %v = %y{layers - 1}) : tensor<i32>, tensor<4xf32>
+  cond {{
+    %n = stablehlo.constant dense<3> : tensor<i32>
+    %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  }} do {{
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %two = stablehlo.constant dense<2> : tensor<i32>
+    %k = stablehlo.remainder %i, %two : tensor<i32>
+    %s = "stablehlo.case"(%k) ({{
+      stablehlo.return %v : tensor<4xf32>
+    }}, {{
+      %b = func.call @block(%v, %w0) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      stablehlo.return %b : tensor<4xf32>
+    }}) : (tensor<i32>) -> tensor<4xf32>
+    %i1 = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %i1, %s : tensor<i32>, tensor<4xf32>
+  }}
+  func.return %r#1 : tensor<4xf32>
+}}"""
+
+
+def test_a_callee_is_traced_once_for_all_its_call_sites(monkeypatch):
+    """The 48th call of a block is not traced again: a callee is traced once per signature
+    (a jitted callee whose trace jax keeps), from the call sites in @main and from inside a
+    loop body's case branch alike, and gradients and vmap reuse that trace."""
+    import jax
+    import jax.numpy as jnp
+    from shlo2jax import translate
+
+    layers = 48
+    prog = shlo2jax.load(_repeated_blocks(layers))
+    evaluated = {}
+    real = translate.evaluate
+
+    def counting(translator, region, args, outer_env):
+        evaluated[id(region)] = evaluated.get(id(region), 0) + 1
+        return real(translator, region, args, outer_env)
+    monkeypatch.setattr(translate, "evaluate", counting)
+
+    def reference(x):
+        block = lambda a, w: jnp.tanh(a * w) + a  # noqa: E731
+        for i in range(layers):
+            x = block(x, (i + 1) / layers)
+        for i in range(3):
+            x = block(x, 1 / layers) if i % 2 else x
+        return x
+
+    x = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
+    np.testing.assert_allclose(np.asarray(prog(x)), reference(x), rtol=1e-5)
+    block = prog.module.functions["block"].body
+    assert evaluated[id(block)] == 1
+    assert max(evaluated.values()) == 1
+    traced = dict(evaluated)
+    loss = lambda f: lambda x: jnp.sum(f(x) ** 2)  # noqa: E731
+    np.testing.assert_allclose(np.asarray(jax.grad(loss(prog))(x)),
+                               jax.grad(loss(reference))(x), rtol=1e-5)
+    batch = np.stack([x, -x, 2 * x])
+    np.testing.assert_allclose(np.asarray(jax.vmap(prog)(batch)), jax.vmap(reference)(batch),
+                               rtol=1e-5)
+    assert evaluated == traced  # nothing traced again
