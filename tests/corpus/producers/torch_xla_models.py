@@ -316,8 +316,9 @@ def write(root, name: str) -> pathlib.Path:
         projections=projections, grads=input_grads, versions=versions(),
         export_call="torch_xla.stablehlo.exported_program_to_stablehlo("
                     "torch.export.export(model, args)).save('bundle')",
-        function="forward", vmap_args=[i for i, x in enumerate(inputs)
-                                       if x.is_floating_point()] or None,
+        # vmap over every input (checks.perturbations repeats integer ids: the batched
+        # gathers, masks and loops are still exercised)
+        function="forward", vmap_args=list(range(len(inputs))),
         notes="; ".join(notes), extra=extra)
     np.savez_compressed(folder / "weight_grads.npz", **weight_grads)
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
