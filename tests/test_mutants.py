@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from shlo2jax.tools.mutate import default_sources, mutants, run_mutants
+from shlo2jax.tools.mutate import default_sources, mutants, release_sources, run_mutants
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +42,17 @@ def test_mutants_raise_only_library_errors(sources, lowering):
     assert report.outcomes.get("load:LoadError", 0) > 50, report.outcomes
     assert report.outcomes.get("call:ran", 0) > 0, report.outcomes  # some still run
 
+
+
+def test_mutants_of_every_release_artifact_raise_only_library_errors():
+    """StableHLO's release artifacts (tests/vhlo, 0.9.0 to 1.20.0, bytes and text) as seeds:
+    loads, `info`, and calls of some of each loaded mutant's functions."""
+    sample = mutants(release_sources(str(ROOT)), 150, seed=30)
+    report = run_mutants(sample, jobs=2, timeout=120)
+    failures = "\n".join(f"{f['status']}: {f['source']} {f['mutation']} (mutant {f['index']}, "
+                         f"seed 30)\n{f['detail']}" for f in report.failures)
+    assert not report.failures, f"{report.summary()}\n{failures}"
+    assert report.outcomes.get("load:LoadError", 0) > 50, report.outcomes
 
 # A location is an attribute to MLIR: corrupt input can put one where a value belongs.
 # jaxlib aborts on such an attribute (nanobind cannot cast it; the VHLO conversion of a

@@ -6,13 +6,14 @@ repeated and zeroed ranges) and text-level mutants of MLIR text (element types a
 changed, arguments and results added or dropped, lines deleted, repeated or swapped, values,
 op names and numbers replaced, string literals whose escapes are not UTF-8, truncations), which
 HLO text (the corpus's `model.hlo`; `--no-hlo` leaves it out) meets too.
-`check_mutant` loads one and, when it loads, calls its entry function on seeded inputs; it
-reports what happened, and whether that is allowed: a library error (`Shlo2JaxError`: a
-`LoadError`, `UnsupportedError`, `TranslationError`, `ShapeError`, ...) or the `TypeError`
-of a call whose arguments do not match the signature. It then runs the mutant as the command
-line does (`shlo2jax run FILE`): that must succeed, or end in one line `shlo2jax: error: ...`
-with a documented exit code (1 input, 2 usage; never 5, an internal error) and no
-traceback. Run it through `shlo2jax.tools.isolated.run_isolated` so that a crash is seen as
+`release_sources` adds StableHLO's release artifacts (`tests/vhlo/`, `--releases`).
+`check_mutant` loads one and, when it loads, calls its entry function (or, in a module of
+many public functions, a sample of them) on seeded inputs; it reports what happened, and
+whether that is allowed: a library error (`Shlo2JaxError`: a `LoadError`, `UnsupportedError`,
+`TranslationError`, `ShapeError`, ...) or the `TypeError` of a call whose arguments do not
+match the signature. It then runs the mutant as the command line does (`shlo2jax run FILE`,
+then `info`): each must succeed, or end in one line `shlo2jax: error: ...` with a documented
+exit code (1 input, 2 usage; never 5, an internal error) and no traceback. Run it through `shlo2jax.tools.isolated.run_isolated` so that a crash is seen as
 one.
 """
 
@@ -37,7 +38,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax.compat import make_ir_context
-from shlo2jax.errors import Shlo2JaxError
+from shlo2jax.errors import Shlo2JaxError, UnsupportedError
 from shlo2jax.loader import load
 from shlo2jax.tools import commands, exits
 from shlo2jax.tools.inputs import seeded_inputs
@@ -91,6 +92,33 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000,
             if os.path.isfile(path) and os.path.getsize(path) <= max_bytes:
                 with open(path, encoding="utf-8") as f:
                     sources.append(Source(os.path.relpath(path, root), f.read()))
+    return sources
+
+
+def release_sources(root: str, versions=None) -> list:
+    """StableHLO's release artifacts (`tests/vhlo/stablehlo_legalize_to_vhlo.<v>.mlir.bc`,
+    VHLO written by every release since 0.9.0, each covering every op it had; `versions`,
+    e.g. ["0.9.0", "1.16.0"], picks some): each as its bytes, and where this jaxlib reads
+    it, as the text of its StableHLO module. Their modules have some 200 public functions
+    and no @main: a mutant that loads has a sample of them called (`CALLS_PER_MUTANT`)."""
+    folder = os.path.join(root, "tests", "vhlo")
+    found = sorted(n for n in os.listdir(folder) if n.startswith("stablehlo_legalize_to_vhlo.")
+                   and n.endswith(".mlir.bc")) if os.path.isdir(folder) else []
+    version = lambda n: n.split(".")[1].replace("_", ".")  # noqa: E731
+    if versions is not None:
+        found = [n for n in found if version(n) in set(versions)]
+    sources = []
+    for name in sorted(found, key=lambda n: tuple(int(v) for v in version(n).split("."))):
+        with open(os.path.join(folder, name), "rb") as f:
+            data = f.read()
+        rel = os.path.relpath(os.path.join(folder, name), root)
+        sources.append(Source(rel, data))
+        with make_ir_context() as context:
+            try:
+                text = str(_stablehlo_module(context, data))
+            except Exception:  # noqa: BLE001 - newer than this jaxlib reads: bytes only
+                continue
+        sources.append(Source(rel + ":text", text))
     return sources
 
 
@@ -303,25 +331,46 @@ def check_mutant(mutant: tuple, seed: int = 0, lowering: str = "translate") -> d
     return outcome
 
 
+# Public functions called of a mutant that has no entry (@main, or one public function):
+# a sample, picked by its mutation (StableHLO's release artifacts have some 200 each).
+CALLS_PER_MUTANT = 4
+
+
 def _check_api(mutant: tuple, lowering: str) -> dict:
-    _, _, data = mutant
+    _, label, data = mutant
     try:
-        program = load(data, lowering=lowering)
+        try:
+            program = load(data, lowering=lowering)
+        except UnsupportedError:
+            # refused by name: loaded with strict=False, what it has that runs is called
+            # (and what it refuses must be refused by name again)
+            program = load(data, lowering=lowering, strict=False)
     except Exception as e:  # noqa: BLE001 - the point is to see every kind
         return _outcome("load", e)
-    try:
-        fn = program.entry
-    except Exception as e:  # noqa: BLE001
-        return _outcome("entry", e)
-    try:
-        inputs = seeded_inputs(fn)
-    except ValueError as e:  # tokens, `?` dimensions: no seeded inputs (not the library's)
-        return {"stage": "inputs", "outcome": "loaded", "allowed": True, "error": str(e)[:200]}
-    try:
-        jax.block_until_ready(fn(*inputs))
-    except Exception as e:  # noqa: BLE001
-        return _outcome("call", e)
-    return {"stage": "call", "outcome": "ran", "allowed": True, "error": ""}
+    functions = program.functions
+    if "main" in functions or len(functions) == 1:
+        called = [program.entry]
+    else:
+        called = random.Random(label).sample(list(functions.values()),
+                                             min(CALLS_PER_MUTANT, len(functions)))
+    outcome = None
+    for fn in called:
+        try:
+            inputs = seeded_inputs(fn)
+        except ValueError as e:  # tokens, `?` dimensions: no seeded inputs (not the library's)
+            outcome = outcome or {"stage": "inputs", "outcome": "loaded", "allowed": True,
+                                  "error": str(e)[:200]}
+            continue
+        try:
+            jax.block_until_ready(fn(*inputs))
+        except Exception as e:  # noqa: BLE001
+            failed = _outcome("call", e)
+            if not failed["allowed"]:
+                return failed
+            outcome = outcome if outcome and outcome["outcome"] == "ran" else failed
+            continue
+        outcome = {"stage": "call", "outcome": "ran", "allowed": True, "error": ""}
+    return outcome
 
 
 # The exit codes a mutant may get on the command line: success, an input error, a usage
@@ -330,9 +379,9 @@ CLI_CODES = (exits.OK, exits.INPUT, exits.USAGE)
 
 
 def check_on_the_command_line(mutant: tuple, lowering: str = "translate") -> dict:
-    """`shlo2jax run FILE` on the mutant, in this process: {"code", "allowed", "error"};
-    allowed: a code of CLI_CODES, and on an error exactly one line `shlo2jax: error: ...` on
-    stderr and no traceback."""
+    """`shlo2jax run FILE`, then `shlo2jax info FILE`, on the mutant, in this process:
+    {"code", "allowed", "error"}; allowed: a code of CLI_CODES, and on an error exactly one
+    line `shlo2jax: error: ...` on stderr and no traceback."""
     _, _, data = mutant
     binary = isinstance(data, bytes)
     with tempfile.TemporaryDirectory(prefix="shlo2jax-mutant-") as folder:
@@ -340,20 +389,28 @@ def check_on_the_command_line(mutant: tuple, lowering: str = "translate") -> dic
         with open(path, "wb" if binary else "w", **({} if binary else {
                 "encoding": "utf-8", "errors": "surrogateescape"})) as f:
             f.write(data)
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = commands.main(["run", path, "--lowering", lowering])
-    lines = err.getvalue().splitlines()
+        code, err = _command(["run", path, "--lowering", lowering])
+        if code in CLI_CODES and err.count("\n") <= 1:
+            # `info` of the same file answers the same way (it loads with strict=False)
+            code, err = _command(["info", path])
+    lines = err.splitlines()
     problems = []
     if code not in CLI_CODES:
         problems.append(f"exit code {code}")
     if code != exits.OK and (len(lines) != 1 or not lines[0].startswith("shlo2jax: error: ")):
         problems.append(f"{len(lines)} lines on stderr, not one 'shlo2jax: error: ...'")
-    if "Traceback" in err.getvalue():
+    if "Traceback" in err:
         problems.append("a traceback")
-    error = ("command line: " + ", ".join(problems) + ": " + err.getvalue()[-1500:]) \
-        if problems else ""
+    error = ("command line: " + ", ".join(problems) + ": " + err[-1500:]) if problems else ""
     return {"code": code, "allowed": not problems, "error": error}
+
+
+def _command(argv: list) -> tuple:
+    """(exit code, stderr) of the command line, stdout discarded."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = commands.main(argv)
+    return code, err.getvalue()
 
 
 def check_mutant_lowered_directly(mutant: tuple) -> dict:
@@ -431,13 +488,18 @@ def main(argv=None) -> int:
     parser.add_argument("--hlo", action=argparse.BooleanOptionalAction, default=True,
                         help="also mutate the corpus's HLO text (tests/corpus/hlo/*/model.hlo; "
                              "default: yes)")
+    parser.add_argument("--releases", action=argparse.BooleanOptionalAction, default=False,
+                        help="also mutate StableHLO's release artifacts (tests/vhlo/*.mlir.bc "
+                             "and their text; default: no)")
     parser.add_argument("--lowering", choices=("translate", "direct"), default="translate",
                         help="load the mutants with this lowering (load(..., lowering=))")
     parser.add_argument("--json", help="write the outcomes and every failure to this file")
     parser.add_argument("--save", help="write each failing mutant to this folder")
     args = parser.parse_args(argv)
-    mutant_list = mutants(default_sources(args.root, args.shared, hlo=args.hlo), args.count,
-                          args.seed)
+    sources = default_sources(args.root, args.shared, hlo=args.hlo)
+    if args.releases:
+        sources += release_sources(args.root)
+    mutant_list = mutants(sources, args.count, args.seed)
     report = run_mutants(mutant_list, jobs=args.jobs, lowering=args.lowering)
     for name, n in report.outcomes.items():
         print(f"  {name}: {n}")

@@ -1,11 +1,13 @@
 """`shlo2jax mutate` runs every mutant on the command line too: each must succeed or end in
 one line `shlo2jax: error: ...` with a documented exit code and no traceback. A small fixed
-sample here (fast subset); tests/test_mutants.py runs 200 per lowering (slow)."""
+sample here (fast subset), and of StableHLO's release artifacts; tests/test_mutants.py runs 200
+per lowering, and 150 of every release artifact (slow)."""
 
 import pathlib
 
 from shlo2jax.tools import exits
-from shlo2jax.tools.mutate import check_on_the_command_line, default_sources, mutants, run_mutants
+from shlo2jax.tools.mutate import (check_on_the_command_line, default_sources, mutants,
+                                   release_sources, run_mutants)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -18,6 +20,21 @@ def test_a_sample_of_mutants_answers_in_one_line():
     assert not report.failures, f"{report.summary()}\n{failures}"
     assert report.outcomes.get("load:LoadError", 0) > 0, report.outcomes
 
+
+
+def test_mutants_of_release_artifacts_answer_by_name():
+    """StableHLO's release artifacts as seeds (tests/vhlo, `mutate --releases`): an old, a
+    recent and one newer than jaxlib reads, bytes and text. Every mutant's load, `info`,
+    and calls of some of its functions end in a library error or a run, never in a plain
+    exception or a crash; each runs in a worker with a time limit (robustness.md: a bytecode
+    mutant can make jaxlib's reader loop)."""
+    sources = release_sources(str(ROOT), ["0.9.0", "1.16.0", "1.20.0"])
+    assert [type(s.data) for s in sources] == [bytes, str, bytes, str, bytes]
+    report = run_mutants(mutants(sources, 24, seed=3), jobs=1, timeout=120)
+    failures = "\n".join(f"{f['status']}: {f['source']} {f['mutation']}\n{f['detail']}"
+                         for f in report.failures)
+    assert not report.failures, f"{report.summary()}\n{failures}"
+    assert report.outcomes.get("call:ran", 0) > 0, report.outcomes
 
 def test_the_check_sees_a_command_line_that_is_not_one_line(monkeypatch):
     """The check fails where the command line would answer in more than one line or with an
