@@ -331,3 +331,22 @@ def test_every_file_truncated_is_a_shlo2jax_error_or_loads(tmp_path):
             assert str(rel).split("/")[-1] in str(e) or "forward" in str(e), (rel, str(e))
         else:
             assert rel.suffix == ".mlir", rel
+
+
+# -- the corpus's weight-gradient check can fail
+
+def test_the_corpus_grad_check_sees_the_weights():
+    import copy
+    e = _entry("embedding_padding_idx")
+    fn = shlo2jax.load(_bundle("embedding_padding_idx"))["forward"]
+    assert checks.check_grad(e, fn).ok
+    bad = copy.copy(e)
+    bad.weight_grads = dict(e.weight_grads)
+    bad.weight_grads["proj.weight"] = e.weight_grads["proj.weight"] * (1 + 1e-3)
+    result = checks.check_grad(bad, fn)
+    assert not result.ok and "weight proj.weight" in result.message
+    # Without its rows checked apart, torch's zeroed padding row disagrees with the gather's.
+    bad = copy.copy(e)
+    bad.rows_apart = {}
+    result = checks.check_grad(bad, fn)
+    assert not result.ok and "weight emb.weight" in result.message
