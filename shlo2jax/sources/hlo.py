@@ -32,8 +32,10 @@ from shlo2jax.errors import ElidedDataError, LoadError
 from shlo2jax.sources.safe_parse import how_child_ended
 
 # A dump file: module_<number>.<module name>.<stage>.(txt|hlo.pb)
-_DUMP_FILE_RE = re.compile(r"^module_(\d+)\.(.+?)\.(before_optimizations|"
-                           r"[\w.]*after_optimizations)\.(txt|hlo\.pb)$")  # sm_8.0_gpu_after_...
+# The stage has no dot but in XLA:GPU's compute capability (`sm_8.0_gpu_after_optimizations`);
+# module names can hold dots (TensorFlow's `a_inference_f_10__XlaMustCompile_..._.3`).
+_DUMP_FILE_RE = re.compile(r"^module_(\d+)\.(.+?)\.(before_optimizations|(?:sm_\d+\.\d+_)?"
+                           r"(?:\w+_)?after_optimizations)\.(txt|hlo\.pb)$")
 
 
 def is_hlo_text(data) -> bool:
@@ -169,8 +171,11 @@ def dump_file(path: str, module: Optional[str] = None) -> str:
     listing = ", ".join(f"module_{k[0]:04d}.{k[1]}" for k in sorted(modules))
     chosen = sorted(modules)
     if module is not None:
-        chosen = [k for k in chosen if module in (k[1], f"module_{k[0]:04d}.{k[1]}", str(k[0]),
-                                                  f"{k[0]:04d}")]
+        exact = [k for k in chosen if module in (k[1], f"module_{k[0]:04d}.{k[1]}", str(k[0]),
+                                                 f"{k[0]:04d}")]
+        # TensorFlow's file names run past 100 characters (`a_inference_f_10__XlaMustCompile_
+        # true_config_proto_<hash>_executor_type_<hash>_.3`): the start of one names it
+        chosen = exact or [k for k in chosen if k[1].startswith(module)]
         if not chosen:
             raise LoadError(f"{path} holds no module {module!r}; it holds {listing}")
     if len(chosen) > 1:

@@ -239,7 +239,10 @@ def check_vmap(e, fn: Callable) -> Result:
     stacks = perturbations(e)
     axes = [0 if i in stacks else None for i in range(len(e.args))]
     batched_args = [stacks.get(i, a) for i, a in enumerate(e.args)]
-    batched = [np.asarray(o) for o in as_list(jax.vmap(fn, in_axes=axes)(*batched_args))]
+    # 64-bit arguments (PyTorch/XLA's s64 ids) pass through vmap as they are with x64 on only
+    wide = any(np.asarray(a).dtype.itemsize == 8 for a in e.args)
+    with jax.enable_x64(True) if wide else contextlib.nullcontext():
+        batched = [np.asarray(o) for o in as_list(jax.vmap(fn, in_axes=axes)(*batched_args))]
     looped = []
     for k in range(VMAP_BATCH):
         args = [stacks[i][k] if i in stacks else a for i, a in enumerate(e.args)]

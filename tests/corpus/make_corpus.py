@@ -1,6 +1,6 @@
 """Regenerates the real-producer corpus (not collected by pytest).
 
-    python tests/corpus/make_corpus.py --producer jax|hlo|flax|equinox|keras|tensorflow|torch|torch_xla|all
+    python tests/corpus/make_corpus.py --producer jax|hlo|hlo-tf|hlo-torch-xla|flax|equinox|keras|tensorflow|torch|torch_xla|all
                                        [--only NAME] [--python PATH]
 
 Each producer's module, `tests/corpus/producers/<module>.py`, exposes
@@ -31,6 +31,8 @@ REPO = CORPUS.parents[1]
 PRODUCERS = {
     "jax": ("jax_models", "gen-jax", "jax"),
     "hlo": ("hlo_models", "gen-jax", "jax"),
+    "hlo-tf": ("hlo_tf_models", "gen-tf", "tensorflow"),
+    "hlo-torch-xla": ("hlo_torch_xla_models", "gen-torch-xla", "torch_xla"),
     "flax": ("flax_models", "gen-jax", "flax"),
     "equinox": ("equinox_models", "gen-jax", "equinox"),
     "keras": ("keras_models", "gen-jax", "keras"),

@@ -168,6 +168,63 @@ def test_gpu_dump_file_names_and_a_module_with_only_optimized_dumps(dump, tmp_pa
     check_loop(shlo2jax.load(tmp_path, module="jit_g"))
 
 
+CORPUS_HLO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "corpus", "hlo")
+
+
+def _corpus_dump(tmp_path, *entries):
+    """A dump folder holding the corpus entries' files under the names XLA gave them."""
+    import json
+    for name in entries:
+        folder = os.path.join(CORPUS_HLO, name)
+        with open(os.path.join(folder, "meta.json")) as f:
+            meta = json.load(f)
+        with open(os.path.join(folder, meta["artifact"]), "rb") as f:
+            (tmp_path / meta["extra"]["dump_file"]).write_bytes(f.read())
+    return tmp_path
+
+
+def _corpus_args(name):
+    with np.load(os.path.join(CORPUS_HLO, name, "data.npz")) as data:
+        return ([data[f"arg_{i}"] for i in range(sum(k.startswith("arg_") for k in data))],
+                data["out_0"])
+
+
+def test_tensorflow_dump_folder_with_long_dotted_module_names(tmp_path):
+    """TensorFlow's dump file names: `module_0000.a_inference_f_19__XlaMustCompile_true_config_
+    proto_<hash>_executor_type_<hash>_.3.before_optimizations.hlo.pb` (the module name holds a
+    dot, and runs past 100 characters): one module, both stages, named by its start."""
+    folder = _corpus_dump(tmp_path, "tf_mlp_before_opt", "tf_mlp_after_opt",
+                          "tf_cnn_before_opt")
+    names = sorted(os.listdir(folder))
+    assert all(len(n) > 120 and "__XlaMustCompile_" in n for n in names), names
+    with pytest.raises(LoadError, match=r"holds 2 modules: module_0000\.a_inference_cnn_"):
+        shlo2jax.load(folder)
+    args, want = _corpus_args("tf_mlp_before_opt")
+    program = shlo2jax.load(folder, module="a_inference_f_")
+    assert program.source_name.endswith(".before_optimizations.hlo.pb")
+    close(program["main"](*args), want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(LoadError, match="holds no module 'a_inference_g'"):
+        shlo2jax.load(folder, module="a_inference_g")
+
+
+def test_torch_xla_dump_folder_tuple_parameter_and_s64_ids(tmp_path):
+    """PyTorch/XLA's `SyncTensorsGraph.N` dumps: one tuple parameter past
+    XLA_PARAMETER_WRAPPING_THREADSHOLD, flattened; s64 token ids run without x64 enabled."""
+    folder = _corpus_dump(tmp_path, "xla_mlp_wrapped_before_opt", "xla_mlp_wrapped_after_opt")
+    with open(os.path.join(folder, sorted(os.listdir(folder))[0])) as f:
+        assert "entry_computation_layout={((" in f.readline()  # one tuple parameter
+    args, want = _corpus_args("xla_mlp_wrapped_before_opt")
+    program = shlo2jax.load(folder)
+    assert len(program["main"].input_types) == len(args) == 7
+    close(program["main"](*args), want, rtol=1e-4, atol=1e-5)
+    assert not jax.config.jax_enable_x64
+    args, want = _corpus_args("xla_transformer_before_opt")
+    program = shlo2jax.load(os.path.join(CORPUS_HLO, "xla_transformer_before_opt", "model.hlo"))
+    assert [a.dtype for a in args].count(np.int64) >= 1
+    close(program["main"](*args), want, rtol=1e-4, atol=1e-5)
+
+
 def test_hlo_snapshot_holding_the_module(dump, tmp_path):
     """An xla.HloSnapshot (field 1: the HloProto; field 2: argument literals) reads its module."""
     proto = dump_file(dump, "jit_loop", "before_optimizations", "hlo.pb").read_bytes()
@@ -565,7 +622,7 @@ def test_mutants_of_hlo_text_never_crash():
     from shlo2jax.tools.mutate import default_sources, mutants, run_mutants
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sources = [s for s in default_sources(root, hlo=True) if s.name.endswith("model.hlo")]
-    assert len(sources) == 14
+    assert len(sources) >= 14 + 13  # jax's 14, TensorFlow's compiler-IR text, PyTorch/XLA's 12
     sample = [s for s in sources if "transformer" not in s.name]
     report = run_mutants(mutants(sample, 8, seed=5), jobs=1, timeout=120)
     assert not report.failures, report.failures
