@@ -31,7 +31,7 @@ from jaxlib.mlir import ir
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError, MissingFileError
 from shlo2jax.sources import hlo, jax_export, torch_xla_bundle
-from shlo2jax.sources.mlir import parse_mlir
+from shlo2jax.sources.mlir import NewerThanJaxlib, parse_mlir
 from shlo2jax.sources.safe_parse import BYTECODE_MAGIC
 
 
@@ -261,6 +261,8 @@ def _varint(data: bytes, pos: int):
 def _mlir(source, source_name: str, kind: Kind) -> Source:
     try:
         module = parse_mlir(source, make_ir_context(), source_name)
+    except NewerThanJaxlib:
+        raise  # a whole artifact, only newer: it says so itself
     except LoadError as e:
         if kind.name in ("vhlo", "mlir-bytecode"):
             raise LoadError(f"{source_name or 'the input'} ({len(source)} bytes) is a truncated "
