@@ -416,6 +416,39 @@ def test_xla_topk_custom_call_of_an_optimized_dump():
     np.testing.assert_array_equal(np.asarray(indices), np.asarray(want_indices))
 
 
+def _linalg(a, b):
+    c = jnp.linalg.cholesky(a @ a.T + 3 * jnp.eye(3, dtype=a.dtype))
+    q, r = jnp.linalg.qr(b)
+    return c, jax.scipy.linalg.solve_triangular(c, b, lower=True), q, r
+
+
+@pytest.mark.parametrize("stage", ["before", "after"])
+def test_lapack_typed_ffi_custom_calls_of_a_cpu_dump(stage):
+    """jax's CPU HLO calls LAPACK through typed-FFI custom calls (`lapack_spotrf_ffi`,
+    `lapack_sgeqrf_ffi`, `lapack_sorgqr_ffi`, `lapack_strsm_ffi`): attributes in
+    `backend_config={uplo = 76 : ui8}`, column-major `operand_layout_constraints`, results
+    aliasing operands; after optimizations the column-major copies are explicit. They run as
+    the linear algebra they name, forward and reverse."""
+    r = np.random.RandomState(3)
+    a, b = r.randn(3, 3).astype(np.float32), r.randn(3, 2).astype(np.float32)
+    lowered = jax.jit(_linalg).lower(a, b)
+    text = lowered.as_text(dialect="hlo") if stage == "before" else lowered.compile().as_text()
+    assert 'custom_call_target="lapack_spotrf_ffi"' in text and "API_VERSION_TYPED_FFI" in text
+    assert "operand_layout_constraints={f32[3,3]{0,1}}" in text and "uplo = 76" in text
+    fn = shlo2jax.load(text)["main"]
+    for got, want in zip(fn(a, b), _linalg(a, b)):
+        close(got, want, rtol=1e-5, atol=1e-5)
+
+    def loss(f):
+        return lambda a, b: sum(jnp.sum(o * (i + 1)) for i, o in enumerate(f(a, b)))
+    for got, want in zip(jax.grad(loss(fn), (0, 1))(a, b), jax.grad(loss(_linalg), (0, 1))(a, b)):
+        close(got, want, rtol=1e-4, atol=1e-4)
+    if stage == "before":  # XLA compiles the custom calls itself (its LAPACK kernels)
+        direct = shlo2jax.load(text, lowering="direct")["main"]
+        for got, want in zip(direct(a, b), _linalg(a, b)):
+            close(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_elided_constants_are_refused_and_a_folder_prefers_its_proto(tmp_path):
     """XLA prints large constants as `{...}` in text dumps; the parser would read zeros."""
     w = np.arange(64, dtype=np.float32).reshape(8, 8) / 64
@@ -490,6 +523,14 @@ CONVENTIONS = {
         [np.arange(12, dtype=np.float32).reshape(4, 3) ** 1.5,
          np.array([1, 2, 0.5], np.float32), np.array([0, 1, -1], np.float32)],
         _batch_norm_training),
+    "batch_norm_inference": (
+        _entry("bni", ["f32[4,3]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"], "f32[4,3]",
+               "  ROOT bn = f32[4,3] batch-norm-inference(p0, p1, p2, p3, p4), "
+               "epsilon=0.001, feature_index=1"),
+        [np.arange(12, dtype=np.float32).reshape(4, 3) ** 1.5, np.array([1, 2, 0.5], np.float32),
+         np.array([0, 1, -1], np.float32), np.array([2, 3, 4], np.float32),
+         np.array([1, 0.5, 2], np.float32)],
+        lambda x, scale, offset, mean, var: (x - mean) / jnp.sqrt(var + 1e-3) * scale + offset),
     "select_and_scatter": (
         _entry("sas", ["f32[4]", "f32[2]"], "f32[4]",
                "  zero = f32[] constant(0)\n  ROOT r = f32[4] select-and-scatter(p0, p1, zero), "
