@@ -217,6 +217,14 @@ def test_the_cli_runs_a_bundle(capsys):
     from shlo2jax.tools.cli import main
     assert main(["run", str(_bundle("mlp"))]) == 0
     assert "@forward(args[0]: f32[3,16])" in capsys.readouterr().out
+    assert main(["info", str(_bundle("mlp"))]) == 0
+    assert "every op is supported" in capsys.readouterr().out
+
+
+def test_compare_runs_the_modules_main_with_the_weights():
+    result = shlo2jax.compare(str(_bundle("embedding_padding_idx")),
+                              backends=("cpu", "interpreter", "f64"))
+    assert result.ok and result.compared, result.table()
 
 
 # -- malformed bundles: LoadErrors naming the file
