@@ -339,8 +339,17 @@ def partition_id(ctx, op):
     return _grid_index(ctx, op, 1)
 
 
+def _promoted(op, operands) -> list:
+    """The operands in the result types, which a promotable body (all_reduce and
+    reduce_scatter, the spec's `is_promotable`) makes wider than the operands': the
+    reduction accumulates in them."""
+    return [x if x.dtype == t.dtype else lax.convert_element_type(x, t.dtype)
+            for x, t in zip(operands, op.result_types)]
+
+
 @register_op("stablehlo.all_reduce", "mhlo.all_reduce", prepare=_prepare_grouped)
 def all_reduce(ctx, op, *operands):
+    operands = _promoted(op, operands)
     plan = plan_for(ctx, op, lax_ok=_lax_reducible(op, operands))
     if plan.path == "lax":
         reduce = _LAX_REDUCE[op.params.monoid]
@@ -379,6 +388,7 @@ def _prepare_reduce_scatter(op):
 
 @register_op("stablehlo.reduce_scatter", "mhlo.reduce_scatter", prepare=_prepare_reduce_scatter)
 def reduce_scatter(ctx, op, x):
+    x, = _promoted(op, (x,))
     dim = op.params.dim
     lax_ok = op.params.monoid == "add" and _lax_reducible(op, (x,))
     plan = plan_for(ctx, op, lax_ok=lax_ok)

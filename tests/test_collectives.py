@@ -334,6 +334,35 @@ def test_groups_within_the_declared_grid_are_not_refused():
     assert program.module.problems == []
 
 
+PROMOTABLE = """
+    func.func @main(%x: tensor<2xf32>) -> (tensor<2xf64>, tensor<1xf64>) {
+      %0 = "stablehlo.all_reduce"(%x) ({
+        ^bb0(%a: tensor<f64>, %b: tensor<f64>):
+          %s = stablehlo.add %a, %b : tensor<f64>
+          stablehlo.return %s : tensor<f64>
+      }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<2xf32>) -> tensor<2xf64>
+      %1 = "stablehlo.reduce_scatter"(%x) ({
+        ^bb0(%a: tensor<f64>, %b: tensor<f64>):
+          %s = stablehlo.add %a, %b : tensor<f64>
+          stablehlo.return %s : tensor<f64>
+      }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, scatter_dimension = 0 : i64} : (tensor<2xf32>) -> tensor<1xf64>
+      return %0, %1 : tensor<2xf64>, tensor<1xf64>
+    }"""
+
+
+def _grid_promotable_bodies_accumulate_in_the_wider_type():
+    # StableHLO 1.x's release artifacts (op_all_reduce_with_promotable_types, ...): f32
+    # operands, an f64 body; f32 sums of these would round
+    from shlo2jax import spmd
+    x = [np.array([2.0**24, 1], np.float32), np.array([1, 2.0**-30], np.float32)]
+    outs = spmd.run_spmd(shlo2jax.load(PROMOTABLE)["main"], [[v] for v in x], num_replicas=2)
+    total = x[0].astype(np.float64) + x[1].astype(np.float64)
+    for k, (reduced, scattered) in enumerate(outs):
+        assert np.asarray(reduced).dtype == np.float64
+        np.testing.assert_array_equal(np.asarray(reduced), total)
+        np.testing.assert_array_equal(np.asarray(scattered), total[k:k + 1])
+
+
 def _grid_groups_beyond_a_plain_call_run_as_a_grid():
     from shlo2jax import spmd
     program = shlo2jax.load(GROUPS_OF_TWO)

@@ -3,18 +3,24 @@ since 0.9.0, covering every op that release had (`stablehlo_legalize_to_vhlo.<v>
 copied from openxla/stablehlo: see SOURCE.md beside this file).
 
 Each loads (or, newer than the installed jaxlib reads, is refused with a LoadError naming
-its StableHLO version); no plain Python exception escapes a load or a call; and, in the slow
-test, every function is run on seeded inputs and compared with jaxlib's StableHLO reference
-interpreter, with a per-release table printed (functions / refused at load / loaded / run
-here / run by the interpreter / agree / differ where the spec says the interpreter is wrong or
-the seeded inputs break an op's constraints: INTERPRETER_DIFFERS).
-"""
+both StableHLO versions); `strict=True` refuses each only with its constructs named, and
+`shlo2jax info` shows them; no plain Python exception escapes a load or a call. In the slow
+tests, every function is run on seeded inputs and compared with jaxlib's StableHLO reference
+interpreter, with a per-release table printed (COLUMNS: functions / refused at load / loaded
+with strict=True / of those, run only as a grid of processes / run here / run by the
+interpreter / agree / differ where the spec says the interpreter is wrong or the seeded inputs
+break an op's constraints: INTERPRETER_DIFFERS), and the functions a plain call refuses for
+their collectives run with shlo2jax.spmd.run_spmd on 8 host devices.
+docs/guides/stablehlo_releases.md shows the table."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
 import pathlib
 import re
+import sys
 import warnings
 
 import jaxlib
@@ -25,6 +31,7 @@ from jaxlib.mlir.dialects import stablehlo
 import shlo2jax
 from shlo2jax import compat, errors
 from shlo2jax.errors import LoadError, Shlo2JaxError, UnsupportedError
+from shlo2jax.tools import commands
 from shlo2jax.tools import compare as C
 from shlo2jax.tools import reference
 
@@ -68,8 +75,24 @@ def test_release_artifact_loads_or_is_refused_by_name(path):
         shlo2jax.load(data)
     assert info.value.problems and all(name and where and what
                                        for name, where, what in info.value.problems)
+    # what strict=False reports besides: the collectives whose groups name more processes
+    # than a plain call has, which run as a grid (spmd.run_spmd), so strict loads them
+    grid = [p for p in program.module.problems if "but a plain call runs" in p[2]]
+    assert {p[0] for p in grid} <= {"stablehlo.all_reduce", "stablehlo.all_gather",
+                                   "stablehlo.reduce_scatter", "stablehlo.all_to_all",
+                                   "stablehlo.collective_permute",
+                                   "stablehlo.collective_broadcast", "stablehlo.cross-replica-sum"}
+    assert len(grid) >= 11 and all("shlo2jax.spmd.run_spmd(..., num_" in p[2] for p in grid)
     assert {p[:1] + p[2:] for p in info.value.problems} == \
-        {p[:1] + p[2:] for p in program.module.problems}
+        {p[:1] + p[2:] for p in program.module.problems if p not in grid}
+    # `shlo2jax info` shows all of them
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert commands.main(["info", str(path)]) == 0
+    shown = out.getvalue()
+    assert f"not yet supported ({len(program.module.problems)}):" in shown
+    assert all(f"  {name} at {where}: {what}" in shown
+               for name, where, what in program.module.problems)
 
 
 def test_replica_groups_named_by_mesh_axes_are_refused_by_name():
@@ -176,30 +199,43 @@ def test_release_artifacts_against_the_reference_interpreter():
             rows.append((_name(path), counts))
     finally:
         server.close()
-    print("\nrelease   functions  refused  loaded  run  interpreter  agree  spec-explained")
+    print("\n" + "  ".join(h for h, _ in COLUMNS))
     for version, counts in rows:
         if isinstance(counts, str):
-            print(f"{version:8}  {counts}")
+            print(f"{version:{len(COLUMNS[0][0])}}  {counts}")
             continue
-        print(f"{version:8}  {counts['functions']:9}  {counts['refused']:7}  "
-              f"{counts['loaded']:6}  {counts['run']:3}  {counts['interpreter']:11}  "
-              f"{counts['agree']:5}  {counts['disagree']:14}")
+        print("  ".join(f"{version if key == 'release' else counts[key]:>{len(h)}}"
+                        for h, key in COLUMNS))
     for row in disagree:
         print("disagree:", *row)
     assert not plain, plain  # no plain Python exception from a load or a call
     assert not disagree, disagree
 
 
+# The table's columns: per release, its public functions; those refused at load (a function
+# module of its own, loaded with strict=True: UnsupportedError); those that load with
+# strict=True; of these, those whose collectives name more processes than a plain call has
+# (they run as a grid, shlo2jax.spmd.run_spmd: here not called); those run here on seeded
+# inputs; those the interpreter runs too; those that agree; those that differ where the spec
+# says why (INTERPRETER_DIFFERS).
+COLUMNS = (("release", "release"), ("functions", "functions"), ("refused", "refused"),
+           ("loaded", "loaded"), ("grid-only", "grid"), ("run", "run"),
+           ("interpreter", "interpreter"), ("agree", "agree"), ("spec-explained", "disagree"))
+
+
 def _compare_one(text, name, server):
-    """(outcome tags, detail) of one function's module: loaded, run, interpreter, agree."""
+    """(outcome tags, detail) of one function's module: refused, or loaded (strict=True) and
+    then grid, or run / interpreter / agree."""
     try:
-        program = shlo2jax.load(text, strict=False)
+        program = shlo2jax.load(text)
+    except UnsupportedError as e:
+        return ("refused",), "; ".join(p[2] for p in e.problems)
     except Shlo2JaxError as e:
-        return (), str(e)
+        return ("refused",), str(e)
     except Exception as e:  # a plain exception escaping a load is a bug
         return ("plain",), f"load: {type(e).__name__}: {e}"
-    if program.module.problems:
-        return ("refused",), "; ".join(p[2] for p in program.module.problems)
+    if program.module.problems:  # what strict loads yet a plain call refuses: a grid runs it
+        return ("loaded", "grid"), "; ".join(p[2] for p in program.module.problems)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -224,3 +260,70 @@ def _compare_one(text, name, server):
 
 _LIBRARY_ERRORS = tuple(c for c in vars(errors).values()
                         if isinstance(c, type) and issubclass(c, Shlo2JaxError))
+
+
+# ---------------------------------------------------------------- grid-only functions
+
+def _grid_of(what: str) -> tuple:
+    """(num_replicas, num_partitions) the refusal of a plain call names."""
+    found = dict(re.findall(r"(num_replicas|num_partitions)=(\d+)", what))
+    flat = re.search(r"num_replicas \* num_partitions >= (\d+)", what)
+    if flat:
+        return int(flat[1]), 1
+    return int(found.get("num_replicas", 1)), int(found.get("num_partitions", 1))
+
+
+def _run_grid_only_functions() -> dict:
+    """In a child with 8 host devices: each function of 1.16.0 whose collectives a plain
+    call refuses, run with shlo2jax.spmd.run_spmd on the grid its refusal names, seeded
+    inputs per process: function -> "ok" or why not."""
+    from shlo2jax.spmd import run_spmd
+    from shlo2jax.tools.inputs import seeded_inputs
+    data = (HERE / "stablehlo_legalize_to_vhlo.1_16_0.mlir.bc").read_bytes()
+    program = shlo2jax.load(data, strict=False)
+    results = {}
+    for name, text in _function_modules(program).items():
+        try:
+            one = shlo2jax.load(text)
+        except UnsupportedError:
+            continue
+        if not one.module.problems:
+            continue
+        R, P = _grid_of(one.module.problems[0][2])
+        fn = one[name]
+        try:
+            args = [seeded_inputs(fn, seed=k) for k in range(R * P)]
+            outs = run_spmd(fn, args, num_replicas=R, num_partitions=P)
+            shapes = [[np.shape(o) for o in per] for per in outs]
+            want = [tuple(t.shape) for t in fn.output_types]
+            results[name] = "ok" if all(s == want for s in shapes) else f"shapes {shapes}"
+        except Exception as e:  # noqa: BLE001 - reported per function
+            results[name] = f"{type(e).__name__}: {e}"[:500]
+    return results
+
+
+# Functions whose declared result contradicts the spec: all_gather over groups of one
+# process ([[0], [1]]) gathers nothing (the result is the operand's shape times the group
+# size, 1), yet they declare twice the operand's gathered dimension.
+GRID_OUTSIDE_THE_SPEC = {
+    name: "declared tensor<16x16xf32>"
+    for name in ("default_all_gather", "op_all_gather", "default_all_gather_variadic")}
+
+
+@pytest.mark.slow
+def test_grid_only_functions_run_as_a_grid():
+    import multidevice  # (tests/, on the path under pytest)
+    results = multidevice.run_child(__file__)
+    assert len(results) >= 17, results
+    wrong = {name: why for name, why in results.items() if why != "ok" and not (
+        name in GRID_OUTSIDE_THE_SPEC and why.startswith("TranslationError")
+        and GRID_OUTSIDE_THE_SPEC[name] in why)}
+    assert not wrong, wrong
+
+
+if __name__ == "__main__" and "--child" in sys.argv:
+    import jax
+    sys.path.insert(0, str(HERE.parent))  # tests/: multidevice
+    import multidevice
+    with jax.enable_x64(True):
+        multidevice.report(_run_grid_only_functions())
