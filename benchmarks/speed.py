@@ -6,7 +6,9 @@
 Every figure comes from a fresh child process (as a user's notebook or script pays it), the
 variants of one program run in alternation and each figure is the median over `--runs`
 processes. Bytecode is cached (as in an installed package): the children write their `.pyc`
-files under a temporary folder, and a warm-up child runs first.
+files under a temporary folder, and a warm-up child runs first. `--no-bytecode` runs them as
+with PYTHONDONTWRITEBYTECODE=1 and an editable install (every shlo2jax module compiled from
+source on import, ~0.15-0.2 s more: jax's own bytecode is in site-packages).
 
 small: corpus artifacts (serialized `jax.export.Exported`), per variant
   import      `import shlo2jax` (for jax.export: `from jax import export`); `import jax`
@@ -16,6 +18,8 @@ small: corpus artifacts (serialized `jax.export.Exported`), per variant
   total       import + load + first: the time to first result
   steady      median of 50 later calls
   ratio       total / jax.export's total
+warm: the same, in one process that already ran a first program both ways (a notebook
+  loading one more program): load and first call, jax's caches cleared before each
 large: translation throughput: load + trace + lower to StableHLO text (XLA's compile left out),
   per variant; `static ops` the module's ops (nested regions included), `inlined ops` those a
   copy with every func.call inlined would have (what a translation that traced every call
@@ -226,6 +230,50 @@ def child_small(variant: str, entry: str) -> dict:
             "steady": statistics.median(steady)}
 
 
+def child_warm(variant: str, target: str) -> dict:
+    """In one process, after a first program ran both ways (imports, backend, MLIR dialects
+    paid): each entry's load + first call by shlo2jax and by jax.export, alternating, jax's
+    caches cleared before each (a notebook loading one more program)."""
+    import jax
+    from jax import export
+    import shlo2jax
+    entries, runs = target.split("|")
+
+    def shlo(blob, args):
+        t0 = time.perf_counter()
+        call = shlo2jax.load(blob)["main"]
+        t1 = time.perf_counter()
+        jax.block_until_ready(call(*args))
+        return t1 - t0, time.perf_counter() - t1
+
+    def exported(blob, args):
+        t0 = time.perf_counter()
+        loaded = export.deserialize(bytearray(blob))
+        t1 = time.perf_counter()
+        positional, named = jax.tree.unflatten(loaded.in_tree, args)
+        jax.block_until_ready(loaded.call(*positional, **named))
+        return t1 - t0, time.perf_counter() - t1
+
+    ways = {"shlo2jax": shlo, "jax.export": exported}
+    inputs = {e: ((CORPUS / e / "exported.bin").read_bytes(), _arguments(CORPUS / e))
+              for e in entries.split(",")}
+    first = next(iter(inputs.values()))
+    for way in ways.values():
+        way(*first)
+    result = {}
+    for entry, data in inputs.items():
+        samples = {name: [] for name in ways}
+        for i in range(int(runs)):
+            for name in (list(ways) if i % 2 == 0 else list(ways)[::-1]):
+                jax.clear_caches()
+                samples[name].append(ways[name](*data))
+        result[entry] = {name: {"load": statistics.median(s[0] for s in got),
+                                "first": statistics.median(s[1] for s in got),
+                                "total": statistics.median(s[0] + s[1] for s in got)}
+                         for name, got in samples.items()}
+    return result
+
+
 def _inlined_op_count(module) -> int:
     """Ops of the entry function with every func.call replaced by its callee's ops."""
     memo = {}
@@ -256,13 +304,17 @@ def child_large(variant: str, path: str) -> dict:
             return {}
         from jax import export
         exported = export.deserialize(bytearray(path.read_bytes()))
-        fn, avals = jax.jit(exported.call), exported.in_avals
+
+        def fn(*flat):
+            positional, named = jax.tree.unflatten(exported.in_tree, flat)
+            return exported.call(*positional, **named)
+        fn, avals = jax.jit(fn), exported.in_avals
     else:
         import shlo2jax
         w0 = time.perf_counter()  # (the import is not translation)
         program = shlo2jax.load(path)
         entry = program.entry
-        fn = entry.executable.jitted
+        fn = jax.jit(lambda *args: entry(*args))  # (an artifact's calling convention included)
         avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in entry.in_avals]
     w1 = time.perf_counter()
     with jax.enable_x64(True):
@@ -278,9 +330,12 @@ def child_large(variant: str, path: str) -> dict:
 
 
 def _child_env(tree: str, pycache: str) -> dict:
-    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"),
-               PYTHONPYCACHEPREFIX=pycache)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    if pycache:
+        env["PYTHONPYCACHEPREFIX"] = pycache
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     if tree:
         env["SPEED_TREE"] = tree
     return env
@@ -293,7 +348,9 @@ def _run_child(kind, variant, target, tree, pycache) -> dict:
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
-    return {"error": (out.stderr or out.stdout).strip().splitlines()[-1:]}
+    lines = [line for line in (out.stderr or out.stdout).strip().splitlines()
+             if line.strip() and "JAX_TRACEBACK_FILTERING" not in line]
+    return {"error": lines[-1:]}
 
 
 # ------------------------------------------------------------------ main
@@ -315,6 +372,8 @@ def main(argv=None):
     parser.add_argument("--runs", type=int, default=5, help="processes per variant and program")
     parser.add_argument("--tree", action="append", default=[],
                         help="LABEL=PATH: another checkout's shlo2jax as one more variant")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="children write no .pyc (PYTHONDONTWRITEBYTECODE=1)")
     parser.add_argument("--json", default="")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -322,15 +381,16 @@ def main(argv=None):
         kind, variant, target = args.child
         if os.environ.get("SPEED_TREE"):
             sys.meta_path.insert(0, _TreeFinder(os.environ["SPEED_TREE"]))
-        result = (child_small if kind == "small" else child_large)(variant, target)
+        result = {"small": child_small, "warm": child_warm, "large": child_large}[kind](
+            variant, target)
         print("RESULT " + json.dumps(result))
         return
     variants = [("shlo2jax", "")] + [tuple(t.split("=", 1)) for t in args.tree]
     variants = [(f"shlo2jax@{label}" if tree else label, tree) for label, tree in variants]
     variants.append(("jax.export", None))
-    results = {"small": {}, "large": {}}
+    results = {"small": {}, "warm": {}, "large": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        pycache = str(pathlib.Path(tmp) / "pycache")
+        pycache = "" if args.no_bytecode else str(pathlib.Path(tmp) / "pycache")
         small = [e for e in args.small.split(",") if e]
         if small:  # warm-up: every variant's bytecode written once
             for _, tree in variants:
@@ -347,6 +407,11 @@ def main(argv=None):
                                                ("import", "load", "first", "total", "steady")}
                                        | {"errors": [x["error"] for x in s if "error" in x]}
                                        for label, s in samples.items()}
+        if small:
+            for label, tree in variants:
+                if tree is not None:
+                    results["warm"][label] = _run_child("warm", "shlo2jax", ",".join(small) + "|"
+                                                        + str(args.runs), tree, pycache)
         for label, path in _large_programs([n for n in args.large.split(",") if n],
                                            pathlib.Path(tmp)):
             samples = {name: [] for name, _ in variants}
@@ -361,9 +426,9 @@ def main(argv=None):
                 row[name] = {k: _median(s, k) for k in keys} | {
                     "errors": [x["error"] for x in s if "error" in x]}
             results["large"][label] = row
-    _print(results, [label for label, _ in variants])
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=2))
+    _print(results, [label for label, _ in variants])
 
 
 def _print(results, labels):
@@ -381,6 +446,20 @@ def _print(results, labels):
                       f" {_fmt(r['first'], '7.3f')} {_fmt(r['total'], '7.3f')} {_fmt(ratio, '6.2f')}"
                       f" {_fmt(r['steady'] and r['steady'] * 1e3, '8.3f')}"
                       + (f"  errors: {r['errors'][:1]}" if r["errors"] else ""))
+    if results["warm"]:
+        print("\nload + first call in a warm process (one program already run both ways; jax's "
+              "caches cleared before each; medians, wall s)")
+        print(f"{'entry':22s} {'variant':22s} {'load':>7s} {'first':>7s} {'total':>7s} "
+              f"{'ratio':>6s}")
+        for label, by_entry in results["warm"].items():
+            if "error" in by_entry:
+                print(f"{label}: error {by_entry['error']}")
+                continue
+            for entry, row in by_entry.items():
+                base = row["jax.export"]["total"]
+                for name, r in ((label, row["shlo2jax"]), ("jax.export", row["jax.export"])):
+                    print(f"{entry:22s} {name:22s} {r['load']:7.3f} {r['first']:7.3f} "
+                          f"{r['total']:7.3f} {r['total'] / base:6.2f}")
     if results["large"]:
         print("\ntranslation: load + trace + lower to StableHLO text (medians, wall s)")
         print(f"{'program':28s} {'variant':22s} {'static':>7s} {'inlined':>8s} {'load':>6s} "
@@ -391,7 +470,7 @@ def _print(results, labels):
                 r = row[label]
                 total = r.get("seconds")
                 static, inlined = ops.get("static_ops"), ops.get("inlined_ops")
-                print(f"{program:28s} {label:22s} {_fmt(static, '7d')} {_fmt(inlined, '8d')} "
+                print(f"{program:28s} {label:22s} {_fmt(static, '7.0f')} {_fmt(inlined, '8.0f')} "
                       f"{_fmt(r['load'], '6.2f')} {_fmt(r['trace'], '6.2f')} "
                       f"{_fmt(r['lower'], '6.2f')} {_fmt(total, '6.2f')} "
                       f"{_fmt(static / total if static and total else None, '8.0f')} "
