@@ -125,7 +125,7 @@ def _file(path: str) -> bytes:
 def _read_meta(path: str) -> dict:
     try:
         meta = json.loads(_file(path).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise LoadError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(meta, dict):
         raise LoadError(f"{path}: a {SOURCE} meta file is a JSON object, got "
@@ -133,11 +133,14 @@ def _read_meta(path: str) -> dict:
     for key in ("input_signature", "output_signature", "input_locations"):
         if not isinstance(meta.get(key), list):
             raise LoadError(f"{path}: {key!r} is missing or not a list")
+    if not isinstance(meta.get("unused_inputs") or [], list):
+        raise LoadError(f"{path}: 'unused_inputs' is not a list")
     if len(meta["input_signature"]) != len(meta["input_locations"]):
         raise LoadError(f"{path}: {len(meta['input_signature'])} input_signature entries but "
                         f"{len(meta['input_locations'])} input_locations")
     for i, loc in enumerate(meta["input_locations"]):
-        if not isinstance(loc, dict) or loc.get("type_") not in _KINDS:
+        if not isinstance(loc, dict) or not isinstance(loc.get("type_"), str) or \
+                loc["type_"] not in _KINDS:
             raise LoadError(f"{path}: input_locations[{i}] is not a parameter, constant or "
                             f"input_arg location: {loc!r}")
         if loc["type_"] == "parameter" and not _plain_name(loc.get("name")):
@@ -149,10 +152,15 @@ def _read_meta(path: str) -> dict:
                             f"{loc!r}")
     for key in ("input_signature", "output_signature"):
         for i, sig in enumerate(meta[key]):
-            if not (isinstance(sig, dict) and isinstance(sig.get("shape"), list)
-                    and isinstance(sig.get("dtype"), str)):
+            if not (isinstance(sig, dict) and _ints(sig.get("shape"))
+                    and isinstance(sig.get("dtype"), str)
+                    and _ints(sig.get("dynamic_dims") or [])):
                 raise LoadError(f"{path}: {key}[{i}] is not a shape and dtype: {sig!r}")
     return meta
+
+
+def _ints(value) -> bool:
+    return isinstance(value, list) and all(type(v) is int for v in value)
 
 
 def _plain_name(name) -> bool:
@@ -183,8 +191,8 @@ def _npy(file: str) -> np.ndarray:
     try:
         with open(file, "rb") as f:
             value = np.load(f, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise LoadError(f"{file}: not a numpy .npy array: {e}") from None
+    except Exception as e:  # noqa: BLE001 - numpy's header parser raises what its tokenizer does
+        raise LoadError(f"{file}: not a numpy .npy array: {type(e).__name__}: {e}") from None
     if not isinstance(value, np.ndarray):
         raise LoadError(f"{file}: not a numpy .npy array (an .npz archive)")
     return value if value.flags.c_contiguous else np.ascontiguousarray(value)  # (keeps 0-d)
@@ -202,7 +210,7 @@ def _binding(loc: dict) -> Binding:
 
 
 def _dtype(name: str, where: str):
-    if name not in _DTYPES:
+    if not isinstance(name, str) or name not in _DTYPES:
         raise LoadError(f"{where}: dtype {name!r} is not a tensor dtype shlo2jax knows")
     return _np_dtype(_DTYPES[name])
 
@@ -270,7 +278,7 @@ def _leaf_paths(spec, path: str):
     elif kind in ("builtins.dict", "collections.OrderedDict"):
         try:
             context = json.loads(spec.get("context") or "[]")
-        except ValueError:
+        except (TypeError, ValueError):
             return None
         if not isinstance(context, list) or len(context) != len(children):
             return None

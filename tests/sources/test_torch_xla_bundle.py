@@ -358,3 +358,52 @@ def test_the_corpus_grad_check_sees_the_weights():
     bad.rows_apart = {}
     result = checks.check_grad(bad, fn)
     assert not result.ok and "weight emb.weight" in result.message
+
+
+@pytest.mark.slow  # (300 loads: about 30 s)
+def test_mutated_meta_and_weight_files_are_shlo2jax_errors(tmp_path):
+    # Seeded mutations of the meta's JSON values (other types, other names, other positions)
+    # and of a weight file's bytes (its .npy header first): each loads, or is a Shlo2JaxError.
+    import copy
+    import random
+    folder = _copy("embedding_padding_idx", tmp_path)
+    meta_path = folder / "functions" / "forward.meta"
+    weight_path = folder / "data" / "proj.weight"
+    meta0, weight0 = _meta(folder), weight_path.read_bytes()
+    choices = [None, 0, -1, 7, 1.5, "x", "", [], {}, [1], ["a"], {"type_": "parameter"}, True,
+               "float32", "constant", "input_arg", "parameter", [[1]], 10**20, "null", "[1, 5]",
+               {"shape": [2], "dtype": "float32"}, [[{"type_": "input_arg", "position": 2},
+                                                    {"shape": [2], "dtype": ["f"]}]]]
+
+    def paths(value, path=()):
+        yield path
+        items = value.items() if isinstance(value, dict) else \
+            enumerate(value) if isinstance(value, list) else ()
+        for key, inner in items:
+            yield from paths(inner, path + (key,))
+    every = [p for p in paths(meta0) if p]
+    rng = random.Random(30)
+    for k in range(300):
+        if k % 3:
+            meta = copy.deepcopy(meta0)
+            for _ in range(rng.randint(1, 3)):
+                *parents, last = rng.choice(every)
+                node = meta
+                try:
+                    for key in parents:
+                        node = node[key]
+                    node[last] = copy.deepcopy(rng.choice(choices))
+                except (KeyError, IndexError, TypeError):
+                    pass  # an earlier mutation replaced the path
+            meta_path.write_text(json.dumps(meta))
+            weight_path.write_bytes(weight0)
+        else:
+            data = bytearray(weight0)
+            for _ in range(rng.randint(1, 4)):
+                data[rng.randrange(140)] = rng.randrange(256)
+            weight_path.write_bytes(bytes(data))
+            meta_path.write_text(json.dumps(meta0))
+        try:
+            shlo2jax.load(str(folder))
+        except Shlo2JaxError:
+            pass
