@@ -177,7 +177,8 @@ GRAD_NOISE = 1e-6
 
 def check_grad(e, fn: Callable) -> Result:
     """Per argument (and per weight with a golden, `entry.Entry.weight_grads`; rows the entry
-    checks apart against their own goldens, `rows_apart`): no non-finite value where the producer's is finite, and
+    checks apart against their own goldens, `rows_apart`): no non-finite value where the
+    producer's is finite, and
     |got - want|_inf <= grad_rtol * max(|want|_inf, GRAD_FLOOR * max over arguments |want|_inf),
     or, where the producer's gradient is rounding noise, both under GRAD_NOISE * that maximum.
     The reported error is |got - want|_inf / that scale (the worst argument's)."""

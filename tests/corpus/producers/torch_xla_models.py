@@ -184,7 +184,8 @@ class Decoder(torch.nn.Module):
 def _decoder(name):
     torch.manual_seed(seed_for(name))
     ids = torch.from_numpy(rng_for(name).integers(0, 40, (2, 7)).astype(np.int64))
-    return Decoder(), (ids,), "decoder-only LM: embeddings, 2 pre-norm blocks with a causal mask", {}
+    return (Decoder(), (ids,),
+            "decoder-only LM: embeddings, 2 pre-norm blocks with a causal mask", {})
 
 
 class Bag(torch.nn.Module):
