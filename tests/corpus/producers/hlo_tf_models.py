@@ -8,7 +8,8 @@ characters: `module_0000.a_inference_f_10__XlaMustCompile_true_config_proto_<has
 type_<hash>_.3.before_optimizations.hlo.pb`); the MLP gives `tf_mlp_compiler_ir` too, the text
 `f.experimental_get_compiler_ir(*args)(stage="hlo")` returns. Weights are arguments (the
 functions take every tensor explicitly, so the HLO's parameters are the function's arguments in
-order). Goldens: the jit-compiled function's outputs, and `tf.GradientTape` gradients of the
+order), but in `tf_sgd_step`, whose `tf.Variable`s are parameters after the arguments and whose
+new values are outputs after the function's, aliased to them (`input_output_alias`). Goldens: the jit-compiled function's outputs, and `tf.GradientTape` gradients of the
 corpus loss through it. Runs in the gen-tf environment (tests/corpus/README.md).
 """
 
@@ -26,7 +27,7 @@ try:
 except ImportError:  # the child: tests/corpus/producers is on sys.path
     import hlo_dumps
 
-MODELS = ("tf_mlp", "tf_cnn", "tf_cnn_train_step", "tf_topk", "tf_gru_while")
+MODELS = ("tf_mlp", "tf_cnn", "tf_cnn_train_step", "tf_topk", "tf_gru_while", "tf_sgd_step")
 FLAGS = "--xla_dump_hlo_as_proto --xla_dump_hlo_as_text"
 
 
@@ -172,7 +173,42 @@ def _models(tf, name):
         return ("GRU over 7 steps in a tf.while_loop (an HLO while over a tuple; after "
                 "optimizations with known_trip_count); weights as arguments", f, args,
                 ["last_state", "states"], [3], "")
+    if name == "tf_sgd_step":
+        args = [("x", "input", _normal(rng, (4, 6))), ("y", "input", _normal(rng, (4, 3))),
+                ("w", "variable", _normal(rng, (6, 3), 0.4)),
+                ("b", "variable", _normal(rng, (3,), 0.1))]
+
+        def sgd(x, y, w, b):
+            with tf.GradientTape() as tape:
+                tape.watch([w, b])
+                loss = tf.reduce_mean(tf.square(x @ w + b - y))
+            gw, gb = tape.gradient(loss, [w, b])
+            return loss, x, w - 0.1 * gw, b - 0.1 * gb
+        return ("an SGD step on tf.Variables (w, b): the function returns (loss, x) and "
+                "assigns the variables, so the HLO takes them as parameters after the "
+                "arguments and returns their new values after the outputs, aliased to their "
+                "parameters (input_output_alias)", sgd, args, ["loss", "x", "new_w", "new_b"],
+                [0, 1], "the goldens of the HLO's outputs are (loss, x) and the variables' values "
+                "after the step; the golden gradient differentiates that pure step")
     raise KeyError(name)
+
+
+def _dumped(tf, name, fn, args):
+    """The jit-compiled function to dump, and its outputs as the HLO returns them."""
+    f = tf.function(fn, jit_compile=True)
+    if name != "tf_sgd_step":
+        outputs = f(*args)
+        return f, list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    w, b = tf.Variable(args[2]), tf.Variable(args[3])
+
+    @tf.function(jit_compile=True)
+    def step(x, y):
+        loss, x_out, new_w, new_b = fn(x, y, w, b)
+        w.assign(new_w)
+        b.assign(new_b)
+        return loss, x_out
+    loss, x_out = step(*args[:2])
+    return step, [loss, x_out, w.read_value(), b.read_value()]
 
 
 def child(name, out, compiler_ir=False):
@@ -181,11 +217,10 @@ def child(name, out, compiler_ir=False):
     import platform
     model, fn, arg_specs, output_names, vmap_args, notes = _models(tf, name)
     args = [np.asarray(v) for _, _, v in arg_specs]
-    f = tf.function(fn, jit_compile=True)
     dump = pathlib.Path(out) / "dump"
     before = set(os.listdir(dump)) if dump.exists() else set()
-    outputs = f(*args)
-    outputs = [np.asarray(o) for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+    f, outputs = _dumped(tf, name, fn, args)
+    outputs = [np.asarray(o) for o in outputs]
     module = hlo_dumps.new_module(dump, before) if not compiler_ir else ""
     if compiler_ir:
         (pathlib.Path(out) / "compiler_ir.hlo").write_text(
