@@ -28,9 +28,11 @@ def _load(entry_id, **options):
 # What keeps a corpus entry translated (see shlo2jax.executables.direct): composites (jax's erf and
 # top_k), TensorFlow's @mhlo.erf custom call, `?` dimensions in the signature, and the mhlo ops
 # that jaxlib's HLO -> StableHLO conversion leaves in HLO entries (fusion and its return,
-# bitcast, topk: the direct lowering takes StableHLO only).
+# bitcast, topk: the direct lowering takes StableHLO only), and an integer divide whose divisor
+# the translation guards (TensorFlow's max-pool gradient in hlo/tf_cnn_train_step_before_opt).
 TRANSLATED_BECAUSE = ("stablehlo.composite runs translated", "custom call @mhlo.erf",
-                      "a signature type the translation carries (tensor<?x", "mhlo.")
+                      "a signature type the translation carries (tensor<?x", "mhlo.",
+                      "integer stablehlo.divide runs translated")
 
 
 @pytest.mark.corpus
