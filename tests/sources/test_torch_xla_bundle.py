@@ -198,6 +198,16 @@ def test_padding_idx_rows_follow_the_gathers_derivative_not_torchs_rule():
     np.testing.assert_allclose(got[1:], e.weight_grads["emb.weight"][1:], rtol=1e-4, atol=1e-6)
 
 
+def test_a_bundle_exports_as_a_jax_export_artifact_of_torchs_inputs():
+    from shlo2jax.export import export_translated
+    e = _entry("embedding_padding_idx")
+    fn = shlo2jax.load(_bundle("embedding_padding_idx"))["forward"]
+    exported = export_translated(fn)
+    assert [a.shape for a in exported.in_avals] == [(3, 6), (3, 6)]
+    again = shlo2jax.load(exported.serialize())
+    np.testing.assert_allclose(np.asarray(again(*e.args)), e.outputs[0], rtol=1e-5, atol=1e-6)
+
+
 # -- choosing a function
 
 def test_a_bundle_of_several_functions_asks_for_one(tmp_path):
