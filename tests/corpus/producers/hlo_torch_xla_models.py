@@ -27,7 +27,7 @@ except ImportError:  # the child: tests/corpus/producers is on sys.path
     import hlo_dumps
 
 MODELS = ("xla_mlp", "xla_mlp_wrapped", "xla_transformer", "xla_lstm", "xla_topk",
-          "xla_cnn_train_step")
+          "xla_cnn_bn_eval", "xla_cnn_train_step")
 ENV = {"PJRT_DEVICE": "CPU"}
 
 
@@ -98,6 +98,23 @@ def _model(torch, name):
         return ("top-3 routing (torch.topk: s64 indices) and a stable descending sort with its "
                 "permutation", Router(), {"x": rng.standard_normal((5, 6)).astype(np.float32)},
                 ["values", "indices", "ranked", "order"], "")
+    if name == "xla_cnn_bn_eval":
+        class CNNBN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv, self.bn = nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6)
+                self.fc = nn.Linear(6 * 4 * 4, 4)
+                with torch.no_grad():  # running statistics of a trained model
+                    self.bn.running_mean.normal_(0, 0.5)
+                    self.bn.running_var.uniform_(0.5, 2.0)
+
+            def forward(self, images):
+                h = torch.max_pool2d(torch.relu(self.bn(self.conv(images))), 2)
+                return self.fc(h.flatten(1))
+        return ("NCHW conv net with BatchNorm2d in eval mode (batch-norm-inference on its "
+                "running statistics, arguments of role buffer), max-pool, linear head",
+                CNNBN().eval(), {"images": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)},
+                ["logits"], "")
     if name == "xla_cnn_train_step":
         class CNN(nn.Module):
             def __init__(self):
@@ -153,6 +170,8 @@ def child(name, out):
     module = module.to(dev)
     params = list(module.named_parameters())
     names = {torch_xla._XLAC._xla_get_tensor_id(p): (n, "param") for n, p in params}
+    names.update({torch_xla._XLAC._xla_get_tensor_id(b): (n, "buffer")
+                  for n, b in module.named_buffers()})
     xs = {}
     for n, a in inputs.items():
         xs[n] = torch.from_numpy(a).to(dev)
@@ -185,11 +204,19 @@ def child(name, out):
             wrt.append(k)
     grads = {}
     if wrt:
-        # the producer's gradient: the same module on the XLA device, leaves for each argument
+        # the producer's gradient: the same module on the XLA device, leaves for each argument;
+        # on the CPU for BatchNorm in eval mode, whose backward PyTorch/XLA 2.9 refuses ("the
+        # size of offset factor is 0")
+        if name == "xla_cnn_bn_eval":
+            dev = "cpu"
+            module = module.to(dev)
+            params = list(module.named_parameters())
+            notes = "golden gradient by PyTorch on the CPU: PyTorch/XLA 2.9 refuses BatchNorm's " \
+                    "backward in eval mode"
         leaves = {arg_info[k]["name"]: torch.from_numpy(args[k]).to(dev).requires_grad_()
                   for k in wrt}
         state = {n: leaves.get(n, p) for n, p in params}
-        call_inputs = [leaves.get(n, xs[n]) for n in xs]
+        call_inputs = [leaves.get(n, xs[n].to(dev)) for n in xs]
         result = torch.func.functional_call(module, state, tuple(call_inputs))
         result = list(result) if isinstance(result, (tuple, list)) else [result]
         loss = sum((r * torch.from_numpy(p).to(dev)).sum()
