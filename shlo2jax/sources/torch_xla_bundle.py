@@ -9,8 +9,9 @@ pytree specs of the inputs and outputs; `data/<state_dict key>` and `constants/<
 `.npy` files. The folder is claimed by its `functions/*.meta` files.
 
 `read` parses the module and reads the weights; the loader then applies `bind` to the program
-it made: `program[name]` (torch_xla's function name, "forward") is a
-`shlo2jax.executables.bound.BoundFunction` taking the user's inputs in torch's order (named
+it made: `program[name]` (torch_xla's function name, "forward"; a bundle of several functions
+is one module holding each, its `@main` renamed to its name, or only the one `module=` names)
+is a `shlo2jax.executables.bound.BoundFunction` taking the user's inputs in torch's order (named
 from the input pytree spec: `args[0]`, a keyword input by its key), with the weights bound
 under their `state_dict` names (`params`, `with_params`, `shlo2jax.lift_params`) and the
 constants under `constants/<i>`; results are unflattened by the output pytree spec where it
@@ -24,9 +25,10 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
+from jaxlib.mlir import ir
 
 from shlo2jax import types as T
 from shlo2jax.compat import make_ir_context
@@ -51,21 +53,33 @@ def claims(path: str) -> bool:
         return False
 
 
+class _Function(NamedTuple):
+    """One function of a bundle, read: its name, meta, module and bound values."""
+    name: str
+    meta: dict
+    meta_path: str
+    mlir_module: object
+    values: dict
+
+
 def read(path: str, module: Optional[str] = None) -> tuple:
-    """(the verified module of the bundle's function `module`, or of its only one; the
-    convention that binds its weights: see the module docstring)."""
+    """(one verified module holding the bundle's functions, or only the function `module`;
+    the convention that binds their weights: see the module docstring)."""
     functions = os.path.join(path, "functions")
     names = sorted(n[:-len(".meta")] for n in os.listdir(functions) if n.endswith(".meta"))
-    if module is None:
-        if len(names) > 1:
-            raise LoadError(f"{path} is a {SOURCE} of {len(names)} functions "
-                            f"({', '.join(names)}): pick one with module=NAME (--module)")
-        name = names[0]
-    elif module in names:
-        name = module
-    else:
+    if module is not None and module not in names:
         raise LoadError(f"{path}: no function {module!r} in the {SOURCE}; its functions: "
                         f"{', '.join(names)}")
+    context = make_ir_context()
+    read_ = [_read_function(path, name, context) for name in ([module] if module else names)]
+    if len(read_) == 1:  # the module as torch_xla wrote it: the function is its @main
+        return read_[0].mlir_module, functools.partial(bind, functions=[("main", read_[0])])
+    return (_merged(read_, context, path),
+            functools.partial(bind, functions=[(f.name, f) for f in read_]))
+
+
+def _read_function(path: str, name: str, context) -> _Function:
+    functions = os.path.join(path, "functions")
     meta_path = os.path.join(functions, name + ".meta")
     meta = _read_meta(meta_path)
     for suffix in (".bytecode", ".mlir"):
@@ -77,39 +91,77 @@ def read(path: str, module: Optional[str] = None) -> tuple:
                         f"functions/{name}.bytecode nor functions/{name}.mlir")
     data = _file(program_path)
     try:
-        mlir_module = parse_mlir(data, make_ir_context(), program_path)
+        mlir_module = parse_mlir(data, context, program_path)
     except LoadError as e:
         raise LoadError(f"{program_path} ({len(data)} bytes) is truncated or corrupt: {e}") \
             from None
-    values = _read_values(path, meta, meta_path)
-    return mlir_module, functools.partial(bind, name=name, meta=meta, meta_path=meta_path,
-                                          values=values)
+    return _Function(name, meta, meta_path, mlir_module, _read_values(path, meta, meta_path))
 
 
-def bind(program, *, name: str, meta: dict, meta_path: str, values: dict) -> None:
-    """The loader's last step: the program's `@main` as `program[name]`, a BoundFunction."""
-    main = program.functions.get("main")
-    if main is None:
-        raise LoadError(f"{meta_path}: the module has no public @main")
+def _merged(functions, context, path: str):
+    """One module of several functions' modules: each one's @main renamed to the function's
+    name, its other symbols prefixed `<name>.`; the module attributes are the first one's."""
+    with context, ir.Location.unknown(context):
+        merged = ir.Module.create()
+        attributes = functions[0].mlir_module.operation.attributes
+        for i in range(len(attributes)):
+            merged.operation.attributes[attributes[i].name] = attributes[i].attr
+        for function in functions:
+            module = function.mlir_module
+            ops = list(module.body.operations)
+            for op in ops:
+                if "sym_name" not in op.attributes:
+                    continue
+                old = ir.StringAttr(op.attributes["sym_name"]).value
+                new = function.name if old == "main" else f"{function.name}.{old}"
+                ir.SymbolTable.replace_all_symbol_uses(old, new, module.operation)
+                ir.SymbolTable.set_symbol_name(op, new)
+            for op in ops:
+                merged.body.append(op)
+        try:
+            valid = merged.operation.verify()
+        except Exception as e:  # noqa: BLE001 - jaxlib raises MLIRError, or returns False
+            raise LoadError(f"{path}: the {SOURCE}'s functions do not make one valid module: "
+                            f"{e}") from None
+        if not valid:
+            raise LoadError(f"{path}: the {SOURCE}'s functions do not make one valid module")
+    return merged
+
+
+def bind(program, *, functions) -> None:
+    """The loader's last step: each module function (`@main` of a one-function bundle) as
+    `program[name]`, a BoundFunction."""
+    for module_name, function in functions:
+        main = program.functions.get(module_name)
+        if main is None:
+            raise LoadError(f"{function.meta_path}: the module has no public @{module_name}")
+        program.functions.pop(module_name)
+        program.functions[function.name] = _bound(main, function)
+
+
+def _bound(main, function: _Function) -> BoundFunction:
+    meta, meta_path = function.meta, function.meta_path
     module_types = main.input_types
     signature, locations = meta["input_signature"], meta["input_locations"]
+    at = f"the module's @{main.name}"
     if len(locations) != len(module_types):
         raise LoadError(f"{meta_path}: input_locations names {len(locations)} arguments, but "
-                        f"the module's @main takes {len(module_types)}")
+                        f"{at} takes {len(module_types)}")
     for i, (declared, ttype) in enumerate(zip(signature, module_types)):
-        _check_declared(declared, ttype, f"{meta_path}: input_signature[{i}]", f"argument {i}")
+        _check_declared(declared, ttype, f"{meta_path}: input_signature[{i}]",
+                        f"{at} argument {i}")
     outputs = meta["output_signature"]
     if len(outputs) != len(main.output_types):
-        raise LoadError(f"{meta_path}: output_signature has {len(outputs)} results, the "
-                        f"module's @main returns {len(main.output_types)}")
+        raise LoadError(f"{meta_path}: output_signature has {len(outputs)} results, {at} "
+                        f"returns {len(main.output_types)}")
     for i, (declared, ttype) in enumerate(zip(outputs, main.output_types)):
-        _check_declared(declared, ttype, f"{meta_path}: output_signature[{i}]", f"result {i}")
+        _check_declared(declared, ttype, f"{meta_path}: output_signature[{i}]", f"{at} result {i}")
     bindings = [_binding(loc) for loc in locations]
     inputs = _inputs(bindings, module_types, meta, meta_path)
-    structure = _structure(meta.get("output_pytree_spec"), len(main.output_types), meta_path)
-    program.functions.pop("main")
-    program.functions[name] = BoundFunction(main, name, bindings, values, inputs, structure,
-                                            SOURCE)
+    structure = _structure(meta.get("output_pytree_spec"), len(main.output_types), meta_path,
+                           at)
+    return BoundFunction(main, function.name, bindings, function.values, inputs, structure,
+                         SOURCE)
 
 
 # -- reading
@@ -229,8 +281,7 @@ def _check_declared(declared: dict, ttype, where: str, what: str) -> None:
     if not isinstance(ttype, T.TensorType) or ttype.dtype != dtype or len(shape) != len(
             ttype.shape) or any(d is not None and d != s and i not in dynamic
                                 for i, (d, s) in enumerate(zip(ttype.shape, shape))):
-        raise LoadError(f"{where} declares {declared['dtype']}{shape}, but the module's @main "
-                        f"{what} is {ttype}")
+        raise LoadError(f"{where} declares {declared['dtype']}{shape}, but {what} is {ttype}")
 
 
 def _inputs(bindings, module_types, meta: dict, meta_path: str) -> list:
@@ -311,7 +362,7 @@ def _input_names(text, count: int) -> list:
     return names
 
 
-def _structure(text, count: int, meta_path: str):
+def _structure(text, count: int, meta_path: str, at: str):
     """The flat results -> torch's structure, or None (returned flat) where the spec is not
     readable."""
     spec = _spec(text) if text is not None else None
@@ -319,8 +370,8 @@ def _structure(text, count: int, meta_path: str):
     if paths is None:
         return None
     if len(paths) != count:
-        raise LoadError(f"{meta_path}: output_pytree_spec has {len(paths)} leaves, the module's "
-                        f"@main returns {count} results")
+        raise LoadError(f"{meta_path}: output_pytree_spec has {len(paths)} leaves, {at} "
+                        f"returns {count} results")
     return functools.partial(_unflatten, spec)
 
 

@@ -566,9 +566,9 @@ def compare(source, backends: Sequence = DEFAULT_BACKENDS, *, function: Optional
         inputs, how = [np.asarray(x) for x in inputs], "given"
     fn.check_arguments(inputs)
     if isinstance(fn, BoundFunction):  # (a PyTorch/XLA bundle) every backend runs the module's
-        inputs = [np.asarray(x) for x in fn.module_arguments(inputs)]  # @main, weights passed
-        program = program.refined(program.mlir_module)
-        fn = program["main"]
+        inputs = [np.asarray(x) for x in fn.module_arguments(inputs)]  # function, weights in
+        name, program = fn.module_function.name, program.refined(program.mlir_module)
+        fn = program[name]
     if fn.is_polymorphic:  # every backend runs the module refined to these inputs' shapes
         fn = specialise(fn, inputs)
         program = fn.program

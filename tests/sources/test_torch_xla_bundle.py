@@ -210,17 +210,33 @@ def test_a_bundle_exports_as_a_jax_export_artifact_of_torchs_inputs():
 
 # -- choosing a function
 
-def test_a_bundle_of_several_functions_asks_for_one(tmp_path):
+def test_a_bundle_of_several_functions_is_one_program(tmp_path):
+    # torch_xla's bundle format holds several callables of one model; here the MLP's and the
+    # LSTM's functions side by side, their weights in one data/.
     folder = _copy("mlp", tmp_path)
-    functions = folder / "functions"
-    for suffix in ("meta", "bytecode", "mlir"):
-        shutil.copy(functions / f"forward.{suffix}", functions / f"other.{suffix}")
-    with pytest.raises(LoadError, match=r"2 functions \(forward, other\): pick one with "
-                                        r"module=NAME"):
-        shlo2jax.load(folder)
-    assert list(shlo2jax.load(folder, module="other").functions) == ["other"]
-    with pytest.raises(LoadError, match="no function 'nope'.*forward, other"):
+    lstm = _bundle("lstm")
+    for suffix in ("bytecode", "mlir"):
+        shutil.copy(lstm / "functions" / f"forward.{suffix}", folder / "functions" /
+                    f"lstm.{suffix}")
+    meta = json.loads((lstm / "functions" / "forward.meta").read_text())
+    meta["name"] = "lstm"
+    (folder / "functions" / "lstm.meta").write_text(json.dumps(meta))
+    for weight in (lstm / "data").iterdir():
+        shutil.copy(weight, folder / "data" / weight.name)
+    program = shlo2jax.load(folder)
+    assert sorted(program.functions) == ["forward", "lstm"]
+    forward, recurrent = program["forward"], program["lstm"]
+    assert forward.module_function.name == "forward" and "lstm.weight_hh_l0" in recurrent.params
+    assert "0.weight" not in recurrent.params and "lstm.weight_hh_l0" not in forward.params
+    for fn, e in ((forward, _entry("mlp")), (recurrent, _entry("lstm"))):
+        ok, err, msg = checks.compare([np.asarray(o) for o in checks.as_list(fn(*e.args))],
+                                      e.outputs, 1e-4, 1e-5)
+        assert ok, msg
+    assert list(shlo2jax.load(folder, module="lstm").functions) == ["lstm"]
+    with pytest.raises(LoadError, match="no function 'nope'.*forward, lstm"):
         shlo2jax.load(folder, module="nope")
+    result = shlo2jax.compare(program, backends=("cpu", "interpreter"), function="lstm")
+    assert result.ok and result.compared, result.table()
 
 
 def test_the_cli_runs_a_bundle(capsys):
