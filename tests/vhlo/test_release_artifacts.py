@@ -210,6 +210,33 @@ def test_release_artifacts_against_the_reference_interpreter():
         print("disagree:", *row)
     assert not plain, plain  # no plain Python exception from a load or a call
     assert not disagree, disagree
+    if jaxlib.__version__ == DOCUMENTED_JAXLIB:  # the docs show these figures
+        documented = _documented_table()
+        measured = {version: [counts[key] for _, key in COLUMNS[1:]]
+                    for version, counts in rows if not isinstance(counts, str)}
+        assert documented == measured, ("docs/guides/stablehlo_releases.md's table is stale",
+                                         documented, measured)
+
+
+DOCS = HERE.parents[1] / "docs" / "guides" / "stablehlo_releases.md"
+DOCUMENTED_JAXLIB = "0.10.2"  # the jaxlib the docs' table was measured with
+
+
+def _documented_table() -> dict:
+    """The docs' table, release -> its figures; a row names releases as "a-b" (the range of
+    the artifacts here) or "a, b"."""
+    names = [_name(p) for p in ARTIFACTS if _version(p) <= READABLE]
+    key = lambda name: tuple(int(x) for x in name.split("."))  # noqa: E731
+    table = {}
+    for line in DOCS.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != len(COLUMNS) or not cells[1].isdigit():
+            continue
+        for item in cells[0].split(", "):
+            low, _, high = item.partition("-")
+            table.update({n: [int(c) for c in cells[1:]] for n in names
+                          if key(low) <= key(n) <= key(high or low)})
+    return table
 
 
 # The table's columns: per release, its public functions; those refused at load (a function
