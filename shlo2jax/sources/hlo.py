@@ -16,7 +16,7 @@ An `--xla_dump_to` folder holds one set of files per compiled module
 `before_optimizations` program, from its `.hlo.pb` where there is one (text dumps print large
 constants as `{...}`, refused as an `ElidedDataError`); where the folder holds several
 modules, `module=` names one (its name, `jit_f`, or its file prefix, `module_0004.jit_f`, or
-its number, `4`).
+its number, `4`, or else the start of its name: TensorFlow's run past 100 characters).
 """
 
 from __future__ import annotations
