@@ -64,9 +64,11 @@ def test_release_artifact_loads_or_is_refused_by_name(path):
         with pytest.raises(LoadError) as info:
             shlo2jax.load(data, strict=False)
         oldest, newest = (".".join(map(str, v)) for v in compat.stablehlo_versions())
-        assert (f"a VHLO artifact written by StableHLO v{_name(path)}, newer than jaxlib "
-                f"{jaxlib.__version__} reads (StableHLO v{oldest} to v{newest}), using what "
-                f"v{newest} lacks (operation vhlo.") in str(info.value)
+        # one clear error, not "truncated or corrupt"
+        assert str(info.value).startswith(
+            f"a VHLO artifact written by StableHLO v{_name(path)}, newer than jaxlib "
+            f"{jaxlib.__version__} reads (StableHLO v{oldest} to v{newest}), using what "
+            f"v{newest} lacks (operation vhlo.")
         return
     program = shlo2jax.load(data, strict=False)
     assert len(program.functions) > 150
