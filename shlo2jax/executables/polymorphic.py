@@ -519,10 +519,16 @@ def _dimension_arguments(module, dynamic_ops) -> tuple:
 
 
 def _is_small_integer(mlir_type) -> bool:
-    """A scalar, or a short static vector (start indices), of integers."""
-    return isinstance(mlir_type, ir.RankedTensorType) and mlir_type.has_static_shape and \
-        mlir_type.rank <= 1 and (mlir_type.rank == 0 or mlir_type.shape[0] <= 8) and \
-        isinstance(mlir_type.element_type, ir.IntegerType) and mlir_type.element_type.width > 1
+    """A scalar, a short static vector (start indices, a shape) or a small matrix (a
+    convolution's padding) of integers (`index` too: StableHLO's release artifacts pass
+    shapes as `tensor<2xindex>`)."""
+    if not (isinstance(mlir_type, ir.RankedTensorType) and mlir_type.has_static_shape and
+            mlir_type.rank <= 2 and int(np.prod(mlir_type.shape)) <= 16 and
+            (mlir_type.rank < 2 or mlir_type.shape[1] == 2)):
+        return False
+    element = mlir_type.element_type
+    return isinstance(element, ir.IndexType) or (isinstance(element, ir.IntegerType)
+                                                 and element.width > 1)
 
 
 def _substitute_constants(module, values: dict) -> None:
@@ -532,10 +538,16 @@ def _substitute_constants(module, values: dict) -> None:
     block = func_op.regions[0].blocks[0]
     for i, value in values.items():
         arg = block.arguments[i]
-        data = np.array(value, dtype=T.ELEMENT_DTYPES[str(arg.type.element_type)])
+        data = np.array(value, dtype=T.ELEMENT_DTYPES[str(arg.type.element_type)]).reshape(
+            arg.type.shape)
         attr = ir.DenseElementsAttr.get(data, type=arg.type.element_type, shape=list(data.shape))
-        constant = stablehlo.ConstantOp(attr, loc=arg.location,
-                                        ip=ir.InsertionPoint.at_block_begin(block))
+        where = ir.InsertionPoint.at_block_begin(block)
+        if isinstance(arg.type.element_type, ir.IndexType):
+            # (stablehlo.constant holds no `index` tensor; refinement folds arith's too)
+            constant = ir.Operation.create("arith.constant", results=[arg.type],
+                                           attributes={"value": attr}, loc=arg.location, ip=where)
+        else:
+            constant = stablehlo.ConstantOp(attr, loc=arg.location, ip=where)
         arg.replace_all_uses_with(constant.result)
 
 

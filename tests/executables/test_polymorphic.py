@@ -374,3 +374,44 @@ func.func @main(%n: tensor<i64>, %x: tensor<f32>) -> tensor<?xf32> {
 """)
     out = program(np.array(4, np.int64), np.array(2.5, np.float32))
     np.testing.assert_array_equal(np.asarray(out), [2.5] * 4)
+
+
+def test_shape_arguments_of_type_index_are_specialised_on_their_values():
+    # StableHLO's release artifacts (op_dynamic_iota, op_dynamic_pad, ...): shapes and
+    # paddings given as `tensor<Nxindex>` arguments, substituted as arith constants
+    # (stablehlo.constant holds no index tensor)
+    program = shlo2jax.load("""
+func.func @iota(%shape: tensor<1xindex>) -> tensor<?xf32> {
+  %0 = stablehlo.dynamic_iota %shape, dim = 0 : (tensor<1xindex>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+func.func @pad(%x: tensor<?xf32>, %v: tensor<f32>, %lo: tensor<1xindex>, %hi: tensor<1xindex>,
+               %in: tensor<1xindex>) -> tensor<?xf32> {
+  %0 = stablehlo.dynamic_pad %x, %v, %lo, %hi, %in
+      : (tensor<?xf32>, tensor<f32>, tensor<1xindex>, tensor<1xindex>, tensor<1xindex>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+""")
+    index = lambda *v: np.array(v, np.int64)  # noqa: E731
+    for n in (2, 5):
+        np.testing.assert_array_equal(program["iota"](index(n)), np.arange(n, dtype=np.float32))
+    x = np.array([1, 2, 3], np.float32)
+    got = program["pad"](x, np.float32(-1), index(1), index(2), index(1))
+    np.testing.assert_array_equal(got, [-1, 1, -1, 2, -1, 3, -1, -1])
+
+
+def test_convolution_padding_argument_is_specialised_on_its_value():
+    # StableHLO's release artifacts (op_dynamic_conv): the padding a tensor<2x2xi64> argument
+    program = shlo2jax.load("""
+func.func @main(%x: tensor<1x4x4x1xf32>, %w: tensor<3x3x1x1xf32>, %p: tensor<2x2xi64>) -> tensor<1x?x?x1xf32> {
+  %0 = "stablehlo.dynamic_conv"(%x, %w, %p) {
+    batch_group_count = 1 : i64,
+    dimension_numbers = #stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>,
+    feature_group_count = 1 : i64} : (tensor<1x4x4x1xf32>, tensor<3x3x1x1xf32>, tensor<2x2xi64>) -> tensor<1x?x?x1xf32>
+  return %0 : tensor<1x?x?x1xf32>
+}
+""")
+    x, w = np.ones((1, 4, 4, 1), np.float32), np.ones((3, 3, 1, 1), np.float32)
+    assert program(x, w, np.zeros((2, 2), np.int64)).shape == (1, 2, 2, 1)
+    same = np.asarray(program(x, w, np.ones((2, 2), np.int64)))
+    assert same.shape == (1, 4, 4, 1) and same[0, 0, 0, 0] == 4 and same[0, 1, 1, 0] == 9
