@@ -294,8 +294,7 @@ def _unknown(data: bytes, source_name: str, kind: Kind) -> Source:
 
 
 def _hlo(data, source_name: str, kind: Kind) -> Source:
-    bytecode = hlo.to_stablehlo(data, source_name)
-    return Source(parse_mlir(bytecode, make_ir_context(), source_name), source_name)
+    return Source(hlo.read(data, source_name), source_name)
 
 
 def _xla_dump(path: str, source_name: str, module: Optional[str]) -> Source:

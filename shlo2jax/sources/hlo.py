@@ -27,8 +27,13 @@ import subprocess
 import sys
 from typing import Optional
 
-from shlo2jax.compat import HLO_TO_STABLEHLO_CHILD
+import numpy as np
+
+from jaxlib.mlir import ir
+
+from shlo2jax.compat import HLO_TO_STABLEHLO_CHILD, make_ir_context
 from shlo2jax.errors import ElidedDataError, LoadError
+from shlo2jax.sources.mlir import parse_mlir
 from shlo2jax.sources.safe_parse import how_child_ended
 
 # A dump file: module_<number>.<module name>.<stage>.(txt|hlo.pb)
@@ -125,6 +130,181 @@ def to_stablehlo(data, source_name: str = "", timeout: float = 600.0) -> bytes:
     how = how_child_ended(proc.returncode)
     raise LoadError(f"cannot read {what}{where}: jaxlib's HLO reader aborts on this input ({how}): "
                     f"{tail[-600:]}")
+
+
+def read(data, source_name: str = "") -> ir.Module:
+    """HLO text or a serialized HloModuleProto (or a wrapper of one) -> the verified StableHLO
+    `ir.Module` it converts to (`to_stablehlo`), with what the conversion leaves out or leaves
+    in forms of HLO's own put back as StableHLO (`_adapt`)."""
+    module = parse_mlir(to_stablehlo(data, source_name), make_ir_context(), source_name)
+    _adapt(module, data)
+    return module
+
+
+# The module header's `replica_count=N, num_partitions=M` (its HloModuleConfig): the
+# HloModuleProto `hlo_to_stablehlo` reads has no field for them, so they come from the text.
+_HEADER_GRID_RE = {"mhlo.num_replicas": re.compile(r"\breplica_count=(\d+)"),
+                   "mhlo.num_partitions": re.compile(r"\bnum_partitions=(\d+)")}
+# XLA's SPMD partitioner names the per-partition entry computation `<entry>_spmd`
+_PARTITIONED_ENTRY_RE = re.compile(r"^ENTRY\s+%?[\w.\-]*_spmd\b", re.MULTILINE)
+
+
+def _adapt(module: ir.Module, data) -> None:
+    """What `hlo_to_stablehlo` writes that reads otherwise than HLO meant, made StableHLO:
+
+    - the grid (`replica_count`, `num_partitions` of a text header) as `mhlo.num_replicas` /
+      `mhlo.num_partitions`, which `run_spmd` and the collectives' process groups read;
+    - a module that XLA's SPMD partitioner already partitioned (its entry `..._spmd`, the
+      `after_optimizations` dumps of a partitioned program) is the program of one partition:
+      its parameters' and results' `mhlo.sharding`s describe the global arrays, not its
+      per-partition shapes, so they are dropped: it runs as one process of the grid
+      (`run_spmd`);
+    - async pairs (`all-reduce-start`/`-done`, `all-gather-start`, `collective-permute-start`,
+      `copy-start`/`-done`, ...) become the operation they wrap: scheduling is XLA's concern;
+    - `domain` (sharding domains XLA's partitioner placed) is its operand."""
+    if isinstance(data, bytes):
+        head = data[:65536].decode("utf-8", "replace") if is_hlo_text(data) else ""
+    else:
+        head = data if is_hlo_text(data) else ""
+    header = head.split("\n", 1)[0]
+    with module.context, ir.Location.unknown():
+        for name, pattern in _HEADER_GRID_RE.items():
+            found = pattern.search(header)
+            if found and int(found[1]) > 1:
+                module.operation.attributes[name] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(32), int(found[1]))
+        if _PARTITIONED_ENTRY_RE.search(head):
+            _drop_entry_shardings(module)
+        elif not any(name in module.operation.attributes for name in _HEADER_GRID_RE):
+            # `Lowered.as_text(dialect="hlo")` prints no grid: the devices the shardings
+            # name, as the StableHLO of the same jit declares them (mhlo.num_partitions)
+            devices = _devices_sharded_over(module)
+            if devices > 1:
+                module.operation.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(32), devices)
+        meshes = {op.operation.attributes["sym_name"].value: str(op.operation.attributes["mesh"])
+                  for op in module.body.operations if op.operation.name == "sdy.mesh"}
+        # (collected first: the rewrites erase ops a walk would meet later)
+        for op in [op.operation for op in _walk(module.operation)
+                   if op.operation.name in _REWRITTEN or "replica_groups" in op.operation.attributes]:
+            if op.name not in _REWRITTEN:
+                _explicit_replica_groups(op, meshes)
+            elif op.name == "mhlo.domain":
+                op.results[0].replace_all_uses_with(op.operands[0])
+                op.erase()
+            else:
+                _inline_async(op)
+
+
+_REWRITTEN = ("stablehlo.async_start", "mhlo.async_start", "mhlo.domain")
+
+
+_MESH_AXES_RE = re.compile(r'^#stablehlo\.replica_group_mesh_axes<mesh = @([\w.\-]+), axes = '
+                           r'\[((?:#stablehlo\.axis_ref<name = "[^"]+">(?:, )?)*)\]>$')
+
+
+def _explicit_replica_groups(op, meshes: dict) -> None:
+    """Replica groups XLA prints over the axes of a mesh (`replica_groups=mesh['x'=4,'y'=2]
+    {'x'}`, after partitioning) -> the list of device-id groups they stand for: one group per
+    combination of the other axes, devices numbered row-major over the mesh. Other forms
+    (sub-axes, a mesh with its own device order) are left for the decoder to report."""
+    found = _MESH_AXES_RE.match(str(op.attributes["replica_groups"]))
+    mesh = meshes.get(found[1]) if found else None
+    axes = re.findall(r'name = "([^"]+)"', found[2]) if found else []
+    shape = re.fullmatch(r'#sdy\.mesh<\[((?:"[^"]+"=\d+(?:, )?)*)\]>', mesh or "")
+    if shape is None:
+        return
+    sizes = dict((k, int(v)) for k, v in re.findall(r'"([^"]+)"=(\d+)', shape[1]))
+    if not set(axes) <= set(sizes):
+        return
+    names = list(sizes)
+    rest = [n for n in names if n not in axes]
+    ids = np.arange(int(np.prod(list(sizes.values()), dtype=np.int64))).reshape(
+        [sizes[n] for n in names])
+    group = int(np.prod([sizes[n] for n in axes], dtype=np.int64))
+    groups = ids.transpose([names.index(n) for n in rest + axes]).reshape(-1, group)
+    op.attributes["replica_groups"] = ir.DenseElementsAttr.get(
+        np.ascontiguousarray(groups, np.int64), type=ir.IntegerType.get_signless(64))
+
+
+def _walk(operation) -> list:
+    """Every op nested in `operation`, collected before any is changed."""
+    found = []
+    for region in operation.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                found.append(op)
+                found.extend(_walk(op.operation))
+    return found
+
+
+_TILES_RE = re.compile(r"devices=\[([\d,]+)\]")
+
+
+def _devices_sharded_over(module: ir.Module) -> int:
+    """The most devices an `mhlo.sharding` of the module's ops, arguments and results tiles
+    over (`{devices=[4,1,2]<=[8] last_tile_dim_replicate}`: 8)."""
+    most = 1
+    for op in [module.operation] + _walk(module.operation):
+        attrs = op.operation.attributes
+        for k in range(len(attrs)):
+            for tiles in _TILES_RE.findall(str(attrs[k].attr)):
+                most = max(most, int(np.prod([int(t) for t in tiles.split(",")], dtype=np.int64)))
+    return most
+
+
+def _drop_entry_shardings(module: ir.Module) -> None:
+    for op in module.body.operations:
+        if op.operation.name != "func.func" or "sym_visibility" in op.operation.attributes:
+            continue
+        for key in ("arg_attrs", "res_attrs"):
+            if key not in op.operation.attributes:
+                continue
+            kept = []
+            for entry in ir.ArrayAttr(op.operation.attributes[key]):
+                d = ir.DictAttr(entry)
+                kept.append(ir.DictAttr.get({d[i].name: d[i].attr for i in range(len(d))
+                                             if d[i].name != "mhlo.sharding"}))
+            op.operation.attributes[key] = ir.ArrayAttr.get(kept)
+
+
+def _inline_async(start) -> None:
+    """`async_start` ... `async_done` -> the wrapped operation, where the start is: the ops
+    of its region (`stablehlo.async_start`), or a call of its `called_computation`
+    (`mhlo.async_start`). `async_update`s between them pass the bundle on."""
+    chain, value = [start], start.results[0]
+    while True:
+        users = [use.owner for use in value.uses]
+        if len(users) != 1:
+            return  # (not the pair XLA writes: left for the decoder to report)
+        user = users[0]
+        user = user.operation if hasattr(user, "operation") else user
+        chain.append(user)
+        if user.name.endswith("async_done"):
+            break
+        if not user.name.endswith("async_update"):
+            return
+        value = user.results[0]
+    done = chain[-1]
+    if "called_computation" in start.attributes:
+        callee = ir.FlatSymbolRefAttr(start.attributes["called_computation"])
+        call = ir.Operation.create("func.call", results=[r.type for r in done.results],
+                                   operands=list(start.operands),
+                                   attributes={"callee": callee}, loc=start.location,
+                                   ip=ir.InsertionPoint(start))
+        values = list(call.results)
+    else:
+        block = start.regions[0].blocks[0]
+        for arg, operand in zip(block.arguments, start.operands):
+            arg.replace_all_uses_with(operand)
+        ops = list(block.operations)
+        values = list(ops[-1].operands)  # the region's return
+        for op in ops[:-1]:
+            op.operation.move_before(start)
+    for result, value in zip(done.results, values):
+        result.replace_all_uses_with(value)
+    for op in reversed(chain):
+        op.erase()
 
 
 # XLA prints a large constant's data as `{...}` unless asked not to (dump .txt files and

@@ -559,6 +559,48 @@ CONVENTIONS = {
                "  ROOT d = f32[2,4]{1,0} dot(a, b), lhs_contracting_dims={1}, "
                "rhs_contracting_dims={0}\n}\n"),
         [_M[:, :3] / 4, np.arange(12, dtype=np.float32).reshape(3, 4) / 5], jnp.matmul),
+    # sharding domains XLA's partitioner places: the operand
+    "domain": (
+        _entry("domain", ["f32[3]"], "f32[3]",
+               '  d = f32[3] domain(p0), domain={kind="sharding", entry={maximal device=0}, '
+               'exit={replicated}}\n  ROOT n = f32[3] sine(d)'),
+        [_V[:3]], jnp.sin),
+    # async pairs of optimized dumps: the operation they wrap (a one-process program here,
+    # groups of one; tests/sources/test_hlo_spmd.py runs them on a grid)
+    "all_reduce_start_done": (
+        _entry("ars", ["f32[3]"], "f32[3]",
+               "  s = f32[3] all-reduce-start(p0), channel_id=1, replica_groups={{0}}, "
+               "use_global_device_ids=true, to_apply=add\n  d = f32[3] all-reduce-done(s)\n"
+               "  ROOT m = f32[3] multiply(d, p0)", _COMPARATORS),
+        [_V[:3]], lambda x: x * x),
+    "all_gather_start_done": (
+        _entry("ags", ["f32[3]"], "f32[3]",
+               "  s = (f32[3], f32[3]) all-gather-start(p0), channel_id=1, replica_groups={{0}}, "
+               "dimensions={0}, use_global_device_ids=true\n  ROOT d = f32[3] all-gather-done(s)"),
+        [_V[:3]], lambda x: x),
+    "collective_permute_start_done": (
+        _entry("cps", ["f32[3]"], "f32[3]",
+               "  s = (f32[3], f32[3], u32[], u32[]) collective-permute-start(p0), channel_id=1, "
+               "source_target_pairs={{0,0}}\n  d = f32[3] collective-permute-done(s)\n"
+               "  ROOT e = f32[3] exponential(d)"),
+        [_V[:3] / 4], jnp.exp),
+    "copy_start_done": (
+        _entry("cs", ["f32[3]"], "f32[3]",
+               "  cs = (f32[3], f32[3], u32[]) copy-start(p0)\n  d = f32[3] copy-done(cs)\n"
+               "  ROOT t = f32[3] tanh(d)"),
+        [_V[:3] / 4], jnp.tanh),
+    # a column-major entry layout: values are the logical arrays
+    "entry_computation_layout": (
+        "HloModule layout, entry_computation_layout={(f32[2,3]{0,1})->f32[3,2]{0,1}}\n\n"
+        "ENTRY main {\n  p0 = f32[2,3]{0,1} parameter(0)\n"
+        "  t = f32[3,2]{0,1} transpose(p0), dimensions={1,0}\n"
+        "  ROOT e = f32[3,2]{0,1} exponential(t)\n}\n",
+        [_M[:, :3] / 4], lambda x: jnp.exp(x.T)),
+    "optimization_barrier": (
+        _entry("barrier", ["f32[3]"], "f32[3]",
+               "  t = (f32[3]) tuple(p0)\n  b = (f32[3]) opt-barrier(t)\n"
+               "  g = f32[3] get-tuple-element(b), index=0\n  ROOT c = f32[3] cosine(g)"),
+        [_V[:3]], jnp.cos),
     "known_trip_count": (
         WHILE_OVER_TUPLE.replace("body=body", 'body=body, backend_config={"known_trip_count":{"n":"5"}}'),
         [np.array([0.1, 1.0, -2.0], np.float32)],
@@ -584,10 +626,8 @@ def test_hlo_convention(name):
 @pytest.mark.parametrize("body,refused", [
     ("  ROOT r = u64[2] rng-get-and-update-state(), delta=1",
      r"mhlo\.xla\.rng_get_and_update_state at r: no translation"),
-    ("  cs = (f32[3], f32[3], u32[]) copy-start(p0)\n  ROOT r = f32[3] copy-done(cs)",
-     r"mhlo\.async_start at cs: .*\n.*mhlo\.async_done at r: no translation"),
 ])
-def test_stateful_and_async_instructions_are_refused_at_load_by_name(body, refused):
+def test_stateful_instructions_are_refused_at_load_by_name(body, refused):
     result = "u64[2]" if "rng" in body else "f32[3]"
     with pytest.raises(UnsupportedError, match=refused):
         shlo2jax.load(_entry("refused", ["f32[3]"], result, body))
