@@ -130,14 +130,9 @@ def _manual_op(members, producer, ops, module, registry) -> Op:
         in_shardings.append(sharding if sharding is not None else value_sharding_or_none(op.attrs))
     out_shardings = [value_sharding_or_none(op.attrs) for op in exits]
     axes = None
-    # serialized Shardy: `call @xla.sdy.manual_computation_body` holds the shardings, or (in
-    # HLO, jax.jit(...).lower().as_text(dialect="hlo")) its GlobalToLocalShape and
-    # LocalToGlobalShape calls do
-    for op in inner + entries[:1]:
-        frontend = dict(op.attrs.get("mhlo.frontend_attributes") or {})
-        if op is entries[0] and exits:
-            frontend.update(exits[0].attrs.get("mhlo.frontend_attributes") or {})
-        if "xla.sdy.in_shardings" in frontend:
+    for op in inner:  # serialized Shardy: `call @xla.sdy.manual_computation_body`
+        frontend = op.attrs.get("mhlo.frontend_attributes")
+        if isinstance(frontend, dict) and "xla.sdy.in_shardings" in frontend:
             text = {key: str(v).replace("\\22", '"') for key, v in frontend.items()}
             in_shardings = parse_sdy_shardings(text["xla.sdy.in_shardings"])
             out_shardings = parse_sdy_shardings(text.get("xla.sdy.out_shardings", "[]"))

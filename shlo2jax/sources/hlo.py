@@ -168,12 +168,13 @@ def _adapt(module: ir.Module, data) -> None:
         head = data if is_hlo_text(data) else ""
     header = head.split("\n", 1)[0]
     with module.context, ir.Location.unknown():
+        partitioned = bool(_PARTITIONED_ENTRY_RE.search(head))
         for name, pattern in _HEADER_GRID_RE.items():
             found = pattern.search(header)
-            if found and int(found[1]) > 1:
+            if found and int(found[1]) > 1 and not (partitioned and name == "mhlo.num_partitions"):
                 module.operation.attributes[name] = ir.IntegerAttr.get(
                     ir.IntegerType.get_signless(32), int(found[1]))
-        if _PARTITIONED_ENTRY_RE.search(head):
+        if partitioned:
             _drop_entry_shardings(module)
         elif not any(name in module.operation.attributes for name in _HEADER_GRID_RE):
             # `Lowered.as_text(dialect="hlo")` prints no grid: the devices the shardings
@@ -185,6 +186,9 @@ def _adapt(module: ir.Module, data) -> None:
         meshes = {op.operation.attributes["sym_name"].value: str(op.operation.attributes["mesh"])
                   for op in module.body.operations if op.operation.name == "sdy.mesh"}
         # (collected first: the rewrites erase ops a walk would meet later)
+        for op in [op.operation for op in _walk(module.operation)
+                   if _target(op.operation) == "xla.sdy.GlobalToLocalShape"]:
+            _shard_map_as_exported(op)
         for op in [op.operation for op in _walk(module.operation)
                    if op.operation.name in _REWRITTEN or "replica_groups" in op.operation.attributes]:
             if op.name not in _REWRITTEN:
@@ -236,6 +240,65 @@ def _walk(operation) -> list:
                 found.append(op)
                 found.extend(_walk(op.operation))
     return found
+
+
+def _target(op) -> Optional[str]:
+    if op.name != "stablehlo.custom_call":
+        return None
+    return ir.StringAttr(op.attributes["call_target_name"]).value
+
+
+def _users(op) -> list:
+    return [u.owner.operation if hasattr(u.owner, "operation") else u.owner
+            for r in op.results for u in r.uses]
+
+
+def _shard_map_as_exported(entry) -> None:
+    """A `shard_map` in HLO (`GlobalToLocalShape`, a `call` of its body, `LocalToGlobalShape`,
+    the Shardy shardings in the custom calls' frontend attributes; one tuple-shaped call for
+    all operands or all results) -> the form of jax's StableHLO export the decoder folds
+    (shlo2jax/manual_regions.py): the shardings on the `call`, one conversion per value."""
+    values = [entry] if not _is_tuple(entry) else [
+        u for u in _users(entry) if u.name == "stablehlo.get_tuple_element"]
+    calls = []
+    for u in (u for v in values for u in _users(v) if u.name == "func.call"):
+        if not any(u == c for c in calls):  # (one op has many Python wrappers)
+            calls.append(u)
+    if len(calls) != 1:
+        return  # (not the form jax writes: left for the decoder to report)
+    [call] = calls
+    exits = [u for u in _users(call) if _target(u) == "xla.sdy.LocalToGlobalShape"]
+    merged = {}
+    for op in [call, entry] + exits[:1]:
+        if "mhlo.frontend_attributes" in op.attributes:
+            d = ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
+            merged.update({d[k].name: d[k].attr for k in range(len(d))})
+    call.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(merged)
+    for op in [entry] + exits[:1]:
+        if _is_tuple(op):
+            _split_tuple_custom_call(op)
+
+
+def _is_tuple(op) -> bool:
+    return len(op.results) == 1 and str(op.results[0].type).startswith("tuple<")
+
+
+def _split_tuple_custom_call(op) -> None:
+    """A custom call of n operands and one tuple result read by `get_tuple_element`s -> n
+    custom calls of one operand and one result each."""
+    users = _users(op)
+    if any(u.name != "stablehlo.get_tuple_element" for u in users):
+        return
+    attrs = {op.attributes[k].name: op.attributes[k].attr for k in range(len(op.attributes))
+             if op.attributes[k].name != "xla_shape"}
+    for gte in users:
+        index = ir.IntegerAttr(gte.attributes["index"]).value
+        single = ir.Operation.create("stablehlo.custom_call", results=[gte.results[0].type],
+                                     operands=[op.operands[index]], attributes=attrs,
+                                     loc=op.location, ip=ir.InsertionPoint(op))
+        gte.results[0].replace_all_uses_with(single.results[0])
+        gte.erase()
+    op.erase()
 
 
 _TILES_RE = re.compile(r"devices=\[([\d,]+)\]")

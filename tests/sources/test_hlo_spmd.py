@@ -102,10 +102,13 @@ def _jit_after_partitioning_runs_as_a_grid():
     want = np.asarray(f(w, x))
     for k in range(8):
         _close(outs[k][0], want[(k % 2) * 2:(k % 2) * 2 + 2])
-    # a plain call is one process of an 8-partition grid: refused, naming run_spmd
+    # a plain call is one process: its all-reduce over 4 partitions is refused at load,
+    # naming the instruction and run_spmd
+    [(name, where, why)] = fn.program.module.problems
+    assert name == "stablehlo.all_reduce" and "run_spmd" in why, (name, where, why)
     try:
         fn(*args[0])
-    except shlo2jax.Shlo2JaxError as e:
+    except shlo2jax.UnsupportedError as e:
         assert "run_spmd" in str(e), e
     else:
         raise AssertionError("a plain call of a partitioned program ran")
@@ -116,18 +119,22 @@ def _pmap_before_and_after_optimizations():
     import jax.numpy as jnp
     import shlo2jax
     from shlo2jax.spmd import run_spmd
-    pmapped = jax.pmap(lambda v: jax.lax.psum(jnp.sin(v) * 2, "i"), axis_name="i")
-    v = np.random.RandomState(1).randn(8, 3).astype("f4")
-    want = pmapped(v)
-    lowered = pmapped.lower(v)
-    # before: a shard_map (GlobalToLocalShape, the body, LocalToGlobalShape) over 8 devices
+    pmapped = jax.pmap(lambda v, u: (jax.lax.psum(jnp.sin(v) * u, "i"), u * 2), axis_name="i")
+    r = np.random.RandomState(1)
+    v, u = r.randn(8, 3).astype("f4"), r.randn(8, 3).astype("f4")
+    want = pmapped(v, u)
+    lowered = pmapped.lower(v, u)
+    # before: a shard_map (GlobalToLocalShape of both operands as one tuple, the body,
+    # LocalToGlobalShape) over 8 devices
     fn = shlo2jax.load(lowered.as_text(dialect="hlo"))["main"]
     assert fn.is_sharded
-    _close(fn(v), want)
+    for got, expected in zip(fn(v, u), want):
+        _close(got, expected)
     # after: one partition's program with its all-reduce, run as a grid
     fn = shlo2jax.load(lowered.compile().as_text())["main"]
-    outs = run_spmd(fn, [[v[k:k + 1]] for k in range(8)], num_partitions=8)
-    _close(np.concatenate([o[0] for o in outs]), want)
+    outs = run_spmd(fn, [[v[k:k + 1], u[k:k + 1]] for k in range(8)], num_partitions=8)
+    for i in range(2):
+        _close(np.concatenate([o[i] for o in outs]), want[i])
 
 
 def _async_collective_pairs_on_a_grid():
