@@ -167,6 +167,10 @@ def _adapt(module: ir.Module, data) -> None:
     else:
         head = data if is_hlo_text(data) else ""
     header = head.split("\n", 1)[0]
+    if not head:  # a proto: its entry computation's name (field 2, after the name)
+        named = _first_field(module_proto(bytes(data)) or b"")
+        entry = _first_field(b"\x0a" + named[1][1:]) if named and named[1][:1] == b"\x12" else None
+        head = f"ENTRY {entry[0].decode('utf-8', 'replace')}" if entry else ""
     with module.context, ir.Location.unknown():
         partitioned = bool(_PARTITIONED_ENTRY_RE.search(head))
         for name, pattern in _HEADER_GRID_RE.items():

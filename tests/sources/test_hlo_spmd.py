@@ -91,8 +91,13 @@ def _jit_after_partitioning_runs_as_a_grid():
     import shlo2jax
     from shlo2jax.spmd import run_spmd
     f, jitted, w, x = _sharded_jit()
-    text = jitted.lower(w, x).compile().as_text()
+    compiled = jitted.lower(w, x).compile()
+    text = compiled.as_text()
     assert "num_partitions=8" in text.split("\n", 1)[0] and "_spmd" in text
+    # the optimized HloModuleProto too (what an .hlo.pb after_optimizations dump holds)
+    proto = compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()
+    fn = shlo2jax.load(proto)["main"]
+    assert [a.shape for a in fn.in_avals] == [(8, 2), (4, 8)] and fn.in_shardings == (None, None)
     fn = shlo2jax.load(text)["main"]
     # the program of one partition: per-partition shapes, the global shardings dropped
     assert [a.shape for a in fn.in_avals] == [(8, 2), (4, 8)] and fn.in_shardings == (None, None)
