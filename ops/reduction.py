@@ -174,35 +174,43 @@ def _general_reduce(body, inputs, inits, dims):
     return [lax.select(has, f, lax.broadcast_in_dim(i, shape, ())) for f, i in zip(finished, inits)]
 
 
-def _selection_reduce(ctx, op, inputs, inits, dims):
-    """A selection reduce whose derivative is that of the element it picked: the tangent
-    of each output is the mean tangent of the input elements equal (in every operand) to
-    the picked tuple; nothing flows where no element matches (e.g. the init was kept)."""
+def _selection(ctx, op, inputs, inits, forward, candidates):
+    """A selection (reduce or reduce_window) whose derivative is that of the element it
+    picked: the tangent of each output is the mean tangent of the candidate elements equal
+    (in every operand) to the picked tuple; nothing flows where no element matches (e.g. the
+    init was kept). With an index operand riding along (argmax) the picked tuple is unique,
+    so this is the one-hot of the winning position, whichever way the body broke the tie.
+
+    forward(body, xs, inits) -> outputs; candidates(x, fill, out_shape) -> (array, dims):
+    each output's candidate elements of `x` along `dims` of the array, the other axes being
+    the output's (the reduced dims themselves for reduce; a trailing window axis for
+    reduce_window, where padding holds `fill`)."""
     captured, bind = explicit_captures(ctx, op.regions[0])
-    rank = inputs[0].ndim
-    kept = tuple(d for d in range(rank) if d not in dims)
 
     @jax.custom_jvp
     def run(caps, inputs, inits):
-        return tuple(_general_reduce(bind(caps)[0], list(inputs), list(inits), dims))
+        return tuple(forward(bind(caps)[0], list(inputs), list(inits)))
 
     # Captured values only steer the selection (outputs are selects of the arguments).
     @run.defjvp
     def _jvp(primals, tangents):
         (caps, xs, inits), (_, txs, tinits) = primals, tangents
         outs = run(caps, xs, inits)
-        shape = xs[0].shape
-        mask = lax.full(shape, True)
-        for x, o in zip(xs, outs):
-            mask = mask & (x == lax.broadcast_in_dim(o, shape, kept))
+        mask = dims = None
+        for x, i, o in zip(xs, inits, outs):
+            view, dims = candidates(x, i, o.shape)
+            kept = tuple(d for d in range(view.ndim) if d not in dims)
+            equal = view == lax.broadcast_in_dim(o, view.shape, kept)
+            mask = equal if mask is None else mask & equal
         count = lax.reduce(lax.convert_element_type(mask, np.int32), np.int32(0), lax.add, dims)
         touts = []
-        for x, t, ti, o in zip(xs, txs, tinits, outs):
+        for t, ti, o in zip(txs, tinits, outs):
             if not jnp.issubdtype(o.dtype, jnp.inexact):
                 touts.append(np.zeros(o.shape, jax.dtypes.float0))
                 continue
-            picked = lax.reduce(lax.select(mask, t, jnp.zeros_like(t)), _identity("add", t.dtype),
-                                lax.add, dims)
+            view, _ = candidates(t, ti, o.shape)
+            picked = lax.reduce(lax.select(mask, view, jnp.zeros_like(view)),
+                                _identity("add", t.dtype), lax.add, dims)
             picked = picked / lax.convert_element_type(lax.max(count, np.int32(1)), t.dtype)
             # Where no element matched, the init was the result.
             touts.append(lax.select(count > 0, picked, lax.broadcast_in_dim(ti, o.shape, ())))
@@ -234,7 +242,9 @@ def reduce(ctx, op, *args):
     if name is not None and (name in _IDEMPOTENT or _is_identity(name, inits[0])):
         return _monoid_reduce(lax.reduce, inputs[0], inits[0], name, dims)
     if p.selection is not None:
-        return _selection_reduce(ctx, op, inputs, inits, dims)
+        return _selection(ctx, op, inputs, inits,
+                          lambda body, xs, inits: _general_reduce(body, xs, inits, dims),
+                          lambda x, fill, out_shape: (x, dims))
     captured, bind = explicit_captures(ctx, op.regions[0])
     run = non_differentiable(
         lambda caps, xs, inits: tuple(_general_reduce(bind(caps)[0], list(xs), list(inits), dims)),
@@ -253,6 +263,7 @@ class ReduceWindow(NamedTuple):
     padding: tuple         # (low, high) per dimension
     monoid: Optional[str]  # the body's one monoid op (one input), else None
     dtypes: tuple          # the result (accumulation) types
+    selection: Optional[bool]  # several inputs whose body picks one element (argmax, ...)
 
 
 def _reduce_window_prepare(op):
@@ -271,7 +282,8 @@ def _reduce_window_prepare(op):
         wdil=ints(attrs["window_dilations"]) if "window_dilations" in attrs else ones,
         padding=padding,
         monoid=_monoid(op.regions[0]) if n == 1 else None,
-        dtypes=tuple(t.dtype for t in op.result_types))
+        dtypes=tuple(t.dtype for t in op.result_types),
+        selection=_is_selection(op.regions[0], n) if n > 1 else None)
 
 
 @register_op("stablehlo.reduce_window", "mhlo.reduce_window", prepare=_reduce_window_prepare)
@@ -288,10 +300,17 @@ def reduce_window(ctx, op, *args):
     if name in _IDEMPOTENT or (name == "add" and _is_identity(name, inits[0])):
         return _monoid_reduce(lax.reduce_window, inputs[0], inits[0], name, p.window,
                               p.strides, p.padding, p.base, p.wdil)
+    if p.selection is not None:
+        # Argmax windows (XLA:CPU writes select_and_scatter so): each window's elements
+        # along a trailing axis make it a selection reduce over that axis.
+        return _selection(ctx, op, inputs, inits,
+                          lambda body, xs, inits: _general_reduce_window(body, xs, inits, p),
+                          lambda x, fill, out_shape: (_windows(x, fill, p, out_shape),
+                                                      (len(out_shape),)))
     captured, bind = explicit_captures(ctx, op.regions[0])
     run = non_differentiable(lambda caps, xs, inits: tuple(_general_reduce_window(
         bind(caps)[0], list(xs), list(inits), p)), op, "a reduce_window body other than "
-        "add, max or min")
+        "add, max, min or a selection")
     return single_or_tuple(op, list(run(captured, tuple(inputs), tuple(inits))))
 
 
@@ -308,6 +327,26 @@ def _general_reduce_window(body, inputs, inits, p):
         return partial
     # Windows are never empty (window_dimensions > 0): the init enters exactly once here.
     return _elementwise(body, [*inits, *partial], shape)
+
+
+def _windows(x, fill, p, out_shape):
+    """`x` padded as the spec pads it (with `fill`, which may be traced: a tangent's init),
+    with each window's elements along a new trailing axis: out_shape + (window size,).
+    One strided slice per window position, so linear (transposable) and batchable; the
+    size is the window's times the output's."""
+    size = int(np.prod(p.window))
+    if 0 in out_shape:
+        return lax.full((*out_shape, size), 0, x.dtype)
+    config = [(lo, hi, b - 1) for (lo, hi), b in zip(p.padding, p.base)]
+    if any(c != (0, 0, 0) for c in config):
+        x = lax.pad(x, fill, config)
+    rank = x.ndim
+    views = []
+    for position in itertools.product(*(range(w) for w in p.window)):
+        start = [k * d for k, d in zip(position, p.wdil)]
+        limit = [s + (n - 1) * st + 1 for s, n, st in zip(start, out_shape, p.strides)]
+        views.append(lax.expand_dims(lax.slice(x, start, limit, p.strides), (rank,)))
+    return lax.concatenate(views, rank)
 
 
 # Monoids lax reduces with differentiable, batchable primitives (given the identity init).

@@ -297,6 +297,166 @@ func.func @main(%x: tensor<6xf32>, %i: tensor<6xi32>) -> (tensor<4xf32>, tensor<
     assert_same_bits(index, np.array([1, 1, 3, 3], np.int32))
 
 
+# Argmax windows, as XLA:CPU rewrites select_and_scatter (max-pool's gradient): (value, flat
+# index) pairs whose body selects one pair; the value result differentiates as the one-hot of
+# the index the body picked.
+ARGMAX_WINDOW_BODIES = {
+    # A total order: the larger value, on a tie the lower index.
+    "gt_lower_index": """
+      %gt = stablehlo.compare GT, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %eq = stablehlo.compare EQ, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %lt = stablehlo.compare LT, %ai, %bi, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %tie = stablehlo.and %eq, %lt : tensor<i1>
+      %pick = stablehlo.or %gt, %tie : tensor<i1>""",
+    # The larger value, on a tie the higher index.
+    "gt_higher_index": """
+      %gt = stablehlo.compare GT, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %eq = stablehlo.compare EQ, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %hi = stablehlo.compare GT, %ai, %bi, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %tie = stablehlo.and %eq, %hi : tensor<i1>
+      %pick = stablehlo.or %gt, %tie : tensor<i1>""",
+    # XLA:CPU's own body (tf_cnn_train_step_after_opt): GE, index -1 marks the init; which
+    # of equal values wins depends on the order the implementation folds a window in.
+    "xla_ge": """
+      %ge = stablehlo.compare GE, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %m1 = stablehlo.constant dense<-1> : tensor<i32>
+      %real = stablehlo.compare NE, %ai, %m1 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %both = stablehlo.and %ge, %real : tensor<i1>
+      %b_real = stablehlo.compare NE, %bi, %m1 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %b_init = stablehlo.not %b_real : tensor<i1>
+      %pick = stablehlo.or %both, %b_init : tensor<i1>""",
+}
+
+
+def argmax_window_module(shape, out_shape, body, window, strides, base, wdil, padding):
+    size = int(np.prod(shape))
+    x, i = tensor(shape, np.float32), tensor(shape, np.int32)
+    y, j = tensor(out_shape, np.float32), tensor(out_shape, np.int32)
+    array = lambda v: ", ".join(map(str, v))
+    return f"""
+func.func @main(%x: {x}) -> ({y}, {j}) {{
+  %flat = stablehlo.iota dim = 0 : tensor<{size}xi32>
+  %i = stablehlo.reshape %flat : (tensor<{size}xi32>) -> {i}
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %none = stablehlo.constant dense<-1> : tensor<i32>
+  %0:2 = "stablehlo.reduce_window"(%x, %i, %ninf, %none) ({{
+    ^bb0(%a: tensor<f32>, %ai: tensor<i32>, %b: tensor<f32>, %bi: tensor<i32>):
+      {body}
+      %v = stablehlo.select %pick, %a, %b : tensor<i1>, tensor<f32>
+      %k = stablehlo.select %pick, %ai, %bi : tensor<i1>, tensor<i32>
+      stablehlo.return %v, %k : tensor<f32>, tensor<i32>
+  }}) {{
+    window_dimensions = array<i64: {array(window)}>, window_strides = array<i64: {array(strides)}>,
+    base_dilations = array<i64: {array(base)}>, window_dilations = array<i64: {array(wdil)}>,
+    padding = dense<{[list(p) for p in padding]}> : tensor<{len(shape)}x2xi64>
+  }} : ({x}, {i}, tensor<f32>, tensor<i32>) -> ({y}, {j})
+  return %0#0, %0#1 : {y}, {j}
+}}"""
+
+
+def np_argmax_window(x, case, lowest):
+    """(max, its flat index: the lowest or highest among equal values) per window; (-inf, -1)
+    where a window holds only padding. The spec's reference on (value, index) objects."""
+    pairs = np.empty(x.shape, object)
+    for k, v in enumerate(x.flat):
+        pairs[np.unravel_index(k, x.shape)] = (v, k)
+
+    def pick(a, b):
+        a, b = (p.item() if isinstance(p, np.ndarray) else p for p in (a, b))
+        if a is None or b is None:
+            return b if a is None else a
+        key = lambda p: (p[0], -p[1] if lowest else p[1])
+        return a if key(a) >= key(b) else b
+    best = np_reduce_window(pick, pairs, np.array(None, object), *case)
+    values = np.array([-np.inf if b is None else b[0] for b in best.flat], np.float32)
+    index = np.array([-1 if b is None else b[1] for b in best.flat], np.int32)
+    return values.reshape(best.shape), index.reshape(best.shape)
+
+
+def argmax_window(body, case, x):
+    values, index = np_argmax_window(x, case, True)
+    return shlo2jax.load(argmax_window_module(x.shape, values.shape, ARGMAX_WINDOW_BODIES[body],
+                                              *case))
+
+
+def one_hot_grad(x, index, cotangent):
+    """The value output's gradient: each window's cotangent at the index its body picked."""
+    grad = np.zeros(x.size, np.float32)
+    real = index >= 0
+    np.add.at(grad, index[real], cotangent[real])
+    return grad.reshape(x.shape)
+
+
+@pytest.mark.parametrize("case", WINDOW_CASES)
+@pytest.mark.parametrize("body", ["gt_lower_index", "gt_higher_index"])
+def test_reduce_window_argmax_ties_follow_the_body(body, case):
+    x = random_values(np.random.default_rng(2), (5, 4), np.float32)   # many equal values
+    want_values, want_index = np_argmax_window(x, case, body == "gt_lower_index")
+    fn = argmax_window(body, case, x)
+    values, index = fn(x)
+    assert_same_bits(np.asarray(values), want_values)
+    assert_same_bits(np.asarray(index), want_index)
+    cot = np.random.default_rng(3).standard_normal(want_values.shape).astype(np.float32)
+    grad = jax.grad(lambda v: jax.numpy.sum(fn(v)[0] * cot))(x)
+    np.testing.assert_allclose(grad, one_hot_grad(x, want_index, cot), rtol=1e-6, atol=1e-6)
+    tangent = np.random.default_rng(4).standard_normal(x.shape).astype(np.float32)
+    (_, _), (t_values, t_index) = jax.jvp(fn, (x,), (tangent,))
+    assert t_index.dtype == jax.dtypes.float0
+    want_t = np.where(want_index >= 0, tangent.flat[np.maximum(want_index, 0)], 0)
+    np.testing.assert_allclose(t_values, want_t, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", WINDOW_CASES)
+def test_reduce_window_argmax_xla_body_derivative_follows_its_pick(case):
+    # Equal values: the index XLA's GE body returns is the one the derivative flows to.
+    x = random_values(np.random.default_rng(5), (5, 4), np.float32)
+    fn = argmax_window("xla_ge", case, x)
+    values, index = map(np.asarray, fn(x))
+    want_values, _ = np_argmax_window(x, case, True)
+    assert_same_bits(values, want_values)
+    real = index >= 0
+    assert_same_bits(x.flat[index[real]], values[real])
+    cot = np.random.default_rng(6).standard_normal(values.shape).astype(np.float32)
+    grad = jax.grad(lambda v: jax.numpy.sum(fn(v)[0] * cot))(x)
+    np.testing.assert_allclose(grad, one_hot_grad(x, index, cot), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("body", sorted(ARGMAX_WINDOW_BODIES))
+def test_reduce_window_argmax_matches_lax_max_pool_derivatives(body):
+    # Distinct values: the value output is a max pool, whose lax derivatives it must equal;
+    # and finite differences (check_grads, both modes, order 2: the rule's own derivative).
+    from jax import lax
+    from jax.test_util import check_grads
+    case = ((2, 3), (2, 1), (1, 1), (1, 1), ((1, 0), (0, 2)))   # (lax: no dilated max-pool VJP)
+    window, strides, base, wdil, padding = case
+    x = np.random.default_rng(7).permutation(30).reshape(5, 6).astype(np.float32) / 4
+    fn = argmax_window(body, case, x)
+    pool = lambda v: lax.reduce_window(v, -np.inf, lax.max, window, strides, padding, base, wdil)
+    cot = np.random.default_rng(8).standard_normal(np.shape(pool(x))).astype(np.float32)
+    np.testing.assert_allclose(jax.grad(lambda v: (fn(v)[0] * cot).sum())(x),
+                               jax.grad(lambda v: (pool(v) * cot).sum())(x), rtol=1e-6)
+    tangent = np.random.default_rng(9).standard_normal(x.shape).astype(np.float32)
+    np.testing.assert_allclose(jax.jvp(lambda v: fn(v)[0], (x,), (tangent,))[1],
+                               jax.jvp(pool, (x,), (tangent,))[1], rtol=1e-6)
+    if body == "xla_ge":   # (slow: once)
+        check_grads(lambda v: fn(v)[0] * 2, (x,), order=2, modes=("fwd", "rev"), eps=1e-2)
+
+
+def test_reduce_window_argmax_vmap_of_value_and_grad():
+    case = WINDOW_CASES[1]
+    xs = random_values(np.random.default_rng(10), (3, 5, 4), np.float32)
+    fn = argmax_window("gt_lower_index", case, xs[0])
+    loss = lambda v: (fn(v)[0] ** 2).sum()
+    batched = jax.vmap(jax.value_and_grad(loss))(xs)
+    for k, x in enumerate(xs):
+        value, grad = jax.value_and_grad(loss)(x)
+        np.testing.assert_allclose(batched[0][k], value, rtol=1e-6)
+        np.testing.assert_allclose(batched[1][k], grad, rtol=1e-6)
+    values, index = jax.vmap(fn)(xs)
+    for k, x in enumerate(xs):
+        assert_same_bits(np.asarray(index[k]), np.asarray(fn(x)[1]))
+
+
 # ------------------------------------------------------------------ map
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float32, np.uint8])
