@@ -137,7 +137,13 @@ def read(data, source_name: str = "") -> ir.Module:
     `ir.Module` it converts to (`to_stablehlo`), with what the conversion leaves out or leaves
     in forms of HLO's own put back as StableHLO (`_adapt`)."""
     module = parse_mlir(to_stablehlo(data, source_name), make_ir_context(), source_name)
-    _adapt(module, data)
+    try:
+        _adapt(module, data)
+    except (ValueError, IndexError, KeyError, TypeError) as e:
+        # (the forms adapted are those XLA writes; anything else must still be a LoadError)
+        where = f" {source_name}" if source_name else ""
+        raise LoadError(f"cannot read HLO{where}: its converted module has an unexpected form "
+                        f"({type(e).__name__}: {e})") from None
     return module
 
 

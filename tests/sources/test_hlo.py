@@ -633,6 +633,32 @@ def test_stateful_instructions_are_refused_at_load_by_name(body, refused):
         shlo2jax.load(_entry("refused", ["f32[3]"], result, body))
 
 
+_GRID = """HloModule groups, replica_count=2, num_partitions=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  p0 = f32[3] parameter(0)
+  ROOT r = f32[3] all-reduce(p0), channel_id=1, replica_groups=mesh['x'=2,'y'=2] {'x'}, use_global_device_ids=true, to_apply=add
+}
+"""
+
+
+def test_the_header_grid_and_replica_groups_over_mesh_axes():
+    """The header's replica_count/num_partitions are the program's grid (hlo_to_stablehlo drops
+    them); groups XLA prints over a mesh's axes are the device ids they stand for (row-major:
+    the groups along 'x' of a 2x2 mesh are {0,2} and {1,3}). tests/sources/test_hlo_spmd.py
+    runs such programs on a grid."""
+    program = shlo2jax.load(_GRID)
+    assert (program.module.attrs["mhlo.num_replicas"], program.module.attrs["mhlo.num_partitions"]) == (2, 4)
+    [op] = [op for op in program.module.functions["main"].body.ops if op.name == "stablehlo.all_reduce"]
+    assert np.asarray(op.attrs["replica_groups"]).tolist() == [[0, 2], [1, 3]]
+
+
 # ----------------------------------------------------------------------- malformed HLO
 
 @pytest.mark.parametrize("text,message", [
