@@ -119,6 +119,40 @@ def _jit_after_partitioning_runs_as_a_grid():
         raise AssertionError("a plain call of a partitioned program ran")
 
 
+_DUMPED = """
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
+f = lambda w, x: jnp.tanh(x @ w).sum(axis=0)
+jax.jit(f, in_shardings=(NamedSharding(mesh, P(None, "y")), NamedSharding(mesh, P("x", None))),
+        out_shardings=NamedSharding(mesh, P("y")))(np.ones((8, 4), "f4"), np.ones((16, 8), "f4"))
+"""
+
+
+def _dump_folder_of_a_sharded_jit():
+    """`--xla_dump_to` of the same jit (its before_optimizations .hlo.pb, which has no header
+    to say num_partitions=8: the shardings do; its after_optimizations .hlo.pb, whose entry
+    `main.0_spmd` says it is partitioned)."""
+    import subprocess
+    import tempfile
+    import shlo2jax
+    from shlo2jax.spmd import run_spmd
+    f, _, w, x = _sharded_jit()
+    with tempfile.TemporaryDirectory() as folder:
+        env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "") +
+                   f" --xla_dump_to={folder} --xla_dump_hlo_as_proto")
+        subprocess.run([sys.executable, "-c", _DUMPED], env=env, check=True, timeout=300,
+                       capture_output=True)
+        fn = shlo2jax.load(folder, module="jit")["main"]
+        assert fn.is_sharded
+        _close(fn(w, x), f(w, x))
+        [after] = [n for n in os.listdir(folder) if n.endswith("cpu_after_optimizations.hlo.pb")]
+        fn = shlo2jax.load(os.path.join(folder, after))["main"]
+    args = [[w[:, (k % 2) * 2:(k % 2) * 2 + 2], x[(k // 2) * 4:(k // 2) * 4 + 4]] for k in range(8)]
+    outs = run_spmd(fn, args, num_partitions=8)
+    _close(np.concatenate([outs[0][0], outs[1][0]]), f(w, x))
+
+
 def _pmap_before_and_after_optimizations():
     import jax
     import jax.numpy as jnp
@@ -134,6 +168,9 @@ def _pmap_before_and_after_optimizations():
     fn = shlo2jax.load(lowered.as_text(dialect="hlo"))["main"]
     assert fn.is_sharded
     for got, expected in zip(fn(v, u), want):
+        _close(got, expected)
+    grads = jax.grad(lambda v, u: fn(v, u)[0].sum(), (0, 1))(v, u)
+    for got, expected in zip(grads, jax.grad(lambda v, u: pmapped(v, u)[0].sum(), (0, 1))(v, u)):
         _close(got, expected)
     # after: one partition's program with its all-reduce, run as a grid
     fn = shlo2jax.load(lowered.compile().as_text())["main"]
@@ -167,7 +204,8 @@ def _replicated_module():
 
 
 CHECKS = {name[1:]: fn for name, fn in sorted(globals().items())
-          if name.startswith("_") and callable(fn) and name not in ("_mesh", "_sharded_jit", "_close")}
+          if name.startswith("_") and callable(fn) and name not in ("_mesh", "_sharded_jit", "_close")
+          and not name.startswith("__")}
 
 
 @pytest.fixture(scope="module")
