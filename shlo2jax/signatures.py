@@ -75,7 +75,9 @@ def check_arguments(function, args) -> None:
             check_quantized_argument(function, i, arg, expected)
             continue
         shape, dtype = getattr(arg, "shape", None), getattr(arg, "dtype", None)
-        if shape is None or dtype is None or isinstance(arg, (bool, int, float, complex)):
+        # (numpy's float64 and complex128 scalars are Python floats and complexes too: arrays)
+        if shape is None or dtype is None or (isinstance(arg, (bool, int, float, complex))
+                                              and not isinstance(arg, np.generic)):
             raise TypeError(
                 f"argument {names[i]} of @{function.name} must be an array of type "
                 f"{type_text(expected)}, got "

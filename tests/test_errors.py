@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
+from shlo2jax import compat
 
 ADD = """
 func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> tensor<2x3xf32> {
@@ -111,6 +112,19 @@ def test_wrong_arguments_raise_type_error(args, match):
     with pytest.raises(TypeError, match=match):
         program(*args)
 
+
+def test_numpy_scalars_are_arrays_whatever_their_type():
+    # np.float64 and np.complex128 subclass Python's float and complex; they were refused as
+    # Python scalars while np.float32 passed (StableHLO's release artifact type_complex_f64)
+    program = shlo2jax.load("""
+    func.func @main(%x: tensor<f64>, %z: tensor<complex<f64>>) -> (tensor<f64>, tensor<complex<f64>>) {
+      return %x, %z : tensor<f64>, tensor<complex<f64>>
+    }""")
+    with compat.enable_x64():
+        x, z = program(np.float64(1.5), np.complex128(2 - 1j))
+    assert float(x) == 1.5 and complex(z) == 2 - 1j
+    with pytest.raises(TypeError, match="got float"):
+        program(1.5, np.complex128(0))
 
 def test_no_silent_int64_truncation():
     # A user passing int64 where i32 is declared gets an error, never a cast.
