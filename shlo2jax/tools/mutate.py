@@ -54,7 +54,8 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000,
                     hlo: bool = True) -> list:
     """The bundled example, the corpus's exports (serialized, their VHLO modules, and the
     printed text of their bytecode modules), `shared`/models/*.mlir.bc when present, and with
-    `hlo` the corpus's HLO text (`model.hlo`, after the others)."""
+    `hlo` the corpus's HLO text and protos (`model.hlo`, `model.hlo.pb`: TensorFlow's dumps'
+    `xla.HloProto` files; after the others)."""
     sources = []
     with open(os.path.join(root, "examples", "mlp.mlir"), encoding="utf-8") as f:
         sources.append(Source("examples/mlp.mlir", f.read()))
@@ -85,13 +86,14 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000,
             else:
                 text = str(ir.Module.parse(data))
         sources.append(Source(rel + ":text", text))
-    if hlo:  # XLA's HLO text (sources/hlo.py), mutated as text
+    if hlo:  # XLA's HLO (sources/hlo.py): text mutated as text, protos as bytes
         hlo_root = os.path.join(corpus, "hlo")
         for name in sorted(os.listdir(hlo_root)) if os.path.isdir(hlo_root) else []:
-            path = os.path.join(hlo_root, name, "model.hlo")
-            if os.path.isfile(path) and os.path.getsize(path) <= max_bytes:
-                with open(path, encoding="utf-8") as f:
-                    sources.append(Source(os.path.relpath(path, root), f.read()))
+            for file_name, mode in (("model.hlo", "r"), ("model.hlo.pb", "rb")):
+                path = os.path.join(hlo_root, name, file_name)
+                if os.path.isfile(path) and os.path.getsize(path) <= max_bytes:
+                    with open(path, mode, **({"encoding": "utf-8"} if mode == "r" else {})) as f:
+                        sources.append(Source(os.path.relpath(path, root), f.read()))
     return sources
 
 

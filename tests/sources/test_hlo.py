@@ -736,6 +736,18 @@ def test_mutants_of_hlo_text_never_crash():
     assert sum(report.outcomes.values()) == 8
 
 
+def test_mutants_of_hlo_protos_never_crash():
+    """The corpus's HLO protos (TensorFlow's `.hlo.pb` dump files) are mutation seeds too,
+    mutated as bytes: each mutant loads (and runs) or is a library error, never a crash."""
+    from shlo2jax.tools.mutate import default_sources, mutants, run_mutants
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sources = [s for s in default_sources(root, hlo=True) if s.name.endswith("model.hlo.pb")]
+    assert len(sources) >= 12 and all(isinstance(s.data, bytes) for s in sources)
+    report = run_mutants(mutants(sources, 8, seed=7), jobs=1, timeout=120)
+    assert not report.failures, report.failures
+    assert sum(report.outcomes.values()) == 8
+
+
 def test_constants_lift_and_locations_are_instruction_names():
     """HLO constants are baked weights (`lift_params`); probes and `compare --locate` name
     HLO instructions."""
