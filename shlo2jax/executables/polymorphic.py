@@ -61,14 +61,48 @@ class _Entry:
 
 class Polymorphic:
     """Calls specialise the function to their arguments (see the module docstring) and run the
-    specialised function's own executable."""
+    specialised function's own executable. A function whose argument shapes are all static
+    (only its results have `?` dimensions) is planned at load (`plan_at_load`)."""
     lowering = "translate"
 
     def __init__(self, function):
         self.function = function
+        self.refused: tuple = plan_at_load(function)
 
     def __call__(self, *args) -> tuple:
+        if self.refused:
+            raise UnsupportedError(list(self.refused))
         return specialise(self.function, args).call_module(*args)
+
+
+def plan_at_load(function) -> tuple:
+    """Plans now, once, a function whose argument shapes are all static: its calls can only
+    differ by the values of its dimension-size arguments, so what the first call would decide
+    from its shapes alone (that `?` stays whatever the values, that refinement fails, or the
+    refined function itself) is decided at load (issue 30: what cannot run is never first
+    found out at call time). Refused: with `strict`, the error is raised here; without, its
+    problems join the program's (`shlo2jax info` lists them) and are returned, for calls to
+    raise. () when planned or when nothing can be planned before a call."""
+    types = function.input_types
+    # A program loaded to lower directly is decoded later (its problems are not there yet).
+    if not function.program.decoded or not all(
+            isinstance(t, T.TensorType) and t.is_static for t in types):
+        return ()
+    key = tuple((tuple(int(d) for d in t.shape), np.dtype(t.dtype)) for t in types)
+    try:
+        entry = _plan(function, key)
+    except UnsupportedError as e:
+        error, problems = e, list(e.problems)
+    except ShapeError as e:
+        error, problems = e, [(f"func.func @{function.name}", function.definition.location,
+                               str(e))]
+    else:
+        function.__dict__.setdefault("_specialised", {})[key] = entry
+        return ()
+    if function.program.options.strict:
+        raise error
+    function.program.module.problems += problems
+    return tuple(problems)
 
 
 def specialise(function, args):
@@ -562,7 +596,7 @@ def _still_dynamic(function, operations, values) -> UnsupportedError:
         types = ", ".join(str(r.type) for r in operation.results if _is_dynamic(r.type))
         problems.append((operation.name, format_location(operation.location, source),
                          f"result type(s) {types or '(block arguments)'} stay dynamic after shape "
-                         "refinement" + (" with the dimension-size arguments specialised"
+                         f"refinement of @{function.name}" + (" with the dimension-size arguments specialised"
                                          if values else "")))
     return UnsupportedError(problems)
 

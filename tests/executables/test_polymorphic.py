@@ -10,7 +10,7 @@ from jax import export
 import shlo2jax
 from shlo2jax import compat
 from shlo2jax.executables import polymorphic
-from shlo2jax.errors import ShapeError
+from shlo2jax.errors import ShapeError, UnsupportedError
 
 
 def _mlp(x, w, b):
@@ -415,3 +415,63 @@ func.func @main(%x: tensor<1x4x4x1xf32>, %w: tensor<3x3x1x1xf32>, %p: tensor<2x2
     assert program(x, w, np.zeros((2, 2), np.int64)).shape == (1, 2, 2, 1)
     same = np.asarray(program(x, w, np.ones((2, 2), np.int64)))
     assert same.shape == (1, 4, 4, 1) and same[0, 0, 0, 0] == 4 and same[0, 1, 1, 0] == 9
+
+
+# Issue 30: a function whose arguments are all static is planned at load. Reduced from StableHLO's
+# release artifacts' op_dynamic_reshape (tensor<16xf32>, tensor<2xindex>) -> tensor<?x?xf32>,
+# whose shape argument, here a float converted, cannot be specialised on its value: the `?`
+# dimensions stay whatever the call, so the function cannot run.
+NO_DIMENSION_ARGUMENT = """
+func.func @main(%x: tensor<16xf32>, %shape: tensor<2xf32>) -> tensor<?x?xf32> {
+  %s = stablehlo.convert %shape : (tensor<2xf32>) -> tensor<2xi64>
+  %r = stablehlo.dynamic_reshape %x, %s : (tensor<16xf32>, tensor<2xi64>) -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+"""
+STAYS_DYNAMIC = r"stablehlo\.dynamic_reshape at -:4:\d+: result type\(s\) tensor<\?x\?xf32> " \
+                r"stay dynamic after shape refinement of @main"
+
+
+def test_static_arguments_whose_result_shapes_stay_dynamic_are_refused_at_load():
+    with pytest.raises(UnsupportedError, match=STAYS_DYNAMIC):
+        shlo2jax.load(NO_DIMENSION_ARGUMENT)
+    program = shlo2jax.load(NO_DIMENSION_ARGUMENT, strict=False)
+    assert [p[0] for p in program.module.problems] == ["stablehlo.dynamic_reshape"]
+    start = polymorphic.refinement_count
+    with pytest.raises(UnsupportedError, match=STAYS_DYNAMIC):
+        program(np.ones(16, np.float32), np.array([4, 4], np.float32))
+    assert polymorphic.refinement_count == start  # decided at load, not tried again
+
+
+def test_static_arguments_are_planned_once_at_load():
+    start = polymorphic.refinement_count
+    program = shlo2jax.load("""
+func.func @main(%x: tensor<4x3xf32>) -> tensor<?x?xf32> {
+  %s = stablehlo.constant dense<[3, 4]> : tensor<2xi64>
+  %r = stablehlo.dynamic_reshape %x, %s : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+""")
+    assert polymorphic.refinement_count == start + 1
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for _ in range(2):
+        np.testing.assert_array_equal(program(x), x.reshape(3, 4))
+    assert polymorphic.refinement_count == start + 1
+
+
+def test_static_shape_argument_is_planned_at_load_and_specialised_per_value():
+    # The artifacts' op_dynamic_reshape itself: its `?` follow from the shape argument's value,
+    # which only a call knows (a value that contradicts the 16 elements is a call's ShapeError).
+    start = polymorphic.refinement_count
+    program = shlo2jax.load("""
+func.func @main(%x: tensor<16xf32>, %shape: tensor<2xindex>) -> tensor<?x?xf32> {
+  %r = stablehlo.dynamic_reshape %x, %shape : (tensor<16xf32>, tensor<2xindex>) -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+""")
+    assert polymorphic.refinement_count == start + 1 and not program.module.problems
+    x = np.arange(16, dtype=np.float32)
+    assert program(x, np.array([2, 8], np.int64)).shape == (2, 8)
+    assert polymorphic.refinement_count == start + 2  # the value's; the shapes' was at load
+    with pytest.raises(ShapeError, match="input has 16 elements, but output_shape has 0"):
+        program(x, np.array([0, 1], np.int64))
