@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from shlo2jax import registry
+from shlo2jax import grid, registry
 from shlo2jax.errors import UsageError
 from shlo2jax.executables.exported import ExportedFunction
 from shlo2jax.loader import load
@@ -251,12 +251,24 @@ def _info(args) -> int:
     print(f"ops: {sum(hist.values())} ({len(hist)} kinds)")
     for name, count in hist.items():
         print(f"  {count:7d}  {name}")
-    if module.problems:
-        print(f"not yet supported ({len(module.problems)}):")
-        for name, loc, what in module.problems:
+    # Collectives whose groups name more processes than a plain call has are no gap: they
+    # run as a grid of processes (spmd.run_spmd), so they are listed apart.
+    needs_grid = set(grid.plain_call_problems(module))
+    unsupported = [p for p in module.problems if p not in needs_grid]
+    if unsupported:
+        print(f"not yet supported ({len(unsupported)}):")
+        for name, loc, what in unsupported:
             print(f"  {name} at {loc}: {what}")
     else:
         print("every op is supported")
+    on_grid = [p for p in module.problems if p in needs_grid]
+    if on_grid:
+        runs = {m[0] for p in on_grid for m in re.finditer(r"shlo2jax\.spmd\.run_spmd\([^)]*\)",
+                                                             p[2])}
+        how = runs.pop() if len(runs) == 1 else "shlo2jax.spmd.run_spmd(..., num_replicas=N)"
+        print(f"needs a process grid ({len(on_grid)}): run with {how}")
+        for name, loc, what in on_grid:
+            print(f"  {name} at {loc}: {what}")
     dormant = module.dormant_problems
     if dormant:
         print(f"in functions that never run (unreached, or decompositions replaced by a "

@@ -92,7 +92,8 @@ def test_release_artifact_loads_or_is_refused_by_name(path):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         assert commands.main(["info", str(path)]) == 0
     shown = out.getvalue()
-    assert f"not yet supported ({len(program.module.problems)}):" in shown
+    assert f"not yet supported ({len(program.module.problems) - len(grid)}):" in shown
+    assert f"needs a process grid ({len(grid)}): run with shlo2jax.spmd.run_spmd(" in shown
     assert all(f"  {name} at {where}: {what}" in shown
                for name, where, what in program.module.problems)
 
