@@ -93,9 +93,10 @@ def plan_at_load(function) -> tuple:
         entry = _plan(function, key)
     except UnsupportedError as e:
         error, problems = e, list(e.problems)
-    except ShapeError as e:
-        error, problems = e, [(f"func.func @{function.name}", function.definition.location,
-                               str(e))]
+    except ShapeError as e:  # refinement on the signature's own shapes failed: no call runs
+        problems = [(f"func.func @{function.name}", function.definition.location, str(e))]
+        error = UnsupportedError(problems)
+        error.__cause__ = e
     else:
         function.__dict__.setdefault("_specialised", {})[key] = entry
         return ()

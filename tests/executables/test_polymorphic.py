@@ -475,3 +475,18 @@ func.func @main(%x: tensor<16xf32>, %shape: tensor<2xindex>) -> tensor<?x?xf32> 
     assert polymorphic.refinement_count == start + 2  # the value's; the shapes' was at load
     with pytest.raises(ShapeError, match="input has 16 elements, but output_shape has 0"):
         program(x, np.array([0, 1], np.int64))
+
+
+def test_static_arguments_whose_refinement_fails_are_refused_at_load(monkeypatch):
+    # (the verifier refuses a constant shape that contradicts its operand before refinement
+    # can: the failure is simulated, to see it reported as the load's UnsupportedError)
+    def failing(function, key):
+        raise ShapeError(f"calling @{function.name}(...) contradicts the program's shape "
+                         "constraints (shape refinement failed)")
+    monkeypatch.setattr(polymorphic, "_plan", failing)
+    with pytest.raises(UnsupportedError, match=r"func\.func @main at .*shape refinement failed"):
+        shlo2jax.load(NO_DIMENSION_ARGUMENT)
+    program = shlo2jax.load(NO_DIMENSION_ARGUMENT, strict=False)
+    assert [p[0] for p in program.module.problems] == ["func.func @main"]
+    with pytest.raises(UnsupportedError, match="shape refinement failed"):
+        program(np.ones(16, np.float32), np.array([4, 4], np.float32))
