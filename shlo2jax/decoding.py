@@ -1,9 +1,10 @@
 """The one decode pipeline: a verified `ir.Module`, from any source, -> the decoded module.
 
 MLIR is walked once into plain Python records (`shlo2jax.module`); CHLO ops without a
-translation rule are first decomposed by jaxlib's pass; the per-device (manual) regions of
-a sharded program are rewritten into the ops that run them; with `options.strict`, every
-construct that cannot run is reported together, at load.
+translation rule are first decomposed by jaxlib's pass, and shape-dialect ops (TensorFlow's
+dynamic batch) rewritten into StableHLO (`shlo2jax.shape_legalize`); the per-device (manual)
+regions of a sharded program are rewritten into the ops that run them; with `options.strict`,
+every construct that cannot run is reported together, at load.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from shlo2jax.chlo_legalize import legalize_chlo
 from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import ModuleDef, decode_module, decode_signatures
 from shlo2jax.options import LoadOptions
+from shlo2jax.shape_legalize import legalize_shapes
 from shlo2jax.translate import gc_paused
 
 
@@ -28,6 +30,10 @@ def decode(mlir_module, source_name: str, options: LoadOptions) -> ModuleDef:
         missing_chlo = {name for name, _, _ in module.problems if name.startswith("chlo.")}
         # CHLO ops without a direct translation: decompose with jaxlib's pass, decode again.
         if missing_chlo and legalize_chlo(mlir_module, missing_chlo):
+            module = _decode_once(mlir_module, source_name, options)
+        # Shape-dialect ops (TensorFlow's dynamic batch): rewritten into StableHLO, decode again.
+        if any(name.startswith("shape.") for name, _, _ in module.problems) and \
+                legalize_shapes(mlir_module):
             module = _decode_once(mlir_module, source_name, options)
     if options.strict and module.problems:
         raise UnsupportedError(module.problems)

@@ -31,7 +31,7 @@ CORE = {
     "shlo2jax.outline",
 }
 FEATURES = {
-    "shlo2jax.chlo_legalize", "shlo2jax.mesh", "shlo2jax.manual_regions", "shlo2jax.spmd",
+    "shlo2jax.chlo_legalize", "shlo2jax.shape_legalize", "shlo2jax.mesh", "shlo2jax.manual_regions", "shlo2jax.spmd",
     "shlo2jax.probes", "shlo2jax.program", "shlo2jax.loader", "shlo2jax.names", "shlo2jax.params",
     "shlo2jax.decoding", "shlo2jax.signatures",
 }
