@@ -125,7 +125,6 @@ def measure(case: str, variant: str, path: str, layers: int, megabytes: int) -> 
     if variant != "export":
         import shlo2jax
     blob = pathlib.Path(path).read_bytes()
-    width = None
     if case == "args":
         width = int(math.sqrt(megabytes * MB / 4 / layers))
         rng = np.random.default_rng(0)
