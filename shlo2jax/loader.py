@@ -82,6 +82,11 @@ def _program_of(source: sources.Source, options: LoadOptions) -> Program:
             main = program.functions.get("main")
             if main is None or main.lowering != "direct":
                 program.module  # noqa: B018 - decodes it now: nothing lowers directly
+            elif program.release_mlir_module(as_bytecode=True):
+                # @main lowers from the module's bytecode, written once: the parsed module
+                # (its context holds the weights once more) goes with the last references
+                del source, mlir_module
+                return_freed_memory()
     if program is None:
         program = Program(decoding.decode(mlir_module, name, options), mlir_module, name,
                           options, scan=scan)

@@ -134,24 +134,58 @@ def release(module, mlir_module) -> "ModuleOutline | None":
 
 
 class HeldModule:
-    """A program's MLIR module, or its outline once the program let it go (see `release`)."""
+    """A program's MLIR module: parsed, or once the program let it go, its outline (see
+    `release`) or its bytecode (`hold_bytecode`: a program that lowers directly)."""
 
     def __init__(self, mlir_module):
-        self._module, self._outline = mlir_module, None
+        self._module, self._outline, self._bytecode = mlir_module, None, None
 
     @property
     def released(self) -> bool:
-        return self._outline is not None
+        """Whether the parsed module (and its context, which holds the weights) was let go."""
+        return self._outline is not None or self._bytecode is not None
 
     def module(self):
-        """The module; where it was let go, rebuilt in a fresh context (a copy of its weights,
-        held while the caller holds it)."""
-        return self._outline.module() if self._outline is not None else self._module
+        """The module; where it was let go, parsed again in a fresh context (a copy of its
+        weights, held while the caller holds it)."""
+        if self._outline is not None:
+            return self._outline.module()
+        if self._bytecode is not None:
+            with make_ir_context():
+                return ir.Module.parse(self._bytecode)
+        return self._module
+
+    def bytecode(self) -> bytes:
+        """The module as MLIR bytecode: where the module is held as bytecode, those very bytes
+        (written once), else written now."""
+        return self._bytecode if self._bytecode is not None else write_bytecode(self.module())
+
+    def hold_bytecode(self) -> bool:
+        """Holds the module as bytecode, written once here, and lets the parsed module go (its
+        context holds the weights once more): a program that lowers directly lowers from
+        those bytes (`bytecode`). Whether the module is let go (not where it was already)."""
+        if self._module is None:
+            return False
+        self._bytecode, self._module = write_bytecode(self._module), None
+        return True
 
     def release(self, decoded_module) -> bool:
         """Lets the module go when `decoded_module`'s large constants call for it (`release`);
-        whether it did."""
+        whether it did. A module held as bytecode stays so (the direct lowering shares those
+        bytes); `decoded_module`, decoded from a parse of it, stops referring to that parse."""
+        if self._bytecode is not None:
+            decoded_module.large_constants = []
+            for op in decoded_module.ops:
+                op.location  # noqa: B018 - formats it: an ir.Location holds the context
+            return True
         kept = release(decoded_module, self._module)
         if kept is not None:
             self._outline, self._module = kept, None
         return kept is not None
+
+
+def write_bytecode(mlir_module) -> bytes:
+    """`mlir_module` as MLIR bytecode."""
+    buffer = io.BytesIO()
+    mlir_module.operation.write_bytecode(buffer)
+    return buffer.getvalue()

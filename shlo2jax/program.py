@@ -163,9 +163,9 @@ class Program:
         lower directly decodes it here, on first use (an `UnsupportedError` then lists what
         it cannot translate, at each use until it can)."""
         if not self._decoded:
-            self._module = decoding.decode(self._held.module(), self.source_name, self.options)
-            self._decoded = True
-            self.sharding = mesh.ShardingContext(self._module, self._held.module())
+            parsed = self._held.module()  # (where held as bytecode, a parse of it: once)
+            self._module = decoding.decode(parsed, self.source_name, self.options)
+            self._decoded, self.sharding = True, mesh.ShardingContext(self._module, parsed)
             self.release_mlir_module()
         return self._module
 
@@ -184,20 +184,20 @@ class Program:
         """What `shlo2jax.executables.direct.scan` finds in the module."""
         return direct_scan(self.mlir_module, self.source_name)
 
-    @property
-    def mlir_module(self):
-        """The verified `ir.Module` the program was decoded from (for the reference interpreter,
-        XLA, shape refinement); rebuilt on each access where the program let it go (see
-        `shlo2jax.outline.HeldModule`)."""
-        return self._held.module()
+    mlir_module = property(lambda self: self._held.module(), doc="""The verified `ir.Module` the
+        program was decoded from (for the reference interpreter, XLA, shape refinement); rebuilt
+        on each access where the program let it go (see `shlo2jax.outline.HeldModule`).""")
 
     released_mlir_module = property(lambda self: self._held.released,
                                     doc="Whether the program let its MLIR module go.")
+    mlir_bytecode = property(lambda self: self._held.bytecode(),
+                             doc="The module as bytecode (where held so, those bytes).")
 
-    def release_mlir_module(self) -> bool:
+    def release_mlir_module(self, as_bytecode: bool = False) -> bool:
         """Lets the MLIR module and its context go when the program's large constants add up
-        to `outline.RELEASE_BYTES`; whether it did."""
-        return self._held.release(self._module)
+        to `outline.RELEASE_BYTES`, or holding it as bytecode (`as_bytecode`: a program that
+        lowers directly lowers from those bytes); whether it did."""
+        return self._held.hold_bytecode() if as_bytecode else self._held.release(self._module)
 
     @property
     def exported(self):

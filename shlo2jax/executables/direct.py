@@ -26,7 +26,6 @@ that lacks the kernel), one device. Anywhere else the translation runs, and
 from __future__ import annotations
 
 import functools
-import io
 from typing import Optional
 
 import jax
@@ -243,13 +242,6 @@ class DirectCallee:
         return f"<shlo2jax direct @{self.name}>"
 
 
-def module_bytecode(mlir_module) -> bytes:
-    """The module as MLIR bytecode (parsed again into each lowering's MLIR context)."""
-    buffer = io.BytesIO()
-    mlir_module.operation.write_bytecode(buffer)
-    return buffer.getvalue()
-
-
 class Direct:
     """Calls and jit lower the function to the module's own ops, through one direct-call
     primitive (see the module docstring); derivatives and vmap trace the translation."""
@@ -259,18 +251,25 @@ class Direct:
         self.function = function
 
     @functools.cached_property
-    def jitted(self):
+    def callee(self) -> DirectCallee:
+        """What the primitive lowers: the module's bytecode as the program holds it (the loader
+        wrote it once and let the parsed module go: `Program.release_mlir_module`), so a
+        program whose weights are baked in holds them once until the first call's lowering."""
         fn = self.function
         program = fn.program
         results = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in fn.output_types)
-        callee = DirectCallee(fn.name, module_bytecode(program.mlir_module), results,
-                              lambda: program.translator.function_body(fn.definition),
-                              program.direct_scan.custom_call_targets)
+        return DirectCallee(fn.name, program.mlir_bytecode, results,
+                            lambda: program.translator.function_body(fn.definition),
+                            program.direct_scan.custom_call_targets)
+
+    @functools.cached_property
+    def jitted(self):
+        callee = self.callee
         prim = direct_call_primitive()
 
         def body(*args):
             return prim.bind(*args, callee=callee)
-        return jax.jit(fn.taking_storage_integers(body))
+        return jax.jit(self.function.taking_storage_integers(body))
 
     def __call__(self, *args) -> tuple:
         with compat.enable_x64():

@@ -211,3 +211,35 @@ def test_what_xla_would_crash_on_runs_translated():
         text = division.replace("i32", inexact).replace("remainder", "divide")
         program = shlo2jax.load(text, lowering="direct")
         assert program.entry.lowering == "direct", program.entry.lowering_note
+
+
+def test_a_direct_jax_export_artifact_holds_its_weights_once():
+    """Issue 32: a `jax.export` artifact loaded from bytes to lower directly holds its module
+    once, as the bytecode the lowering parses (written once at load): neither jaxlib's parsed
+    module nor the `Exported`'s module bytes stay; the program's `mlir_module`, its
+    `exported` and `jax.grad` (the translation, decoded from the bytecode) still work."""
+    from jax import export
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((16, 32)).astype(np.float32)
+    w2 = rng.standard_normal((32, 4)).astype(np.float32)
+
+    def f(x):
+        return jax.numpy.tanh(x @ w1) @ w2
+    x = rng.standard_normal((2, 16)).astype(np.float32)
+    data = export.export(jax.jit(f))(x).serialize()
+    program = shlo2jax.load(data, lowering="direct")
+    main = program["main"]
+    assert main.lowering == "direct" and not program.decoded
+    assert program.released_mlir_module and program._held._module is None
+    assert main._exported.mlir_module_serialized == b""
+    np.testing.assert_allclose(np.asarray(main(x)), f(x), rtol=1e-5, atol=1e-5)
+    # the lowering's bytes are the program's, not a copy written at the first call
+    assert main.executable.callee.bytecode is program.mlir_bytecode
+    assert program._held._module is None and main._exported.mlir_module_serialized == b""
+    grad = jax.grad(lambda v: main(v).sum())(x)
+    np.testing.assert_allclose(grad, jax.grad(lambda v: f(v).sum())(x), rtol=1e-5, atol=1e-5)
+    assert program.decoded and program._held._module is None
+    assert main.executable.callee.bytecode is program.mlir_bytecode
+    assert "stablehlo.dot_general" in str(program.mlir_module)  # parsed again on demand
+    again = shlo2jax.load(main.exported.serialize())  # the Exported rebuilt from the module
+    np.testing.assert_allclose(np.asarray(again(x)), f(x), rtol=1e-5, atol=1e-5)
