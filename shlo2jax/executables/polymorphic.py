@@ -181,8 +181,9 @@ def _specialise(function, key, values: dict):
     """
 
     refined = failed = error = None
+    context = None  # one fresh context for this call's copies (all used on this thread)
     for inline in (False, True):
-        context, module = _clone(function)
+        context, module = _clone(function, context)
         with context:
             _substitute_constants(module, values)
             if inline and not inline_calls(module):
@@ -199,7 +200,7 @@ def _specialise(function, key, values: dict):
     if refined is None or _dynamic_ops(refined[1]):
         # Ops only jax's own refinement knows (the `stablehlo.dynamic_reduce_window`,
         # `dynamic_top_k`, ... custom calls of jax.export) are left for it to finish.
-        assertion, by_jax = _jax_refinement(function, key, values)
+        assertion, by_jax = _jax_refinement(function, key, values, context)
         if assertion:
             raise ShapeError(_describe_call(function, key, values) + " breaks the program's "
                              f"shape constraints:\n  {assertion}")
@@ -219,13 +220,13 @@ def _specialise(function, key, values: dict):
                      f"shape constraints (shape refinement failed):\n{_diagnostics(error)}")
 
 
-def _jax_refinement(function, key, values: dict):
+def _jax_refinement(function, key, values: dict, context=None):
     """(failed shape assertion message or None, refined (context, module) or None) from
     jax's `refine_polymorphic_shapes`, which runs StableHLO's refinement with jax's
     extensions (inlining, shape assertions, jax.export's dynamic custom calls)."""
 
 
-    context, module = _clone(function)
+    context, module = _clone(function, context)
     with context:
         _substitute_constants(module, values)
         try:
@@ -367,14 +368,16 @@ def _calls(operation) -> list:
                 found.extend(_calls(view.operation))
     return found
 
-def _clone(function):
-    """A private copy of the module in a fresh context (MLIR contexts are not thread-safe).
+def _clone(function, context=None):
+    """A private copy of @function and what it calls in `context`, or a fresh context (MLIR
+    contexts are not thread-safe: a context is never shared beyond one call's work).
 
     `stablehlo-refine-arguments` refines @main only: another function is renamed @main in
-    the copy (and a @main it has is renamed out of the way).
+    the copy (and a @main it calls is renamed out of the way). The copy holds only the
+    functions @function reaches (and the module's other top-level ops): a module of a
+    thousand functions is not copied once per function planned at load (issue 32), and
+    refinement, which changes only @main and its callees, decides the same.
     """
-
-
 
     global _passes_registered
     if not _passes_registered:
@@ -385,22 +388,62 @@ def _clone(function):
         raise UnsupportedError([(f"func.func @{function.name}", function.definition.location,
                                  "dynamic shapes need the MLIR module the program was "
                                  "loaded from")])
-    if function.__dict__.setdefault("_bounded", _has_bounds(function.program)):
-        # refine-shapes leaves bounded `?` dimensions alone: the copy drops the bounds
-        # (the arguments were checked against them).
-        text = source.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
-        data = _BOUNDS_RE.sub("", text)
-    else:
-        buffer = io.BytesIO()
-        source.operation.write_bytecode(buffer)
-        data = buffer.getvalue()
-    context = make_ir_context()
+    bounded = function.__dict__.setdefault("_bounded", _has_bounds(function.program))
+    if context is None:
+        context = make_ir_context()
     with context:
-        module = ir.Module.parse(data)
+        try:
+            module = ir.Module.parse(_copied(function, source, bounded, subset=True))
+        except ir.MLIRError:  # a symbol the walk did not see: the whole module, as before
+            module = ir.Module.parse(_copied(function, source, bounded, subset=False))
         if function.name != "main":
             _rename(module, "main", "__shlo2jax_original_main")
             _rename(module, function.name, "main")
     return context, module
+
+
+def _copied(function, source, bounded: bool, subset: bool):
+    """The module (or the part of it @function reaches) as bytecode, or as text without its
+    bounds where it has bounds (refine-shapes leaves bounded `?` dimensions alone: the copy
+    drops them; the arguments were checked against them)."""
+    with source.context:
+        part = _reachable_part(function, source) if subset else None
+        if part is None:
+            part = source
+        if bounded:
+            return _BOUNDS_RE.sub("", part.operation.get_asm(large_elements_limit=None,
+                                                            enable_debug_info=True))
+        buffer = io.BytesIO()
+        part.operation.write_bytecode(buffer)
+        return buffer.getvalue()
+
+
+def _reachable_part(function, source):
+    """A new module in the source's context holding clones of the functions @function
+    reaches and of every other top-level op, with the module's attributes (the clones share
+    the source's uniqued attributes: constants' data is not copied)."""
+    reached = function.__dict__.get("_reached")
+    top = [view.operation for view in source.body.operations]
+    functions = {operation.attributes["sym_name"].value: operation for operation in top
+                 if operation.name == "func.func"}
+    if function.name not in functions:  # (not a top-level function: copy the whole module)
+        return None
+    if reached is None:
+        reached, stack = {function.name}, [function.name]
+        while stack:
+            for callee in _symbol_uses(functions[stack.pop()]):
+                if callee not in reached and callee in functions:
+                    reached.add(callee)
+                    stack.append(callee)
+        function.__dict__["_reached"] = reached
+    part = ir.Module.create(loc=source.operation.location)
+    for name in compat.attribute_names(source.operation):
+        part.operation.attributes[name] = source.operation.attributes[name]
+    at = ir.InsertionPoint(part.body)
+    for operation in top:
+        if operation.name != "func.func" or operation.attributes["sym_name"].value in reached:
+            operation.clone(ip=at)
+    return part
 
 
 _BOUNDS_RE = re.compile(r",\s*#stablehlo\.bounds<[^>]*>")
