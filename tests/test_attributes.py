@@ -1,0 +1,56 @@
+"""attributes.py's dense data: copies that own 64-byte aligned memory (issue 32)."""
+
+import mmap
+
+import jax
+import numpy as np
+import pytest
+from jaxlib.mlir import ir
+
+from shlo2jax import attributes
+from shlo2jax import types as T
+from shlo2jax.compat import make_ir_context
+
+
+def _owner(array):
+    """What finally owns an array's memory (through views and memoryviews)."""
+    while True:
+        if isinstance(array, np.ndarray) and array.base is not None:
+            array = array.base
+        elif isinstance(array, memoryview):
+            array = array.obj
+        else:
+            return array
+
+
+@pytest.mark.parametrize("shape, dtype", [((512, 1024), np.float32),  # 2 MB: a mapping
+                                          ((1000,), np.int8),  # the heap
+                                          ((3,), np.float64)])  # < 64 bytes: numpy's own
+def test_aligned_copy_is_an_owned_aligned_copy(shape, dtype):
+    source = np.arange(np.prod(shape)).astype(dtype).reshape(shape)
+    copy = attributes.aligned_copy(source)
+    assert copy.dtype == source.dtype and copy.shape == source.shape
+    assert copy.flags.c_contiguous and copy.flags.writeable
+    if copy.nbytes >= 64:
+        assert copy.ctypes.data % 64 == 0
+    assert not np.shares_memory(copy, source)
+    np.testing.assert_array_equal(copy, source)
+    source[...] = 7
+    assert not (copy == 7).all()
+
+
+def test_large_constant_is_held_apart_from_the_mlir_context():
+    """A decoded constant is a copy in memory of its own (not a view of the attribute, which
+    would keep the MLIR context alive), aligned so that CPU device_put wraps it."""
+    value = np.random.default_rng(0).standard_normal((512, 1024)).astype(np.float32)
+    with make_ir_context():
+        attr = ir.DenseElementsAttr.get(value)
+        decoded = attributes.dense_elements(attr, T.parse_type("tensor<512x1024xf32>"))
+        assert not np.shares_memory(decoded, np.asarray(attr))
+    assert isinstance(_owner(np.asarray(attr)), ir.Attribute)  # (what the test tells apart)
+    assert isinstance(_owner(decoded), (np.ndarray, mmap.mmap))
+    del attr
+    np.testing.assert_array_equal(decoded, value)
+    assert decoded.ctypes.data % 64 == 0
+    if jax.default_backend() == "cpu":
+        assert jax.device_put(decoded).unsafe_buffer_pointer() == decoded.ctypes.data
