@@ -182,10 +182,15 @@ def _specialise(function, key, values: dict):
 
     refined = failed = error = None
     context = None  # one fresh context for this call's copies (all used on this thread)
+    calls = True
     for inline in (False, True):
+        if inline and not calls:  # nothing to inline: no second copy (inline_calls says no)
+            break
         context, module = _clone(function, context)
         with context:
             _substitute_constants(module, values)
+            if not inline:
+                calls = bool(_calls(_entry_func(module, "main")))
             if inline and not inline_calls(module):
                 break
             try:

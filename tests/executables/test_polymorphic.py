@@ -459,6 +459,34 @@ func.func @main(%x: tensor<4x3xf32>) -> tensor<?x?xf32> {
     assert polymorphic.refinement_count == start + 1
 
 
+def test_a_copy_holds_only_the_function_and_what_it_calls():
+    # (issue 32: a function planned at load is copied with its callees, not the whole module)
+    program = shlo2jax.load("""
+func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+  return %arg0 : tensor<2xf32>
+}
+func.func private @reshape(%x: tensor<4x3xf32>) -> tensor<?x?xf32> {
+  %s = stablehlo.constant dense<[3, 4]> : tensor<2xi64>
+  %r = stablehlo.dynamic_reshape %x, %s : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+func.func public @f(%x: tensor<4x3xf32>) -> tensor<?x?xf32> {
+  %r = func.call @reshape(%x) : (tensor<4x3xf32>) -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+func.func public @unrelated(%x: tensor<?xf32>) -> tensor<?xf32> {
+  return %x : tensor<?xf32>
+}
+""")
+    context, module = polymorphic._clone(program.functions["f"])
+    with context:
+        names = [view.operation.attributes["sym_name"].value for view in module.body.operations]
+    assert names == ["reshape", "main"]  # @f is the copy's @main
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(program["f"](x), x.reshape(3, 4))
+    assert not program.module.problems
+
+
 def test_static_shape_argument_is_planned_at_load_and_specialised_per_value():
     # The artifacts' op_dynamic_reshape itself: its `?` follow from the shape argument's value,
     # which only a call knows (a value that contradicts the 16 elements is a call's ShapeError).
