@@ -71,6 +71,7 @@ def _program_of(source: sources.Source, options: LoadOptions) -> Program:
     convention = source.convention
     program = None
     scan = None
+    as_bytecode = False
     if options.lowering == "direct":
         # A program whose @main lowers directly is not decoded until something needs its
         # translation (shlo2jax.executables.direct): loading it is parsing it and one walk.
@@ -82,11 +83,8 @@ def _program_of(source: sources.Source, options: LoadOptions) -> Program:
             main = program.functions.get("main")
             if main is None or main.lowering != "direct":
                 program.module  # noqa: B018 - decodes it now: nothing lowers directly
-            elif program.release_mlir_module(as_bytecode=True):
-                # @main lowers from the module's bytecode, written once: the parsed module
-                # (its context holds the weights once more) goes with the last references
-                del source, mlir_module
-                return_freed_memory()
+            else:  # @main lowers from the module's bytecode: held so below
+                as_bytecode = True
     if program is None:
         program = Program(decoding.decode(mlir_module, name, options), mlir_module, name,
                           options, scan=scan)
@@ -94,23 +92,31 @@ def _program_of(source: sources.Source, options: LoadOptions) -> Program:
             del source, mlir_module  # the last references: the context goes here
             return_freed_memory()
     if exported is not None:
-        _take_exported_convention(program, exported, options, owned)
+        _take_exported_convention(program, exported, options,
+                                  owned and (as_bytecode or program.released_mlir_module))
     if convention is not None:
         convention(program)  # the source's calling convention (sources.Source.convention)
+    if as_bytecode:
+        # The module's bytecode, written once the Exported's module bytes went; the parsed
+        # module (its context holds the weights once more) goes with the last references.
+        del source, mlir_module, exported
+        program.release_mlir_module(as_bytecode=True)
+        return_freed_memory()
     return program
 
 
 def _take_exported_convention(program: Program, exported, options: LoadOptions,
-                              owned: bool) -> None:
+                              drop_bytes: bool) -> None:
     """The program came from a `jax.export.Exported`: its entry function takes the exported
-    function's arguments (`ExportedFunction`)."""
+    function's arguments (`ExportedFunction`), which lets the Exported's module bytes go with
+    `drop_bytes` (an Exported the loader made, whose program lets its module go)."""
     main = program.functions.get("main")
     if main is None:
         return
     vjp = _LazyProgram(exported.vjp, options) if options.producer_vjp and exported.has_vjp() \
         else None
     function = ExportedFunction.wrapping(main, exported, vjp)
-    if owned and program.released_mlir_module:
+    if drop_bytes:
         function.drop_module_bytes()
     program.functions["main"] = function
 
