@@ -41,6 +41,7 @@ import numpy as np
 from shlo2jax import compat
 from shlo2jax import names as naming
 from shlo2jax import types as T
+from shlo2jax.errors import UnsupportedError
 from shlo2jax.executables.bound import BoundFunction
 from shlo2jax.executables.exported import ExportedFunction
 from shlo2jax.loader import load
@@ -422,14 +423,17 @@ class Lifted:
     """
 
     def __init__(self, function, constants: list, arguments: list):
+        # Refused as UnsupportedError (a shlo2jax error naming the function), not a bare one.
         if function.is_polymorphic:
-            raise NotImplementedError(
-                f"lift_params: {function.signature} is shape-polymorphic; lifting constants "
-                "from a function with `?` dimensions is not supported")
+            raise UnsupportedError([(
+                "func.func", function.signature,
+                "lift_params: the function is shape-polymorphic; lifting constants from a "
+                "function with `?` dimensions is not supported")])
         if function.is_sharded and function.program.has_manual_regions:
-            raise NotImplementedError(
-                f"lift_params: {function.signature} has manual (shard_map) regions; lifting "
-                "constants from it is not supported")
+            raise UnsupportedError([(
+                "func.func", function.signature,
+                "lift_params: the function has manual (shard_map) regions; lifting constants "
+                "from it is not supported")])
         self.function = function
         self.constants = constants
         self._exported = isinstance(function, ExportedFunction)
