@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 
-from shlo2jax import grid, manual_regions
+from shlo2jax import grid, manual_regions, mesh
 from shlo2jax.chlo_legalize import legalize_chlo
 from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import ModuleDef, decode_module, decode_signatures
@@ -39,7 +39,7 @@ def decode(mlir_module, source_name: str, options: LoadOptions) -> ModuleDef:
         raise UnsupportedError(module.problems)
     # Collectives naming more processes than a plain call has run as a grid of processes
     # (spmd.run_spmd), so strict loads them; reported here, a plain call refuses them.
-    module.problems += grid.plain_call_problems(module)
+    module.problems += grid.plain_call_problems(module, mesh.num_partitions(module, mlir_module))
     problems = manual_regions.rewrite_manual_regions(module)
     if problems:
         raise UnsupportedError(problems)

@@ -99,10 +99,13 @@ def _op_names(region, module, seen) -> set:
 _RUN_PARALLEL = "interpreter.run_parallel"
 
 
-def plain_call_problems(module) -> list:
+def plain_call_problems(module, partitions: Optional[int] = None) -> list:
     """(op name, location, what) of each collective, in the functions a call of the program
     runs, whose process groups name more processes than that call has: the program's grid
-    (mhlo.num_replicas x mhlo.num_partitions, 1x1 unless declared). Such an op runs only in
+    (mhlo.num_replicas x `partitions`: the decoder passes `mesh.num_partitions`, which for
+    an older export that declares no partitions counts the devices its meshes and shardings
+    name, the mesh its sharded executable runs on; else mhlo.num_partitions, 1 unless
+    declared). Such an op runs only in
     a grid of processes (`shlo2jax.spmd.run_spmd`); the decoder reports it at load, and a
     plain call refuses it then instead of failing while tracing. The processes of an
     interpreter.run_parallel are a grid of their own, not checked here. A collective's
@@ -110,7 +113,7 @@ def plain_call_problems(module) -> list:
     if not any(getattr(op.params, "beyond_grid", None) for op in module.ops):
         return []  # (no collective: most programs)
     R = int(module.attrs.get("mhlo.num_replicas", 1))
-    P = int(module.attrs.get("mhlo.num_partitions", 1))
+    P = partitions if partitions is not None else int(module.attrs.get("mhlo.num_partitions", 1))
     problems, seen = [], set()
     pending = [n for n, f in module.functions.items() if f.public] or list(module.functions)
     while pending:

@@ -58,6 +58,18 @@ def module_meshes(mlir_module, module_attrs: dict) -> dict:
 
 # ---------------------------------------------------------------- the program's mesh
 
+def num_partitions(module, mlir_module=None, meshes: Optional[dict] = None) -> int:
+    """mhlo.num_partitions; older exports do not say: the devices their meshes and
+    shardings name (1 when none)."""
+    declared = int(module.attrs.get("mhlo.num_partitions", 0))
+    if declared:
+        return declared
+    if meshes is None:
+        meshes = module_meshes(mlir_module, module.attrs)
+    return max([m.size for m in meshes.values()] + [
+        _devices_named(value_sharding_or_none(a)) for a in _sharding_attrs(module)], default=1)
+
+
 def _refine(iotas, n) -> Optional[list]:
     """The coarsest mesh axis sizes (major first) over device ids 0..n-1 on which every
     iota tile assignment `(reshape_dims, transpose, tile_dims)` is a split of axes."""
@@ -94,11 +106,7 @@ class ShardingContext:
         attrs = module.attrs
         self.meshes = module_meshes(mlir_module, attrs)
         self.num_replicas = int(attrs.get("mhlo.num_replicas", 1))
-        # older exports do not say: the devices their shardings name
-        self.num_partitions = int(attrs.get("mhlo.num_partitions", 0)) or max(
-            [m.size for m in self.meshes.values()] + [
-                _devices_named(value_sharding_or_none(a)) for a in _sharding_attrs(module)],
-            default=1)
+        self.num_partitions = num_partitions(module, meshes=self.meshes)
         self.num_devices = self.num_replicas * self.num_partitions
         main = [m for m in self.meshes.values() if m.size == self.num_devices and m.axes]
         self.sdy_mesh: Optional[SdyMesh] = main[0] if main else None

@@ -186,6 +186,10 @@ def _adapt(module: ir.Module, data) -> None:
                     ir.IntegerType.get_signless(32), int(found[1]))
         if partitioned:
             _drop_entry_shardings(module)
+            # one partition's program: declared, so that no sharding left inside it makes
+            # the program's grid the partitioned mesh (mesh.num_partitions)
+            module.operation.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(32), 1)
         elif not any(name in module.operation.attributes for name in _HEADER_GRID_RE):
             # `Lowered.as_text(dialect="hlo")` prints no grid: the devices the shardings
             # name, as the StableHLO of the same jit declares them (mhlo.num_partitions)

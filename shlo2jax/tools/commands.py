@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from shlo2jax import grid, registry
+from shlo2jax import grid, mesh, registry
 from shlo2jax.errors import UsageError
 from shlo2jax.executables.exported import ExportedFunction
 from shlo2jax.loader import load
@@ -253,7 +253,7 @@ def _info(args) -> int:
         print(f"  {count:7d}  {name}")
     # Collectives whose groups name more processes than a plain call has are no gap: they
     # run as a grid of processes (spmd.run_spmd), so they are listed apart.
-    needs_grid = set(grid.plain_call_problems(module))
+    needs_grid = set(grid.plain_call_problems(module, mesh.num_partitions(module)))
     unsupported = [p for p in module.problems if p not in needs_grid]
     if unsupported:
         print(f"not yet supported ({len(unsupported)}):")
