@@ -47,17 +47,24 @@ def legalize_chlo(mlir_module, unsupported_names: Optional[Iterable[str]] = None
         missing = chlo_ops.intersection(unsupported_names)
     if not missing:
         return False
+    return rewrite_on_a_trial_copy(mlir_module,
+                                   lambda op: PassManager.parse(_PIPELINE).run(op))
+
+
+def rewrite_on_a_trial_copy(mlir_module, rewrite, errors=(ir.MLIRError,)) -> bool:
+    """`rewrite(operation)` applied to `mlir_module` if it succeeds on a copy (a failing
+    conversion may leave the IR half rewritten); False, the module untouched, when it raises
+    one of `errors`. StableHLO's passes are registered first, once."""
     global _passes_registered
     if not _passes_registered:
         stablehlo.register_stablehlo_passes()
         _passes_registered = True
-    # A failing conversion may leave the IR half rewritten: try it on a copy first.
     trial = mlir_module.operation.clone()
     try:
-        PassManager.parse(_PIPELINE).run(trial)
-    except ir.MLIRError:
+        rewrite(trial)
+    except errors:
         return False
     finally:
         trial.erase()
-    PassManager.parse(_PIPELINE).run(mlir_module.operation)
+    rewrite(mlir_module.operation)
     return True

@@ -26,7 +26,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 from jaxlib.mlir.passmanager import PassManager
 
-from shlo2jax.chlo_legalize import op_names
+from shlo2jax.chlo_legalize import op_names, rewrite_on_a_trial_copy
 
 _PIPELINE = "builtin.module(func.func(shape-legalize-to-stablehlo))"
 # What stands for a `shape.cstr_broadcastable` while the pass runs: a cast to `none` marked
@@ -36,7 +36,6 @@ _PENDING = "shlo2jax.pending_cstr_broadcastable"
 _CAST = "builtin.unrealized_conversion_cast"
 _MESSAGE = ("the shapes of an implicit broadcast (shape.cstr_broadcastable) are not "
             "broadcastable: a dimension differs and neither size is 1")
-_passes_registered = False
 
 
 def legalize_shapes(mlir_module) -> bool:
@@ -46,20 +45,9 @@ def legalize_shapes(mlir_module) -> bool:
     untouched and the decoder reports its ops as usual."""
     if not any(name.startswith("shape.") for name in op_names(mlir_module)):
         return False
-    global _passes_registered
-    if not _passes_registered:
-        stablehlo.register_stablehlo_passes()
-        _passes_registered = True
-    # A failing conversion may leave the IR half rewritten: try it on a copy first.
-    trial = mlir_module.operation.clone()
-    try:
-        _rewrite(trial)
-    except (ir.MLIRError, ValueError, _CannotRewrite):  # (ValueError: a jaxlib without the pass)
-        return False
-    finally:
-        trial.erase()
-    _rewrite(mlir_module.operation)
-    return True
+    # (ValueError: a jaxlib without the pass)
+    return rewrite_on_a_trial_copy(mlir_module, _rewrite,
+                                   (ir.MLIRError, ValueError, _CannotRewrite))
 
 
 class _CannotRewrite(Exception):
