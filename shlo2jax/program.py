@@ -46,12 +46,12 @@ class Function:
             self._definition = self.program.module.functions[self.name]
         return self._definition
 
-    @property
-    def lowering(self) -> str:
-        """"direct" when calls and jit lower this function to the module's own ops
-        (`load(..., lowering="direct")`, where the function allows it), else "translate".
-        `lowering_note` says why a function is translated ("not asked for" by default)."""
-        return self.executable.lowering
+    lowering = property(lambda self: self.executable.lowering, doc=""""direct" when calls and jit
+        lower this function to the module's own ops (`load(..., lowering="direct")`, where it
+        allows it), else "translate". `lowering_note` says why it is translated ("not asked
+        for" by default); `islands`, which of its ops lower from their translation inside it.""")
+    islands = property(lambda self: getattr(self.executable, "islands", ()), doc="""An `Island`
+        (op, location, why) per op lowered from its translation (shlo2jax.executables.islands).""")
 
     @property
     def in_avals(self) -> tuple:

@@ -51,6 +51,8 @@ class _BoundCall:
     def lowering(self) -> str:
         return self.function.module_function.executable.lowering
 
+    islands = property(lambda self: self.function.module_function.islands)
+
     def __call__(self, *args) -> tuple:
         fn = self.function
         return fn.module_function.call_module(*fn.module_arguments(args))

@@ -19,8 +19,12 @@ A function lowers directly only where that is exactly what XLA would run: static
 types that XLA holds (no quantized or f6 values, no tokens or tuples), ops of the
 stablehlo/chlo/func dialects other than side effects and collectives, custom calls only to
 jax's own typed-FFI kernels (LAPACK, cuSOLVER, ...; lowered as the translation for a platform
-that lacks the kernel), one device. Anywhere else the translation runs, and
-`Function.lowering` says which one did and why.
+that lacks the kernel), one device. An op that needs the translation and depends on nothing
+but its operands (a custom call the translation maps, a composite, an integer division, an op
+giving 2-bit integers, a region-free mhlo op) is an island (shlo2jax.executables.islands): a
+call of its translation's lowering inside the function, decoded at load and listed in
+`Function.islands`. Anywhere else the whole function is translated, and `Function.lowering`
+says which one did and `lowering_note` why.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
                              stable_custom_call_targets)
+from shlo2jax.executables.islands import Island, Islands
+from shlo2jax.executables.islands import outline as outline_islands
 from shlo2jax.module import format_location
 
 # Ops whose direct lowering is not what the translation gives or may not compile as-is on
@@ -70,13 +76,34 @@ def _plain(t) -> bool:
         t.dtype.name not in _CRASHING_DTYPES
 
 
+def _island_type(t) -> bool:
+    """A type an island's function may take or give: a static tensor XLA holds (2-bit integers
+    included: only the ops over them need the translation)."""
+    return type(t) is T.TensorType and t.quant is None and t.is_static
+
+
+# Ops of other dialects than stablehlo/chlo/func that may be islands: the mhlo ops that jaxlib's
+# HLO -> StableHLO conversion leaves (bitcast, copy, topk, ...), other than those whose
+# translation depends on more than their operands (the ones `_TRANSLATED_ONLY` lists, by name).
+_ISLAND_DIALECTS = ("mhlo.",)
+_CONTEXTUAL = frozenset(name.split(".", 1)[1] for name in _TRANSLATED_ONLY) - {"composite"} | {
+    "custom_call", "async_start", "async_update", "async_done", "add_dependency", "domain",
+    "xla.rng_get_and_update_state"}
+
+
 class DirectScan:
     """What one walk of a module found: why it cannot lower directly (None when it can: the
-    first op that stops it, with its location), and the custom call targets it calls."""
+    first op that stops it, with its location), the custom call targets it calls, and its
+    islands (`shlo2jax.executables.islands`: an `Island` per op, in walk order; the `outline`
+    module's bytecode and slots; the names of their ops)."""
 
-    def __init__(self, blocker: Optional[str], custom_call_targets: frozenset):
+    def __init__(self, blocker: Optional[str], custom_call_targets: frozenset,
+                 islands: tuple = (), island_bytecode: Optional[bytes] = None,
+                 island_slots: tuple = (), island_names: frozenset = frozenset()):
         self.blocker = blocker
         self.custom_call_targets = custom_call_targets
+        self.islands, self.island_bytecode = islands, island_bytecode
+        self.island_slots, self.island_names = island_slots, island_names
 
 
 def _custom_call_blocker(operation, stable: frozenset) -> Optional[str]:
@@ -96,9 +123,14 @@ def _custom_call_blocker(operation, stable: frozenset) -> Optional[str]:
         and isinstance(attrs["mhlo.backend_config"], ir.DictAttr))
     if not typed_ffi:
         return f"custom call @{target} is a legacy kernel (api_version {version}), not the typed FFI"
-    if "has_side_effect" in attrs and bool(attrs["has_side_effect"].value):
+    if _has_side_effect(operation):
         return f"custom call @{target} has side effects"
     return None
+
+
+def _has_side_effect(operation) -> bool:
+    attrs = operation.attributes
+    return "has_side_effect" in attrs and bool(attrs["has_side_effect"].value)
 
 
 def _of_integers(mlir_type) -> bool:
@@ -108,50 +140,102 @@ def _of_integers(mlir_type) -> bool:
         return False
 
 
-def scan(mlir_module, source_name: str = "") -> DirectScan:
-    """Walks `mlir_module` once (no decoding: a load that lowers directly skips it) for the ops
-    and types only the translation handles (see the module docstring)."""
-    stable = stable_custom_call_targets()
-    root = mlir_module.operation
-    plain_types: dict = {}  # types are uniqued in their context: each is parsed once
-    targets: set = set()
-    blocker = []
+class _Classifier:
+    """Why an op cannot lower as itself, and whether it can be an island (see the module
+    docstring and shlo2jax.executables.islands)."""
 
-    def plain(mlir_type) -> bool:
-        ok = plain_types.get(mlir_type)
-        if ok is None:
+    def __init__(self):
+        self.stable = stable_custom_call_targets()
+        self._types: dict = {}  # types are uniqued in their context: each is parsed once
+
+    def _type(self, mlir_type):
+        t = self._types.get(mlir_type, False)
+        if t is False:
             try:
-                ok = _plain(T.parse_type(str(mlir_type)))
+                t = T.parse_type(str(mlir_type))
             except Exception:  # a type the translation cannot read is not one XLA holds here
-                ok = False
-            plain_types[mlir_type] = ok
-        return ok
+                t = None
+            self._types[mlir_type] = t
+        return t
 
-    def visit(operation):
+    def plain(self, mlir_type) -> bool:
+        t = self._type(mlir_type)
+        return t is not None and _plain(t)
+
+    def __call__(self, operation) -> tuple:
+        """(why `operation` cannot lower as itself, or None; whether it can be an island)."""
         name = operation.name
         why = None
         if name == "stablehlo.custom_call":
-            why = _custom_call_blocker(operation, stable)
-            if why is None:
-                targets.add(operation.attributes["call_target_name"].value)
+            why = _custom_call_blocker(operation, self.stable)
+            island = not _has_side_effect(operation)
         elif name in _TRANSLATED_ONLY or not name.startswith(_DIALECTS):
-            if operation == root:
-                return ir.WalkResult.ADVANCE
             why = f"{name} runs translated"
+            island = name == "stablehlo.composite" or (
+                name.startswith(_ISLAND_DIALECTS) and name.split(".", 1)[1] not in _CONTEXTUAL)
         elif name in _INTEGER_DIVISIONS and _of_integers(operation.results[0].type):
-            why = f"integer {name} runs translated (its divisor guarded)"
+            why, island = f"integer {name} runs translated (its divisor guarded)", True
         if why is None:
             for t in operation.results.types:
-                if not plain(t):
-                    why = f"{name} has a type the translation carries ({t})"
+                if not self.plain(t):
+                    why, island = f"{name} has a type the translation carries ({t})", True
                     break
         if why is None:
+            return None, False
+        # An island is a call of a function of its operands: no regions (whose ops would be
+        # the island's), results to give, types a function signature can hold.
+        island = island and not len(operation.regions) and len(operation.results) > 0 and all(
+            (t := self._type(v.type)) is not None and _island_type(t)
+            for v in list(operation.operands) + list(operation.results))
+        return why, island
+
+    def islands(self, mlir_module, names: frozenset) -> list:
+        """The island ops of a module that has no blocker, in walk order (only ops named in
+        `names` are asked about)."""
+        found = []
+
+        def visit(operation):
+            if operation.name in names and self(operation)[1]:
+                found.append(operation)
             return ir.WalkResult.ADVANCE
-        blocker.append(f"{why} (at {format_location(operation.location, source_name)})")
+
+        mlir_module.operation.walk(visit)
+        return found
+
+
+def scan(mlir_module, source_name: str = "") -> DirectScan:
+    """Walks `mlir_module` once (no decoding: a load that lowers directly skips it) for the ops
+    and types only the translation handles (see the module docstring): the first that stops
+    the direct lowering, else the islands."""
+    classify = _Classifier()
+    root = mlir_module.operation
+    targets: set = set()
+    blocker, island_ops, islands = [], [], []
+
+    def visit(operation):
+        if operation == root:
+            return ir.WalkResult.ADVANCE
+        why, island = classify(operation)
+        if why is None:
+            if operation.name == "stablehlo.custom_call":
+                targets.add(operation.attributes["call_target_name"].value)
+            return ir.WalkResult.ADVANCE
+        where = format_location(operation.location, source_name)
+        if island:
+            island_ops.append(operation)
+            islands.append(Island(operation.name, where, why))
+            return ir.WalkResult.ADVANCE
+        blocker.append(f"{why} (at {where})")
         return ir.WalkResult.INTERRUPT
 
     root.walk(visit)
-    return DirectScan(blocker[0] if blocker else None, frozenset(targets))
+    if blocker:
+        return DirectScan(blocker[0], frozenset(targets))
+    if not islands:
+        return DirectScan(None, frozenset(targets))
+    bytecode, slots = outline_islands(island_ops, mlir_module)
+    return DirectScan(None, frozenset(targets), tuple(islands), bytecode, slots,
+                      frozenset(island.op for island in islands))
 
 
 @functools.cache
@@ -187,6 +271,8 @@ def direct_call_primitive():
                                       multiple_results=True)(ctx, *args)
             initialize_kernels(mctx.platforms)
         submodule = ir.Module.parse(callee.bytecode, context=mctx.context)
+        if callee.islands is not None:
+            callee.islands.lower_into(ctx, submodule)
         name = mlir.merge_mlir_modules(mctx.module, f"shlo2jax_{callee.name}", submodule,
                                        dst_symtab=mctx.symbol_table)
         result_types = [compat.aval_to_ir_type(mctx, a) for a in ctx.avals_out]
@@ -227,10 +313,11 @@ class DirectCallee:
     Function)."""
 
     def __init__(self, name: str, bytecode: bytes, out_avals: tuple, translate,
-                 custom_call_targets: frozenset):
+                 custom_call_targets: frozenset, islands: Optional[Islands] = None):
         self.name, self.bytecode, self.out_avals = name, bytecode, out_avals
         self._translate = translate  # () -> the translation of the same function
         self.custom_call_targets = custom_call_targets
+        self.islands = islands  # the ops lowered from their translation, None where none
 
     @functools.cached_property
     def translated(self):
@@ -249,6 +336,18 @@ class Direct:
 
     def __init__(self, function):
         self.function = function
+        program = function.program
+        scan = program.direct_scan
+        # The islands are decoded now, at load: what the translation lacks is reported here.
+        self._islands = None if not scan.islands else Islands(
+            scan.islands, scan.island_bytecode, scan.island_slots,
+            lambda module: _Classifier().islands(module, scan.island_names),
+            program.source_name, program.options)
+
+    @property
+    def islands(self) -> tuple:
+        """An `Island` for each op lowered from its translation inside the function."""
+        return () if self._islands is None else self._islands.records
 
     @functools.cached_property
     def callee(self) -> DirectCallee:
@@ -260,7 +359,7 @@ class Direct:
         results = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in fn.output_types)
         return DirectCallee(fn.name, program.mlir_bytecode, results,
                             lambda: program.translator.function_body(fn.definition),
-                            program.direct_scan.custom_call_targets)
+                            program.direct_scan.custom_call_targets, self._islands)
 
     @functools.cached_property
     def jitted(self):

@@ -38,6 +38,8 @@ class ExportedCall:
     def lowering(self) -> str:
         return self.function.executable.lowering
 
+    islands = property(lambda self: getattr(self.function.executable, "islands", ()))
+
     def __call__(self, *args) -> tuple:
         fn = self.function
         outs = fn.call_module(*fn.module_arguments(args))

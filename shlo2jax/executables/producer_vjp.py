@@ -29,6 +29,8 @@ class ProducerVjp:
     def lowering(self) -> str:
         return self.call.lowering
 
+    islands = property(lambda self: getattr(self.call, "islands", ()))
+
     def __call__(self, *args) -> tuple:
         return tuple(self._with_vjp(*args))
 

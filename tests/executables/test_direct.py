@@ -25,14 +25,12 @@ def _load(entry_id, **options):
     return e, program, program[e.meta.get("function", "main")]
 
 
-# What keeps a corpus entry translated (see shlo2jax.executables.direct): composites (jax's erf and
-# top_k), TensorFlow's @mhlo.erf custom call, `?` dimensions in the signature, and the mhlo ops
-# that jaxlib's HLO -> StableHLO conversion leaves in HLO entries (fusion and its return,
-# bitcast, topk: the direct lowering takes StableHLO only), and an integer divide whose divisor
-# the translation guards (TensorFlow's max-pool gradient in hlo/tf_cnn_train_step_before_opt).
-TRANSLATED_BECAUSE = ("stablehlo.composite runs translated", "custom call @mhlo.erf",
-                      "a signature type the translation carries (tensor<?x", "mhlo.",
-                      "integer stablehlo.divide runs translated")
+# What keeps a corpus entry translated (see shlo2jax.executables.direct): `?` dimensions in the
+# signature, and the fusions of XLA's optimised dumps (mhlo ops with regions: an island is one
+# op without regions). Composites, TensorFlow's @mhlo.erf custom call, integer division and the
+# region-free mhlo ops are islands (tests/executables/test_direct_islands.py).
+TRANSLATED_BECAUSE = ("a signature type the translation carries (tensor<?x",
+                      "mhlo.return runs translated")
 
 
 @pytest.mark.corpus
@@ -84,15 +82,14 @@ def test_direct_lowering_is_the_module_itself():
 
 @pytest.mark.corpus
 def test_functions_the_direct_lowering_cannot_express_run_translated():
-    e, _, fn = _load("tensorflow/tf_special", lowering="direct")  # TF's @mhlo.erf custom call
-    assert fn.lowering == "translate"
-    assert "custom call @mhlo.erf is not one of jax's stable kernels" in fn.lowering_note
-    assert checks.run(e, "forward", fn).ok
-    _, _, composite = _load("jax/moe_topk", lowering="direct")
-    assert composite.lowering == "translate"
-    assert "stablehlo.composite runs translated (at " in composite.lowering_note
-    _, _, poly = _load("jax/mlp_poly", lowering="direct")  # a `?` dimension
+    e, _, poly = _load("jax/mlp_poly", lowering="direct")  # a `?` dimension
     assert poly.lowering == "translate" and "tensor<?x" in poly.lowering_note
+    assert poly.islands == ()
+    e, _, fn = _load("tensorflow/tf_special", lowering="direct")  # @mhlo.erf: an island
+    assert fn.lowering == "direct" and fn.lowering_note is None
+    assert [island.why for island in fn.islands] == [
+        "custom call @mhlo.erf is not one of jax's stable kernels"]
+    assert checks.run(e, "forward", fn).ok
 
 
 @pytest.mark.corpus
@@ -191,15 +188,17 @@ def test_the_translation_is_the_default():
 
 def test_what_xla_would_crash_on_runs_translated():
     """Integer division whose divisor XLA can fold to zero (SIGFPE at compile time: found by
-    the fuzzer) and 2-bit integers (XLA CPU crashes on several ops over them) run translated."""
+    the fuzzer) and 2-bit integers (XLA CPU crashes on several ops over them) run translated:
+    as islands inside a function that lowers directly, the whole function where its signature
+    has them."""
     division = """func.func @main(%x: tensor<4xi32>) -> tensor<4xi32> {
   %0 = stablehlo.subtract %x, %x : tensor<4xi32>
   %1 = stablehlo.remainder %x, %0 : tensor<4xi32>
   return %1 : tensor<4xi32>
 }"""
     program = shlo2jax.load(division, lowering="direct")
-    assert program.entry.lowering == "translate"
-    assert "integer stablehlo.remainder runs translated" in program.entry.lowering_note
+    assert program.entry.lowering == "direct"  # the remainder is an island
+    assert program.entry.islands[0].why.startswith("integer stablehlo.remainder runs translated")
     x = np.arange(4, dtype=np.int32)
     np.testing.assert_array_equal(np.asarray(program(x)), x)  # XLA's x % 0 = x
     two_bit = shlo2jax.load("""func.func @main(%x: tensor<4xi2>) -> tensor<8xi2> {
@@ -207,6 +206,16 @@ def test_what_xla_would_crash_on_runs_translated():
   return %0 : tensor<8xi2>
 }""", lowering="direct")
     assert two_bit.entry.lowering == "translate" and "tensor<4xi2>" in two_bit.entry.lowering_note
+    inner = shlo2jax.load("""func.func @main(%x: tensor<4xi8>) -> tensor<8xi8> {
+  %0 = stablehlo.convert %x : (tensor<4xi8>) -> tensor<4xi2>
+  %1 = stablehlo.concatenate %0, %0, dim = 0 : (tensor<4xi2>, tensor<4xi2>) -> tensor<8xi2>
+  %2 = stablehlo.convert %1 : (tensor<8xi2>) -> tensor<8xi8>
+  return %2 : tensor<8xi8>
+}""", lowering="direct")  # 2-bit values inside the function: the ops giving them are islands
+    assert inner.entry.lowering == "direct", inner.entry.lowering_note
+    assert [i.op for i in inner.entry.islands] == ["stablehlo.convert", "stablehlo.concatenate"]
+    small = np.array([-2, -1, 0, 1], dtype=np.int8)
+    np.testing.assert_array_equal(np.asarray(inner(small)), np.concatenate([small, small]))
     for inexact in ("f32", "complex<f32>"):
         text = division.replace("i32", inexact).replace("remainder", "divide")
         program = shlo2jax.load(text, lowering="direct")

@@ -1,0 +1,181 @@
+"""Islands: the ops of a function that lowers directly whose translation lowers in their place.
+
+A function lowers directly (shlo2jax.executables.direct) when XLA compiles its ops as they are.
+Some ops need the translation instead (a custom call the translation maps, such as TF's
+`mhlo.erf` or a legacy GPU kernel; a composite; an integer division, whose divisor the
+translation guards; an op over 2-bit integers). Where such an op depends on nothing but its
+operands, it is an island: the function still lowers to the module's own ops, and each island
+becomes a `func.call` of a private function whose body is the lowering of that op's
+translation. Only the islands are decoded, at load (an op the translation lacks is reported
+then, all together); each distinct island (same op, attributes and types) is one function.
+
+At load, `outline` copies the first op of each distinct island into a small module of its own
+(one public function per island, and the functions the islands refer to: a composite's
+decomposition, a custom call's called computations); `Islands` decodes it. At each lowering,
+`Islands.lower_into` finds the islands again in the module being lowered (the same walk finds
+them in the same order) and replaces each by its call.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import numpy as np
+from jax.interpreters import mlir
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_dialect
+
+from shlo2jax import compat, decoding
+from shlo2jax.compat import attribute_items
+from shlo2jax.outline import write_bytecode
+from shlo2jax.translate import Translator, gc_paused
+
+
+class Island(NamedTuple):
+    """One op of a function that lowers directly and lowers from its translation there."""
+    op: str        # the op's name: "stablehlo.custom_call", "stablehlo.composite", ...
+    location: str  # where it is in the source
+    why: str       # why it cannot lower as itself
+
+    def __str__(self):
+        return f"{self.op} at {self.location}: {self.why}"
+
+
+def _function_name(slot: int) -> str:
+    return f"shlo2jax_island_{slot}"
+
+
+def _key(operation) -> tuple:
+    """Ops with the same key have the same translation: one island function serves them."""
+    return (operation.name, tuple(str(v.type) for v in operation.operands),
+            tuple(str(t) for t in operation.results.types),
+            tuple((name, str(attr)) for name, attr in attribute_items(operation)))
+
+
+def _symbols(attr, into: list) -> None:
+    if isinstance(attr, ir.FlatSymbolRefAttr):
+        into.append(attr.value)
+    elif isinstance(attr, ir.ArrayAttr):
+        for element in attr:
+            _symbols(element, into)
+
+
+def _referenced_functions(operations, symbol_table) -> list:
+    """The names of the functions `operations` refer to (a composite's decomposition, a custom
+    call's called computations), and those they refer to in turn, each once."""
+    names: list = []
+
+    def refer(operation):
+        for _, attr in attribute_items(operation):
+            _symbols(attr, names)
+        return ir.WalkResult.ADVANCE
+
+    for operation in operations:
+        refer(operation)
+    seen: list = []
+    while names:
+        name = names.pop()
+        if name not in seen and name in symbol_table:
+            seen.append(name)
+            symbol_table[name].operation.walk(refer)
+    return seen
+
+
+def outline(operations, mlir_module) -> tuple:
+    """(bytecode, slots): a module holding one public function per distinct op of `operations`
+    (ops of `mlir_module`, in walk order), named `shlo2jax_island_<slot>`, with the functions
+    they refer to; and for each op, the slot of its function."""
+    keys: dict = {}
+    firsts, slots = [], []
+    for operation in operations:
+        slot = keys.setdefault(_key(operation), len(keys))
+        if slot == len(firsts):
+            firsts.append(operation)
+        slots.append(slot)
+    symbol_table = ir.SymbolTable(mlir_module.operation)
+    with mlir_module.context, ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            for name in _referenced_functions(firsts, symbol_table):
+                symbol_table[name].operation.clone()
+            for slot, operation in enumerate(firsts):
+                with operation.location:
+                    fn = func_dialect.FuncOp(_function_name(slot), ir.FunctionType.get(
+                        [v.type for v in operation.operands], list(operation.results.types)))
+                    block = fn.add_entry_block()
+                    with ir.InsertionPoint(block):
+                        copy = operation.clone()
+                        for i, argument in enumerate(block.arguments):
+                            copy.operands[i] = argument
+                        func_dialect.ReturnOp(list(copy.results))
+        return write_bytecode(module), tuple(slots)
+
+
+class Islands:
+    """The islands of a program, decoded (at load) from their `outline` module, and lowered in
+    place of their ops at each lowering of the program's module."""
+
+    def __init__(self, records: tuple, bytecode: bytes, slots: tuple, find, source_name: str,
+                 options):
+        """`records`: an `Island` per island op, in walk order; `bytecode`, `slots`: their
+        `outline`; `find(mlir_module)`: the island ops of a module, in walk order."""
+        self.records, self.slots, self._find = records, slots, find
+        with compat.make_ir_context():
+            module = ir.Module.parse(bytecode)
+        # strict options (the default): what the translation lacks is an UnsupportedError now
+        self.module = decoding.decode(module, source_name, options)
+        self.translator = Translator(self.module, options)
+
+    def _signature(self, slot: int) -> tuple:
+        fdef = self.module.functions[_function_name(slot)]
+        return fdef, [jax.core.ShapedArray(t.shape, t.dtype) for t in fdef.input_types]
+
+    def lower_into(self, ctx, mlir_module) -> None:
+        """Replaces each island op of `mlir_module` (parsed in the context of the lowering
+        rule's `ctx`) by a call of its translation, lowered as a private function of the module
+        being lowered."""
+        operations = self._find(mlir_module)
+        if len(operations) != len(self.slots):  # the same module, walked the same way
+            raise AssertionError(f"found {len(operations)} islands where the load found "
+                                 f"{len(self.slots)}")
+        taken = ir.SymbolTable(mlir_module.operation)
+        lowered: dict = {}
+        for operation, slot in zip(operations, self.slots):
+            name = lowered.get(slot)
+            if name is None:
+                name = lowered[slot] = self._lower(ctx, slot, operation, taken)
+            with ir.InsertionPoint(operation), operation.location:
+                call = func_dialect.CallOp(list(operation.results.types),
+                                           ir.FlatSymbolRefAttr.get(name),
+                                           list(operation.operands))
+            for old, new in zip(operation.results, call.results):
+                old.replace_all_uses_with(new)
+            operation.erase()
+
+    def _lower(self, ctx, slot: int, operation, taken) -> str:
+        """The name of a new private function of the module being lowered: the lowering of
+        island `slot`'s translation, with `operation`'s types. Its name is free in the module
+        the islands are in too (`taken`), which is merged into it after."""
+        mctx = ctx.module_context
+        name, i = _function_name(slot), 0
+        while name in taken or name in mctx.symbol_table:
+            name, i = f"{_function_name(slot)}_{i}", i + 1
+        fdef, avals = self._signature(slot)
+        with compat.enable_x64(), gc_paused():
+            closed = jax.make_jaxpr(self.translator.function_body(fdef))(*avals)
+            with operation.location:
+                fn = func_dialect.FuncOp(
+                    name, ir.FunctionType.get([v.type for v in operation.operands],
+                                              list(operation.results.types)),
+                    visibility="private", ip=ir.InsertionPoint(mctx.module.body))
+                mctx.symbol_table.insert(fn)
+                block = fn.add_entry_block()
+                with ir.InsertionPoint(block):
+                    consts = [mlir.ir_constant(np.asarray(c)) for c in closed.consts]
+                    outs = compat.lower_jaxpr(ctx, closed.jaxpr, consts, *block.arguments)
+                    flat = []
+                    for value in outs:
+                        flat.extend(value if isinstance(value, (tuple, list)) else [value])
+                    func_dialect.ReturnOp(flat)
+        return name

@@ -1,0 +1,218 @@
+"""Islands (shlo2jax/executables/islands.py): a function that lowers directly keeps the module's
+own ops, and each op that needs the translation (a custom call the translation maps, a
+composite, an integer division, an mhlo op) is a `func.call` of its translation's lowering.
+Checked on real producers' exports against the producers' own outputs and the translation's,
+and on the lowered text."""
+
+import collections
+
+import jax
+import numpy as np
+import pytest
+from jaxlib.mlir import ir
+
+import shlo2jax
+from corpus import checks
+from corpus import entry as corpus_entry
+from shlo2jax.compat import make_ir_context
+from shlo2jax.errors import UnsupportedError
+
+ENTRIES = {e.id: e for e in corpus_entry.entries()}
+
+
+def _load(entry_id, **options):
+    e = ENTRIES[entry_id]
+    program = shlo2jax.load(str(e.artifact_path), **options)
+    return e, program, program[e.meta.get("function", "main")]
+
+
+def _ops(module, root: str, stop: str) -> collections.Counter:
+    """The ops of function `root` of `module` and of the functions it calls, not following
+    calls of functions whose name starts with `stop`."""
+    table = {op.attributes["sym_name"].value: op for op in module.body.operations}
+    counts, todo, seen = collections.Counter(), [root], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name.startswith(stop):
+            continue
+        seen.add(name)
+
+        def visit(op):
+            counts[op.name] += 1
+            if op.name == "func.call":
+                todo.append(op.attributes["callee"].value)
+            return ir.WalkResult.ADVANCE
+        table[name].operation.walk(visit)
+    return counts
+
+
+def _lowered_ops(text: str, source) -> tuple:
+    """(the ops the lowered module runs as the source's own, those of the source module's
+    functions), both as Counters over op names."""
+    with make_ir_context():
+        lowered = ir.Module.parse(text)
+        own = _ops(lowered, "shlo2jax_main", "shlo2jax_island")
+        original = _ops(ir.Module.parse(str(source)), "main", "\0")
+    return own, original
+
+
+def _assert_islands_are_calls(fn, program, args):
+    """The lowered function is the source's ops, each island op replaced by one func.call."""
+    text = jax.jit(fn).lower(*args).as_text()
+    own, original = _lowered_ops(text, program.mlir_module)
+    islands = collections.Counter(island.op for island in fn.islands)
+    expected = original - islands
+    expected["func.call"] += sum(islands.values())
+    assert own == expected
+    assert text.count("call @shlo2jax_island_") == sum(islands.values())
+
+
+# One per kind of island the corpus has: TensorFlow's @mhlo.erf custom call (TF and
+# PyTorch/XLA), jax's composites (erf, top_k), an integer divide (TF's max-pool gradient, as
+# XLA's dump), an mhlo op left by the HLO conversion, composites in a Hugging Face MoE model.
+ISLANDS = {
+    "tensorflow/tf_special": "custom call @mhlo.erf is not one of jax's stable kernels",
+    "torch_xla/mlp": "custom call @mhlo.erf is not one of jax's stable kernels",
+    "jax/flow_special": "stablehlo.composite runs translated",
+    "jax/moe_topk": "stablehlo.composite runs translated",
+    "hlo/tf_cnn_train_step_before_opt": "integer stablehlo.divide runs translated",
+    "hlo/moe_topk_before_opt": "mhlo.topk runs translated",
+    "torch/hf_mixtral": "stablehlo.composite runs translated",
+}
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("entry_id", sorted(ISLANDS))
+def test_islands_lower_as_calls_of_their_translation(entry_id):
+    e, program, fn = _load(entry_id, lowering="direct")
+    assert fn.lowering == "direct" and fn.lowering_note is None
+    assert fn.islands and all(island.why.startswith(ISLANDS[entry_id])
+                              for island in fn.islands), fn.islands
+    assert not program.decoded  # only the islands were decoded
+    result = checks.run(e, "forward", fn)
+    assert result.ok, result.message
+    _assert_islands_are_calls(fn, program, e.args)
+    assert not program.decoded
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("entry_id", ["tensorflow/tf_special", "jax/flow_special"])
+def test_islands_agree_with_the_translation_and_transform(entry_id):
+    e, _, fn = _load(entry_id, lowering="direct")
+    _, _, translated = _load(entry_id)
+    assert translated.lowering == "translate"
+    for got, want in zip(checks.as_list(fn(*e.args)), checks.as_list(translated(*e.args))):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+    for check in ("grad", "vmap", "jit_eager"):
+        result = checks.run(e, check, fn)
+        assert result.ok or result.skipped, f"{check}: {result.message}"
+
+
+WHILE = """func.func @main(%x: tensor<4xi32>, %y: tensor<4xf32>) -> (tensor<4xi32>, tensor<4xf32>) {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c3 = stablehlo.constant dense<3> : tensor<i32>
+  %one = stablehlo.constant dense<1> : tensor<i32>
+  %r:3 = stablehlo.while(%i = %c0, %a = %x, %b = %y) : tensor<i32>, tensor<4xi32>, tensor<4xf32>
+    cond {
+      %lt = stablehlo.compare LT, %i, %c3 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    } do {
+      %zero = stablehlo.subtract %a, %a : tensor<4xi32>
+      %m = stablehlo.remainder %a, %zero : tensor<4xi32>
+      %s = stablehlo.add %m, %x : tensor<4xi32>
+      %e = stablehlo.custom_call @mhlo.erf(%b) : (tensor<4xf32>) -> tensor<4xf32>
+      %n = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return %n, %s, %e : tensor<i32>, tensor<4xi32>, tensor<4xf32>
+    }
+  return %r#1, %r#2 : tensor<4xi32>, tensor<4xf32>
+}"""
+
+
+def test_islands_inside_a_while_body():
+    """An integer remainder whose divisor XLA could fold to zero and TF's erf custom call, in a
+    loop body: calls of their translations there (x % 0 = x, as XLA defines it)."""
+    program = shlo2jax.load(WHILE, lowering="direct")
+    fn = program.entry
+    assert fn.lowering == "direct", fn.lowering_note
+    assert [(i.op, i.why.split(" (")[0]) for i in fn.islands] == [
+        ("stablehlo.remainder", "integer stablehlo.remainder runs translated"),
+        ("stablehlo.custom_call", "custom call @mhlo.erf is not one of jax's stable kernels")]
+    x = np.arange(1, 5, dtype=np.int32)
+    y = np.linspace(-1, 1, 4, dtype=np.float32)
+    got = fn(x, y)
+    want = shlo2jax.load(WHILE)(x, y)
+    np.testing.assert_array_equal(np.asarray(got[0]), 4 * x)  # a % 0 + x, three times
+    erf = jax.jit(jax.lax.erf)
+    np.testing.assert_allclose(np.asarray(got[1]), erf(erf(erf(y))), rtol=1e-6)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    _assert_islands_are_calls(fn, program, (x, y))
+    text = jax.jit(fn).lower(x, y).as_text()
+    assert text.count("func.func private @shlo2jax_island_") == 2
+    assert not program.decoded
+    grad = jax.grad(lambda v: fn(x, v)[1].sum())(y)  # the translation's derivative
+    want_grad = jax.grad(lambda v: erf(erf(erf(v))).sum())(y)
+    np.testing.assert_allclose(np.asarray(grad), np.asarray(want_grad), rtol=1e-5)
+
+
+def test_identical_islands_share_one_function():
+    text = """func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @mhlo.erf(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = stablehlo.custom_call @mhlo.erf(%y) : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = stablehlo.add %0, %1 : tensor<4xf32>
+  return %2 : tensor<4xf32>
+}"""
+    program = shlo2jax.load(text, lowering="direct")
+    assert len(program.entry.islands) == 2
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    lowered = jax.jit(program.entry).lower(x, x + 1).as_text()
+    assert lowered.count("call @shlo2jax_island_0(") == 2
+    assert lowered.count("func.func private @shlo2jax_island_") == 1
+    np.testing.assert_allclose(np.asarray(program(x, x + 1)),
+                               jax.lax.erf(x) + jax.lax.erf(x + 1), rtol=1e-6)
+
+
+def test_what_islands_cannot_express_still_runs_translated():
+    """An op whose translation depends on more than its operands, side effects or a type a
+    function signature cannot hold keeps the whole function translated, and says why."""
+    barrier = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @mhlo.erf(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = stablehlo.optimization_barrier %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}"""
+    side_effect = barrier.replace(
+        "%1 = stablehlo.optimization_barrier %0 : tensor<4xf32>",
+        "%1 = stablehlo.custom_call @mhlo.erf(%0) {has_side_effect = true} : "
+        "(tensor<4xf32>) -> tensor<4xf32>")
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    erf = jax.jit(jax.lax.erf)
+    for text, why, want in (
+            (barrier, "stablehlo.optimization_barrier runs translated (at ", erf(x)),
+            (side_effect, "custom call @mhlo.erf is not one of jax's stable", erf(erf(x)))):
+        fn = shlo2jax.load(text, lowering="direct").entry
+        assert fn.lowering == "translate" and fn.islands == ()
+        assert fn.lowering_note.startswith(why), fn.lowering_note
+        np.testing.assert_allclose(np.asarray(fn(x)), want, rtol=1e-6)
+
+
+@pytest.mark.corpus
+def test_a_real_program_an_island_cannot_express_runs_translated():
+    """XLA's optimised dump of a top-k model: fusions (regions) and a TopK custom call giving a
+    tuple; neither can be an island."""
+    _, _, fn = _load("hlo/xla_topk_after_opt", lowering="direct")
+    assert fn.lowering == "translate" and fn.islands == ()
+    assert fn.lowering_note.startswith("mhlo.return runs translated"), fn.lowering_note
+
+
+def test_islands_the_translation_lacks_are_reported_at_load_together():
+    text = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @no_such_kernel_a(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = stablehlo.custom_call @no_such_kernel_b(%0) : (tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}"""
+    with pytest.raises(UnsupportedError) as raised:
+        shlo2jax.load(text, lowering="direct")
+    message = str(raised.value)
+    assert "no_such_kernel_a" in message and "no_such_kernel_b" in message
+    assert "2 unsupported construct(s)" in message
