@@ -28,6 +28,7 @@ from typing import Callable, NamedTuple, Optional
 
 from jaxlib.mlir import ir
 
+from shlo2jax import outline
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError, MissingFileError
 from shlo2jax.sources import hlo, jax_export, torch_xla_bundle
@@ -66,16 +67,18 @@ def read(source, source_name: str = "", module: Optional[str] = None) -> Source:
     if module is not None:
         raise LoadError(f"module={module!r} names a module of an XLA dump folder, and "
                         f"{source_name or 'the input'} is not a folder")
-    if isinstance(source, (bytearray, memoryview)):
+    if isinstance(source, memoryview):
         source = bytes(source)
-    if not isinstance(source, (str, bytes)):
+    if not isinstance(source, (str, bytes, bytearray)):
         raise LoadError(f"cannot load a {type(source).__name__}: give a path, MLIR text, "
                         "bytes or a jax.export.Exported")
     where = source_name or "the input"
-    if not source.strip():
+    if not source[:4096].strip() and not source.strip():  # (no copy of a large input)
         raise LoadError(f"{where} is empty" + (f" ({len(source)} bytes of white space)"
                                                if source else " (0 bytes)"))
     kind = detect(source)
+    if isinstance(source, bytearray) and kind.name != "jax-export":
+        source = bytes(source)  # (a jax.export artifact is read in place: no copy of it)
     reader = READERS.get(kind.name)
     if reader is None:
         raise LoadError(f"{where} is {kind.description}, which shlo2jax does not read")
@@ -326,4 +329,9 @@ READERS: dict = {
 def _exported(exported, owned: bool) -> Source:
     name = jax_export.source_name(exported)
     module = jax_export.read_module(exported, make_ir_context())
+    if owned and len(exported.mlir_module_serialized) >= outline.RELEASE_BYTES:
+        # The parsed module holds the weights now: the module bytes, a copy of them, go
+        # before decoding makes another (a program that keeps the module would have let
+        # them go after it; `ExportedFunction.exported` writes them again on access)
+        exported = dataclasses.replace(exported, mlir_module_serialized=b"")
     return Source(module, name, exported, owned)

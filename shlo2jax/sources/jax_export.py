@@ -33,7 +33,7 @@ def deserialize(data: bytes) -> Optional[jax_export.Exported]:
     """The `Exported` serialized in `data`, or None when `data` is not one (MLIR text or
     bytecode). A serialized `Exported` that neither the installed jax nor the flatbuffer reader
     can read raises `LoadError`."""
-    stripped = data.lstrip()
+    stripped = data[:4096].lstrip()  # (a slice: the artifact's bytes are not copied)
     if stripped[:1] in (b"m", b"f", b"/", b"#", b"!") or stripped.startswith(b"module"):
         return None  # MLIR text
     try:
@@ -44,8 +44,8 @@ def deserialize(data: bytes) -> Optional[jax_export.Exported]:
         record, newer = None, e
     # (a corrupt artifact raised LoadError above: an older jax, which reads fewer fields,
     # may not notice it)
-    try:
-        exported = jax_export.deserialize(bytearray(data))
+    try:  # (bytes read in place: a bytearray of them would be a copy of the weights)
+        exported = jax_export.deserialize(data)
     except Exception:  # noqa: BLE001 - refused by this jax: the flatbuffer reader's turn
         exported = None
     if exported is not None and (record is None or export_flatbuffer.agrees(exported, record)):

@@ -198,3 +198,45 @@ def test_shape_refinement_of_a_program_that_let_its_module_go(monkeypatch):
         for batch in (1, 3):
             x = np.arange(batch * 4, dtype=np.float32).reshape(batch, 4) / 8
             np.testing.assert_allclose(np.asarray(program(x)), np.tanh(x @ w), rtol=1e-6)
+
+
+def test_vhlo_artifact_is_parsed_once(monkeypatch):
+    # The checked parse of a VHLO artifact is converted to StableHLO in place (the passes
+    # stablehlo.deserialize_portable_artifact runs after its own parse): the reader that
+    # parses the artifact a second time is not called, and the module is the one it makes
+    from shlo2jax.compat import make_ir_context
+    artifact = bytes(stablehlo.serialize_portable_artifact_str(TEXT, "1.0.0"))
+    context = make_ir_context()
+    with context:
+        want = stablehlo.deserialize_portable_artifact(context, artifact)
+    asm = dict(enable_debug_info=True)
+
+    read = stablehlo.deserialize_portable_artifact
+    module_bytes = bytes(_exported().mlir_module_serialized)
+
+    def reader(context, data):
+        if data in (artifact, module_bytes):  # (the quant dialect's warm-up reads its own)
+            raise AssertionError("the artifact was parsed a second time")
+        return read(context, data)
+    with monkeypatch.context() as patched:
+        patched.setattr(stablehlo, "deserialize_portable_artifact", reader)
+        program = shlo2jax.load(artifact)
+        _check(program)
+        assert program.mlir_module.operation.get_asm(**asm) == want.operation.get_asm(**asm)
+        _check(shlo2jax.load(_exported().serialize()))
+
+
+def test_jax_export_bytearray_and_dropped_module_bytes(monkeypatch):
+    # A bytearray is read in place; an artifact of RELEASE_BYTES or more lets the Exported's
+    # module bytes go once parsed, and `exported` writes them again on access
+    from shlo2jax import outline
+    data = _exported().serialize()
+    _check(shlo2jax.load(bytearray(data)))
+    assert shlo2jax.load(data).exported.mlir_module_serialized  # (kept: a small artifact)
+    with monkeypatch.context() as patched:
+        patched.setattr(outline, "RELEASE_BYTES", 0)
+        program = shlo2jax.load(bytearray(data))
+        assert program["main"]._exported.mlir_module_serialized == b""
+        _check(program)
+        again = jax_export.deserialize(program.exported.serialize())
+        np.testing.assert_array_equal(np.asarray(again.call(X, Y)), EXPECTED)
