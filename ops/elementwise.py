@@ -29,12 +29,20 @@ def _is_bool(x) -> bool:
     return x.dtype == np.bool_
 
 
+def _replayable(handler):
+    """Marks a handler whose result is one lax call on its operands, decided by their avals
+    and the translator alone (not by the op): the translation stages its equation again
+    for operands of the same avals without binding (shlo2jax.compat.EquationReplay)."""
+    handler.replayable = True
+    return handler
+
+
 def _register_simple(names, fn):
     """Ops that are exactly one lax call on their operands."""
     def handler(ctx, op, *operands):
         return fn(*operands)
     handler.__name__ = handler.__qualname__ = names[0].split(".", 1)[1]
-    register_op(*names, prepare=reject_unsupported_types)(handler)
+    register_op(*names, prepare=reject_unsupported_types)(_replayable(handler))
 
 
 # ---------------------------------------------------------------- unary ops
@@ -191,26 +199,31 @@ def imag(ctx, op, x):
 # (shlo2jax.options.LoadOptions.gradients): strong zeros by default.
 
 @register_op("stablehlo.exponential", "mhlo.exponential", prepare=reject_unsupported_types)
+@_replayable
 def exponential(ctx, op, x):
     return ctx.translator.math.exp(x)
 
 
 @register_op("stablehlo.log", "mhlo.log", prepare=reject_unsupported_types)
+@_replayable
 def log(ctx, op, x):
     return ctx.translator.math.log(x)
 
 
 @register_op("stablehlo.log_plus_one", "mhlo.log_plus_one", prepare=reject_unsupported_types)
+@_replayable
 def log_plus_one(ctx, op, x):
     return ctx.translator.math.log1p(x)
 
 
 @register_op("stablehlo.rsqrt", "mhlo.rsqrt", prepare=reject_unsupported_types)
+@_replayable
 def rsqrt(ctx, op, x):
     return ctx.translator.math.rsqrt(x)
 
 
 @register_op("stablehlo.tan", "mhlo.tan", prepare=reject_unsupported_types)
+@_replayable
 def tan(ctx, op, x):
     return ctx.translator.math.tan(x)
 
@@ -291,12 +304,14 @@ for _names, _fn in _BINARY.items():
 
 
 @register_op("stablehlo.add", "mhlo.add", prepare=reject_unsupported_types)
+@_replayable
 def add(ctx, op, x, y):
     # Boolean addition is logical OR in the spec (and XLA), which lax.add refuses.
     return lax.bitwise_or(x, y) if _is_bool(x) else lax.add(x, y)
 
 
 @register_op("stablehlo.multiply", "mhlo.multiply", prepare=reject_unsupported_types)
+@_replayable
 def multiply(ctx, op, x, y):
     return lax.bitwise_and(x, y) if _is_bool(x) else ctx.translator.math.mul(x, y)
 

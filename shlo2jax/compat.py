@@ -20,7 +20,9 @@ from jax._src import compiler, core, dispatch, xla_bridge
 from jax._src import config as _config
 from jax._src import effects as _effects
 from jax._src.export import _export
+from jax._src import source_info_util
 from jax._src.interpreters import ad, batching, mlir
+from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import linalg as lax_linalg
 from jax._src.lib import xla_client
@@ -636,6 +638,96 @@ def xla_crashes(name: str) -> bool:
                               capture_output=True, timeout=300)
         _CRASH_SEEN[name] = done.returncode != 0
     return _CRASH_SEEN[name]
+
+
+# ------------------------------------------------------------------ replaying equations
+
+def _replay_variant() -> str:
+    trace = getattr(pe, "DynamicJaxprTrace", None)
+    frame = getattr(pe, "JaxprStackFrame", None)
+    if trace is None or not hasattr(trace, "emit_eqn") or frame is None or \
+            not hasattr(pe, "TracingEqn") or not hasattr(core, "trace_ctx"):
+        return "none (every op binds through lax)"
+    return "DynamicJaxprTrace.emit_eqn"
+
+
+_REPLAY = _replay_variant()
+_JaxprTracer = getattr(pe, "DynamicJaxprTracer", None)
+_point("equation replay")(lambda: _REPLAY)
+
+
+class EquationReplay:
+    """Stages again the one equation a pure lax call made, without running the call.
+
+    `emit(key, args)` is the result of the call `key` stands for on `args` (tracers of the
+    trace being built), or None when none was learned for their avals: then
+    `learn(key, args, run)` runs it (`run()`) and, where it staged exactly one pure,
+    single-result equation on exactly `args` (no constant folding, forwarding, staging rule
+    or effect), keeps (primitive, params, result aval) for those avals. What `emit` stages is
+    the equation `run()` would have staged (same primitive, params, operands and result
+    aval; the current source info and context), without jax's bind, abstract evaluation and
+    tracer conversions: about a third of the cost of a traced elementwise op.
+
+    `key` must determine the call given its operands' avals (a handler that is one lax call
+    on its operands). Avals are looked up by identity first (jax's cached abstract
+    evaluation hands out one aval object per distinct type, so chains of ops hit; the learned
+    entries hold their avals, so no id is reused), then by equality. jax releases without `emit_eqn` (0.6) get
+    `replay() -> None` and every op binds as before."""
+    __slots__ = ("_learned",)
+
+    def __init__(self):
+        self._learned: dict = {}
+
+    def emit(self, key, args):
+        trace = core.trace_ctx.trace
+        ids = [key]
+        for arg in args:
+            if type(arg) is not _JaxprTracer or arg._trace is not trace:
+                return None
+            ids.append(id(arg.aval))
+        learned = self._learned
+        entry = learned.get(tuple(ids))
+        if entry is None:  # avals made afresh (broadcast_in_dim's): equal ones learned?
+            entry = learned.get((key,) + tuple([a.aval for a in args]))
+            if entry is None:
+                return None
+        return trace.emit_eqn(list(args), entry[2], entry[0], entry[1], core.no_effects,
+                              source_info_util.current())[0]
+
+    def learn(self, key, args, run):
+        trace = core.trace_ctx.trace
+        if not isinstance(trace, pe.DynamicJaxprTrace) or any(
+                type(a) is not _JaxprTracer or a._trace is not trace for a in args):
+            return run()
+        staged = trace.frame.tracing_eqns
+        before = len(staged)
+        out = run()
+        if len(staged) != before + 1 or type(out) is not _JaxprTracer or out._trace is not trace:
+            return out
+        eqn = staged[-1]  # the equation, or a weak reference or thunk to it (jax <= 0.9)
+        if not isinstance(eqn, pe.TracingEqn):
+            eqn = eqn()
+        if not isinstance(eqn, pe.TracingEqn):
+            return out
+        prim = eqn.primitive
+        avals = tuple(a.aval for a in args)
+        if (eqn.effects or prim.multiple_results or len(eqn.outvars) != 1
+                or eqn.outvars[0] is not out.val or len(eqn.in_tracers) != len(args)
+                or any(t is not a for t, a in zip(eqn.in_tracers, args))
+                or prim in pe.custom_staging_rules or prim in pe.const_fold_rules
+                or prim in pe.forwarding_rules or prim.is_high(*avals, **eqn.params)
+                or any(callable(v) or isinstance(v, (core.Jaxpr, core.ClosedJaxpr))
+                       for v in eqn.params.values())):
+            return out
+        entry = (prim, eqn.params, [out.aval], avals)
+        self._learned[(key,) + tuple(map(id, avals))] = entry
+        self._learned[(key,) + avals] = entry
+        return out
+
+
+def equation_replay() -> Optional[EquationReplay]:
+    """An `EquationReplay` (one per translator), or None on a jax without `emit_eqn`."""
+    return EquationReplay() if _REPLAY == "DynamicJaxprTrace.emit_eqn" else None
 
 
 # ------------------------------------------------------------------ checking a jax release

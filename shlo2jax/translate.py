@@ -11,6 +11,7 @@ by one shape/dtype comparison, and the cyclic garbage collector is paused while 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import types
 from typing import Any, Callable, Optional, Protocol
@@ -19,6 +20,7 @@ import jax
 from jax import lax
 import numpy as np
 
+from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError, UnsupportedError
 from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
@@ -131,6 +133,10 @@ class Translator:
         # id(region) -> (region, plan): the per-op work of `evaluate` decided once per region.
         self._plans: dict[int, tuple] = {}
         self._derived: dict[tuple, "Translator"] = {}
+        # The equations of replayable handlers (one lax call on their operands), learned per
+        # operand avals and staged again without binding (compat.EquationReplay); None on a
+        # jax that cannot (every op binds).
+        self.replay = compat.equation_replay()
 
     def derived(self, **changes) -> "Translator":
         """The translator of the same module in this mode with `changes`, made once per
@@ -222,9 +228,12 @@ def _expected(rtype):
 
 
 def _plan(translator: Translator, region: Region) -> tuple:
-    """Per op: (op, operand ids, result id or None, expected (shape, dtype) or None).
+    """Per op: (op, operand ids, result id or None, expected (shape, dtype) or None, its
+    handler where its equation can be replayed or None).
 
     A result id of None means a multi-result op; expected None means the full check_value.
+    A handler marked `replayable` is one lax call whose equation depends only on its
+    operands' avals and the translator (see compat.EquationReplay).
     """
     plans = translator._plans
     entry = plans.get(id(region))
@@ -234,7 +243,9 @@ def _plan(translator: Translator, region: Region) -> tuple:
     plan = tuple(
         (_refusing(op, refused) if op.name in refused else op, op.operands,
          op.results[0] if len(op.results) == 1 else None,
-         _expected(op.result_types[0]) if len(op.results) == 1 else None)
+         _expected(op.result_types[0]) if len(op.results) == 1 else None,
+         op.handler if translator.replay is not None and len(op.results) == 1
+         and getattr(op.handler, "replayable", False) else None)
         for op in region.ops)
     plans[id(region)] = (region, plan)
     return plan
@@ -273,11 +284,19 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
         _evaluate_observed(translator, region, scope, env)
         return [env[i] for i in region.outputs]
     get = env.__getitem__
-    # The hot loop of translation: one handler call, one dict store and a shape/dtype
-    # comparison per op; everything else was decided in _plan.
-    for op, operands, result, expected in _plan(translator, region):
+    replay = translator.replay
+    # The hot loop of translation: one handler call (or the replay of its equation), one dict
+    # store and a shape/dtype comparison per op; everything else was decided in _plan.
+    for op, operands, result, expected, replayable in _plan(translator, region):
         try:
-            out = op.handler(scope, op, *map(get, operands))
+            if replayable is None:
+                out = op.handler(scope, op, *map(get, operands))
+            else:
+                args = tuple(map(get, operands))
+                out = replay.emit(replayable, args)
+                if out is None:
+                    out = replay.learn(replayable, args,
+                                       functools.partial(replayable, scope, op, *args))
         except Exception as e:  # any failure inside a handler is reported against its op
             if _says_where(e):
                 raise
