@@ -104,6 +104,18 @@ class DirectScan:
         self.custom_call_targets = custom_call_targets
         self.islands, self.island_bytecode = islands, island_bytecode
         self.island_slots, self.island_names = island_slots, island_names
+        self._decoded: Optional[Islands] = None
+
+    def decoded_islands(self, program) -> Optional[Islands]:
+        """The islands of `program` decoded (once: its functions share them); None where none."""
+        if self.islands and self._decoded is None:
+            names = self.island_names
+            # the program's context while it holds its module (a new one costs ~6 ms)
+            context = None if program.released_mlir_module else program.mlir_module.context
+            self._decoded = Islands(self.islands, self.island_bytecode, self.island_slots,
+                                    lambda module: _Classifier().islands(module, names),
+                                    program.source_name, program.options, context)
+        return self._decoded
 
 
 def _custom_call_blocker(operation, stable: frozenset) -> Optional[str]:
@@ -146,7 +158,9 @@ class _Classifier:
 
     def __init__(self):
         self.stable = stable_custom_call_targets()
-        self._types: dict = {}  # types are uniqued in their context: each is parsed once
+        # types are uniqued in their context: each is parsed and judged once
+        self._types: dict = {}
+        self._plain: dict = {}
 
     def _type(self, mlir_type):
         t = self._types.get(mlir_type, False)
@@ -159,8 +173,11 @@ class _Classifier:
         return t
 
     def plain(self, mlir_type) -> bool:
-        t = self._type(mlir_type)
-        return t is not None and _plain(t)
+        ok = self._plain.get(mlir_type)
+        if ok is None:
+            t = self._type(mlir_type)
+            ok = self._plain[mlir_type] = t is not None and _plain(t)
+        return ok
 
     def __call__(self, operation) -> tuple:
         """(why `operation` cannot lower as itself, or None; whether it can be an island)."""
@@ -337,12 +354,8 @@ class Direct:
     def __init__(self, function):
         self.function = function
         program = function.program
-        scan = program.direct_scan
         # The islands are decoded now, at load: what the translation lacks is reported here.
-        self._islands = None if not scan.islands else Islands(
-            scan.islands, scan.island_bytecode, scan.island_slots,
-            lambda module: _Classifier().islands(module, scan.island_names),
-            program.source_name, program.options)
+        self._islands = program.direct_scan.decoded_islands(program)
 
     @property
     def islands(self) -> tuple:

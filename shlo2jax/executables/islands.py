@@ -117,14 +117,21 @@ class Islands:
     place of their ops at each lowering of the program's module."""
 
     def __init__(self, records: tuple, bytecode: bytes, slots: tuple, find, source_name: str,
-                 options):
+                 options, context=None):
         """`records`: an `Island` per island op, in walk order; `bytecode`, `slots`: their
-        `outline`; `find(mlir_module)`: the island ops of a module, in walk order."""
+        `outline`; `find(mlir_module)`: the island ops of a module, in walk order. `context`:
+        the MLIR context to parse them in (the program's, while it holds its module; else a
+        new one)."""
         self.records, self.slots, self._find = records, slots, find
-        with compat.make_ir_context():
+        with context or compat.make_ir_context():
             module = ir.Module.parse(bytecode)
         # strict options (the default): what the translation lacks is an UnsupportedError now
         self.module = decoding.decode(module, source_name, options)
+        # No record refers to the context after this (as `outline.release` leaves a program):
+        # a location is formatted when first read, and the constants are held as the records'.
+        self.module.large_constants = []
+        for op in self.module.ops:
+            op.location  # noqa: B018 - formats it: an ir.Location holds the context
         self.translator = Translator(self.module, options)
 
     def _signature(self, slot: int) -> tuple:

@@ -216,3 +216,18 @@ def test_islands_the_translation_lacks_are_reported_at_load_together():
     message = str(raised.value)
     assert "no_such_kernel_a" in message and "no_such_kernel_b" in message
     assert "2 unsupported construct(s)" in message
+
+
+@pytest.mark.corpus
+def test_decoded_islands_hold_no_mlir_context():
+    """The islands are decoded in the program's MLIR context, which the program then lets go
+    (its bytecode is what it lowers): no decoded island keeps the context, and its weights."""
+    import gc
+    e = ENTRIES["tensorflow/tf_special"]
+    gc.collect()
+    before = ir.Context._get_live_count()
+    programs = [shlo2jax.load(str(e.artifact_path), lowering="direct") for _ in range(2)]
+    gc.collect()
+    assert all(p.entry.islands and p.released_mlir_module for p in programs)
+    assert ir.Context._get_live_count() == before
+    assert checks.run(e, "forward", programs[0].entry).ok
