@@ -18,8 +18,8 @@ them (`Program.module`: a transformation, another function, a tool). Problems de
 A function lowers directly only where that is exactly what XLA would run: static tensor
 types that XLA holds (no quantized or f6 values, no tokens or tuples), ops of the
 stablehlo/chlo/func dialects other than side effects and collectives, custom calls only to
-jax's own typed-FFI kernels (LAPACK, cuSOLVER, ...; lowered as the translation for a platform
-that lacks the kernel), one device. An op that needs the translation and depends on nothing
+jax's own typed-FFI kernels (LAPACK, cuSOLVER, ...; an island, below, on a platform that
+lacks the kernel), one device. An op that needs the translation and depends on nothing
 but its operands (a custom call the translation maps, a composite, an integer division, an op
 giving 2-bit integers, a region-free mhlo op) is an island (shlo2jax.executables.islands): a
 call of its translation's lowering inside the function, decoded at load and listed in
@@ -42,7 +42,7 @@ from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
                              stable_custom_call_targets)
-from shlo2jax.executables.islands import Island, Islands
+from shlo2jax.executables.islands import Island, Islands, Outline
 from shlo2jax.executables.islands import outline as outline_islands
 from shlo2jax.module import format_location
 
@@ -93,29 +93,43 @@ _CONTEXTUAL = frozenset(name.split(".", 1)[1] for name in _TRANSLATED_ONLY) - {"
 
 class DirectScan:
     """What one walk of a module found: why it cannot lower directly (None when it can: the
-    first op that stops it, with its location), the custom call targets it calls, and its
-    islands (`shlo2jax.executables.islands`: an `Island` per op, in walk order; the `outline`
-    module's bytecode and slots; the names of their ops)."""
+    first op that stops it, with its location), the custom call targets it calls, the
+    `Outline` of its islands (shlo2jax.executables.islands; None where none), and that of its
+    calls of jax's kernels (each an island on a platform that lacks it; None where none, or
+    where one cannot be an island)."""
 
     def __init__(self, blocker: Optional[str], custom_call_targets: frozenset,
-                 islands: tuple = (), island_bytecode: Optional[bytes] = None,
-                 island_slots: tuple = (), island_names: frozenset = frozenset()):
+                 islands: Optional[Outline] = None, kernels: Optional[Outline] = None):
         self.blocker = blocker
         self.custom_call_targets = custom_call_targets
-        self.islands, self.island_bytecode = islands, island_bytecode
-        self.island_slots, self.island_names = island_slots, island_names
+        self.island_outline, self.kernel_outline = islands, kernels
         self._decoded: Optional[Islands] = None
+
+    @property
+    def islands(self) -> tuple:
+        """An `Island` per island op, in walk order."""
+        return () if self.island_outline is None else self.island_outline.records
 
     def decoded_islands(self, program) -> Optional[Islands]:
         """The islands of `program` decoded (once: its functions share them); None where none."""
-        if self.islands and self._decoded is None:
-            names = self.island_names
+        if self.island_outline is not None and self._decoded is None:
+            names = frozenset(island.op for island in self.islands)
             # the program's context while it holds its module (a new one costs ~6 ms)
             context = None if program.released_mlir_module else program.mlir_module.context
-            self._decoded = Islands(self.islands, self.island_bytecode, self.island_slots,
+            self._decoded = Islands(self.island_outline,
                                     lambda module: _Classifier().islands(module, names),
                                     program.source_name, program.options, context)
         return self._decoded
+
+    def decoded_kernels(self, program) -> Optional[Islands]:
+        """The kernel calls of `program` decoded (on a first lowering for a platform that
+        lacks one: what the translation lacks is reported then); None where they cannot be
+        islands."""
+        if self.kernel_outline is None:
+            return None
+        targets = self.custom_call_targets
+        return Islands(self.kernel_outline, lambda module: _Classifier().kernels(module, targets),
+                       program.source_name, program.options)
 
 
 def _custom_call_blocker(operation, stable: frozenset) -> Optional[str]:
@@ -199,12 +213,14 @@ class _Classifier:
                     break
         if why is None:
             return None, False
-        # An island is a call of a function of its operands: no regions (whose ops would be
-        # the island's), results to give, types a function signature can hold.
-        island = island and not len(operation.regions) and len(operation.results) > 0 and all(
+        return why, island and self.can_be_island(operation)
+
+    def can_be_island(self, operation) -> bool:
+        """An island is a call of a function of its operands: no regions (whose ops would be the
+        island's), results to give, types a function signature can hold."""
+        return not len(operation.regions) and len(operation.results) > 0 and all(
             (t := self._type(v.type)) is not None and _island_type(t)
             for v in list(operation.operands) + list(operation.results))
-        return why, island
 
     def islands(self, mlir_module, names: frozenset) -> list:
         """The island ops of a module that has no blocker, in walk order (only ops named in
@@ -219,6 +235,23 @@ class _Classifier:
         mlir_module.operation.walk(visit)
         return found
 
+    def kernels(self, mlir_module, targets: frozenset) -> list:
+        """The calls of jax's kernels `targets` that lower as themselves, in walk order."""
+        found = []
+
+        def visit(operation):
+            if operation.name == "stablehlo.custom_call" and \
+                    _target(operation) in targets and self(operation)[0] is None:
+                found.append(operation)
+            return ir.WalkResult.ADVANCE
+
+        mlir_module.operation.walk(visit)
+        return found
+
+
+def _target(operation) -> str:
+    return operation.attributes["call_target_name"].value
+
 
 def scan(mlir_module, source_name: str = "") -> DirectScan:
     """Walks `mlir_module` once (no decoding: a load that lowers directly skips it) for the ops
@@ -226,8 +259,7 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
     the direct lowering, else the islands."""
     classify = _Classifier()
     root = mlir_module.operation
-    targets: set = set()
-    blocker, island_ops, islands = [], [], []
+    blocker, island_ops, islands, kernel_ops, kernels = [], [], [], [], []
 
     def visit(operation):
         if operation == root:
@@ -235,7 +267,10 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
         why, island = classify(operation)
         if why is None:
             if operation.name == "stablehlo.custom_call":
-                targets.add(operation.attributes["call_target_name"].value)
+                kernel_ops.append(operation)
+                kernels.append(Island(operation.name,
+                                      format_location(operation.location, source_name),
+                                      f"@{_target(operation)}: a kernel the platform lacks"))
             return ir.WalkResult.ADVANCE
         where = format_location(operation.location, source_name)
         if island:
@@ -246,13 +281,14 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
         return ir.WalkResult.INTERRUPT
 
     root.walk(visit)
+    targets = frozenset(_target(operation) for operation in kernel_ops)
     if blocker:
-        return DirectScan(blocker[0], frozenset(targets))
-    if not islands:
-        return DirectScan(None, frozenset(targets))
-    bytecode, slots = outline_islands(island_ops, mlir_module)
-    return DirectScan(None, frozenset(targets), tuple(islands), bytecode, slots,
-                      frozenset(island.op for island in islands))
+        return DirectScan(blocker[0], targets)
+    return DirectScan(
+        None, targets,
+        outline_islands(island_ops, islands, mlir_module) if islands else None,
+        outline_islands(kernel_ops, kernels, mlir_module)
+        if kernel_ops and all(map(classify.can_be_island, kernel_ops)) else None)
 
 
 @functools.cache
@@ -262,9 +298,9 @@ def direct_call_primitive():
     `Exported.call` does), and a call of it. Binding takes the function's arguments and the
     param `callee` (a DirectCallee: `bytecode`, a module whose `@main` is the
     function; `out_avals`; `translated`, the translation of the same function;
-    `custom_call_targets`, the kernels the module calls). Derivatives and batching are the
-    translation's: its JVP and its vmap; so is the lowering for a platform that lacks one of
-    the module's kernels."""
+    `custom_call_targets`, the kernels the module calls; `islands` and `kernels`, the ops
+    lowered from their translation: always, and where the platform lacks the kernel).
+    Derivatives and batching are the translation's: its JVP and its vmap."""
     prim = Primitive("shlo2jax_direct_call")
     prim.multiple_results = True
 
@@ -279,17 +315,20 @@ def direct_call_primitive():
 
     def _lower(ctx, *args, callee):
         mctx = ctx.module_context
-        if callee.custom_call_targets:
-            if not all(callee.custom_call_targets <= registered_custom_call_targets(p)
-                       for p in mctx.platforms):
-                # a kernel the target platform lacks (a GPU export's solver lowered for CPU):
-                # the translation, which maps it to lax
-                return mlir.lower_fun(lambda *a: list(callee.translated(*a)),
-                                      multiple_results=True)(ctx, *args)
+        # kernels a platform being lowered for lacks (a GPU export's solver lowered for CPU):
+        # their translation, which maps them to lax, lowers in their place
+        lacking = frozenset().union(*(callee.custom_call_targets - registered_custom_call_targets(p)
+                                      for p in mctx.platforms))
+        if lacking and callee.kernels is None:  # (one cannot be an island: all translated)
+            return mlir.lower_fun(lambda *a: list(callee.translated(*a)),
+                                  multiple_results=True)(ctx, *args)
+        if callee.custom_call_targets - lacking:
             initialize_kernels(mctx.platforms)
         submodule = ir.Module.parse(callee.bytecode, context=mctx.context)
         if callee.islands is not None:
             callee.islands.lower_into(ctx, submodule)
+        if lacking:
+            callee.kernels.lower_into(ctx, submodule, lambda op: _target(op) in lacking)
         name = mlir.merge_mlir_modules(mctx.module, f"shlo2jax_{callee.name}", submodule,
                                        dst_symtab=mctx.symbol_table)
         result_types = [compat.aval_to_ir_type(mctx, a) for a in ctx.avals_out]
@@ -330,11 +369,19 @@ class DirectCallee:
     Function)."""
 
     def __init__(self, name: str, bytecode: bytes, out_avals: tuple, translate,
-                 custom_call_targets: frozenset, islands: Optional[Islands] = None):
+                 custom_call_targets: frozenset, islands: Optional[Islands] = None,
+                 kernels=lambda: None):
         self.name, self.bytecode, self.out_avals = name, bytecode, out_avals
         self._translate = translate  # () -> the translation of the same function
         self.custom_call_targets = custom_call_targets
         self.islands = islands  # the ops lowered from their translation, None where none
+        self._kernels = kernels  # () -> the kernel calls decoded, None where they cannot be
+
+    @functools.cached_property
+    def kernels(self) -> Optional[Islands]:
+        """The calls of the module's kernels, decoded on a first lowering for a platform that
+        lacks one (a program only run where it has them never decodes them)."""
+        return self._kernels()
 
     @functools.cached_property
     def translated(self):
@@ -372,7 +419,8 @@ class Direct:
         results = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in fn.output_types)
         return DirectCallee(fn.name, program.mlir_bytecode, results,
                             lambda: program.translator.function_body(fn.definition),
-                            program.direct_scan.custom_call_targets, self._islands)
+                            program.direct_scan.custom_call_targets, self._islands,
+                            lambda: program.direct_scan.decoded_kernels(program))
 
     @functools.cached_property
     def jitted(self):

@@ -82,10 +82,17 @@ def _referenced_functions(operations, symbol_table) -> list:
     return seen
 
 
-def outline(operations, mlir_module) -> tuple:
-    """(bytecode, slots): a module holding one public function per distinct op of `operations`
-    (ops of `mlir_module`, in walk order), named `shlo2jax_island_<slot>`, with the functions
-    they refer to; and for each op, the slot of its function."""
+class Outline(NamedTuple):
+    """Ops of a module copied into a module of their own (`outline`)."""
+    records: tuple  # an `Island` per op, in walk order
+    bytecode: bytes  # one public function `shlo2jax_island_<slot>` per distinct op, and the
+    # functions they refer to
+    slots: tuple  # for each op, the slot of its function
+
+
+def outline(operations, records: tuple, mlir_module) -> Outline:
+    """The `Outline` of `operations` (ops of `mlir_module`, in walk order; `records`, an
+    `Island` for each)."""
     keys: dict = {}
     firsts, slots = [], []
     for operation in operations:
@@ -109,22 +116,19 @@ def outline(operations, mlir_module) -> tuple:
                         for i, argument in enumerate(block.arguments):
                             copy.operands[i] = argument
                         func_dialect.ReturnOp(list(copy.results))
-        return write_bytecode(module), tuple(slots)
+        return Outline(tuple(records), write_bytecode(module), tuple(slots))
 
 
 class Islands:
-    """The islands of a program, decoded (at load) from their `outline` module, and lowered in
-    place of their ops at each lowering of the program's module."""
+    """Ops of a program decoded from their `Outline`, and lowered in place of those ops at each
+    lowering of the program's module."""
 
-    def __init__(self, records: tuple, bytecode: bytes, slots: tuple, find, source_name: str,
-                 options, context=None):
-        """`records`: an `Island` per island op, in walk order; `bytecode`, `slots`: their
-        `outline`; `find(mlir_module)`: the island ops of a module, in walk order. `context`:
-        the MLIR context to parse them in (the program's, while it holds its module; else a
-        new one)."""
-        self.records, self.slots, self._find = records, slots, find
+    def __init__(self, outlined: Outline, find, source_name: str, options, context=None):
+        """`find(mlir_module)`: the outlined ops of a module, in walk order. `context`: the MLIR
+        context to parse them in (the program's, while it holds its module; else a new one)."""
+        self.records, self.slots, self._find = outlined.records, outlined.slots, find
         with context or compat.make_ir_context():
-            module = ir.Module.parse(bytecode)
+            module = ir.Module.parse(outlined.bytecode)
         # strict options (the default): what the translation lacks is an UnsupportedError now
         self.module = decoding.decode(module, source_name, options)
         # No record refers to the context after this (as `outline.release` leaves a program):
@@ -138,10 +142,10 @@ class Islands:
         fdef = self.module.functions[_function_name(slot)]
         return fdef, [jax.core.ShapedArray(t.shape, t.dtype) for t in fdef.input_types]
 
-    def lower_into(self, ctx, mlir_module) -> None:
-        """Replaces each island op of `mlir_module` (parsed in the context of the lowering
-        rule's `ctx`) by a call of its translation, lowered as a private function of the module
-        being lowered."""
+    def lower_into(self, ctx, mlir_module, chosen=None) -> None:
+        """Replaces each of the ops of `mlir_module` (parsed in the context of the lowering
+        rule's `ctx`; those `chosen(op)` accepts, where given) by a call of its translation,
+        lowered as a private function of the module being lowered."""
         operations = self._find(mlir_module)
         if len(operations) != len(self.slots):  # the same module, walked the same way
             raise AssertionError(f"found {len(operations)} islands where the load found "
@@ -149,6 +153,8 @@ class Islands:
         taken = ir.SymbolTable(mlir_module.operation)
         lowered: dict = {}
         for operation, slot in zip(operations, self.slots):
+            if chosen is not None and not chosen(operation):
+                continue
             name = lowered.get(slot)
             if name is None:
                 name = lowered[slot] = self._lower(ctx, slot, operation, taken)

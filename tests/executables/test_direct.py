@@ -48,10 +48,8 @@ def test_every_corpus_entry_lowers_directly_or_says_why(entry_id):
         return
     result = checks.run(e, "forward", fn)
     assert result.ok, result.message
-    from shlo2jax.compat import registered_custom_call_targets
-    # (kernels CPU lacks, a GPU export's, lower as the translation: that decodes it)
-    assert program.decoded == (
-        not program.direct_scan.custom_call_targets <= registered_custom_call_targets("cpu"))
+    # (islands, and kernels CPU lacks, a GPU export's, are decoded on their own)
+    assert not program.decoded
 
 
 @pytest.mark.corpus
@@ -107,14 +105,19 @@ def test_jax_kernels_lower_as_themselves():
 
 @pytest.mark.corpus
 def test_kernels_the_platform_lacks_lower_as_the_translation():
-    """A CUDA export's cuSOLVER kernels lowered for CPU: the primitive lowers the translation
-    there (the kernels are not registered on CPU), and the results are the producer's."""
-    e, _, fn = _load("jax/linalg_cuda", lowering="direct")
-    assert fn.lowering == "direct", fn.lowering_note
+    """A CUDA export's cuSOLVER kernels lowered for CPU (which does not register them): each
+    is an island there, a call of its translation (lax's linalg: LAPACK's kernels on CPU)
+    inside the module's own ops, and the results are the producer's. Only those calls are
+    decoded, at that lowering; `Function.islands` lists the islands of every platform only."""
+    e, program, fn = _load("jax/linalg_cuda", lowering="direct")
+    assert fn.lowering == "direct" and fn.islands == (), fn.lowering_note
     text = jax.jit(fn).lower(*e.args).as_text()
     assert "custom_call @cusolver" not in text and "custom_call @lapack_" in text
+    kernels = program.direct_scan.kernel_outline.records
+    assert text.count("call @shlo2jax_island_") == len(kernels) == 5
     result = checks.run(e, "forward", fn)
     assert result.ok, result.message
+    assert not program.decoded
 
 
 @pytest.mark.corpus
