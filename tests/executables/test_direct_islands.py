@@ -231,3 +231,31 @@ def test_decoded_islands_hold_no_mlir_context():
     assert all(p.entry.islands and p.released_mlir_module for p in programs)
     assert ir.Context._get_live_count() == before
     assert checks.run(e, "forward", programs[0].entry).ok
+
+
+@pytest.mark.parametrize("module,case", [
+    ("rocm_eigh_hipsolver_syev", ("data_2024_08_05", "f32_syevd")),  # a legacy GPU kernel
+    ("cuda_qr_cusolver_geqrf", ("data_2024_09_26", "f32")),  # CUDA's FFI kernels, on CPU
+])
+def test_gpu_kernels_of_jax_exports_are_islands_on_cpu(module, case):
+    """jax's own back-compat exports for GPU (tests/test_back_compat.py checks their
+    translation against jax's outputs): lowered directly for CPU, the kernels are calls of
+    their translation inside the module's own ops, and the results are the translation's."""
+    import importlib
+    data_pkg = pytest.importorskip("jax._src.internal_test_util.export_back_compat_test_data")
+    data = getattr(importlib.import_module(f"{data_pkg.__name__}.{module}"), case[0])[case[1]]
+    source = data["mlir_module_serialized"]
+    program = shlo2jax.load(source, lowering="direct")
+    fn = program.entry
+    assert fn.lowering == "direct", fn.lowering_note
+    text = jax.jit(fn).lower(*data["inputs"]).as_text()
+    assert "custom_call @hipsolver" not in text and "custom_call @cusolver" not in text
+    assert text.count("call @shlo2jax_island_") >= 1
+    if module.startswith("rocm"):
+        assert [i.why for i in fn.islands] == [
+            "custom call @hipsolver_syevd is not one of jax's stable kernels"]
+    got = checks.as_list(fn(*data["inputs"]))
+    want = checks.as_list(shlo2jax.load(source)(*data["inputs"]))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+    assert not program.decoded
