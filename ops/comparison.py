@@ -9,7 +9,7 @@ from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
-                                  reject_unsupported_types)
+                                  reject_unsupported_types, replayable)
 from shlo2jax.registry import Unsupported, register_op
 
 _DIRECTIONS = {"EQ": lax.eq, "NE": lax.ne, "LT": lax.lt, "LE": lax.le, "GT": lax.gt,
@@ -34,6 +34,7 @@ def _prepare_compare(op):
 
 
 @register_op("stablehlo.compare", "mhlo.compare", prepare=_prepare_compare)
+@replayable(key=lambda op: op.params)
 def compare(ctx, op, x, y):
     fn, compare_type = op.params
     dtype = x.dtype

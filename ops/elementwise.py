@@ -19,7 +19,7 @@ from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
-                                  reject_unsupported_types)
+                                  reject_unsupported_types, replayable)
 from shlo2jax.registry import Unsupported, register_op
 
 _BF16 = T.ELEMENT_DTYPES["bf16"]
@@ -29,20 +29,12 @@ def _is_bool(x) -> bool:
     return x.dtype == np.bool_
 
 
-def _replayable(handler):
-    """Marks a handler whose result is one lax call on its operands, decided by their avals
-    and the translator alone (not by the op): the translation stages its equation again
-    for operands of the same avals without binding (shlo2jax.compat.EquationReplay)."""
-    handler.replayable = True
-    return handler
-
-
 def _register_simple(names, fn):
     """Ops that are exactly one lax call on their operands."""
     def handler(ctx, op, *operands):
         return fn(*operands)
     handler.__name__ = handler.__qualname__ = names[0].split(".", 1)[1]
-    register_op(*names, prepare=reject_unsupported_types)(_replayable(handler))
+    register_op(*names, prepare=reject_unsupported_types)(replayable()(handler))
 
 
 # ---------------------------------------------------------------- unary ops
@@ -142,6 +134,7 @@ def sign(ctx, op, x):
 
 
 @register_op("stablehlo.abs", "mhlo.abs", prepare=reject_unsupported_types)
+@replayable()
 def abs_(ctx, op, x):
     if T.is_integer(x.dtype) and T.bit_width(x.dtype) < 8:
         # lax.abs refuses sub-byte integers; abs(INT_MIN) wraps to INT_MIN either way.
@@ -199,31 +192,31 @@ def imag(ctx, op, x):
 # (shlo2jax.options.LoadOptions.gradients): strong zeros by default.
 
 @register_op("stablehlo.exponential", "mhlo.exponential", prepare=reject_unsupported_types)
-@_replayable
+@replayable()
 def exponential(ctx, op, x):
     return ctx.translator.math.exp(x)
 
 
 @register_op("stablehlo.log", "mhlo.log", prepare=reject_unsupported_types)
-@_replayable
+@replayable()
 def log(ctx, op, x):
     return ctx.translator.math.log(x)
 
 
 @register_op("stablehlo.log_plus_one", "mhlo.log_plus_one", prepare=reject_unsupported_types)
-@_replayable
+@replayable()
 def log_plus_one(ctx, op, x):
     return ctx.translator.math.log1p(x)
 
 
 @register_op("stablehlo.rsqrt", "mhlo.rsqrt", prepare=reject_unsupported_types)
-@_replayable
+@replayable()
 def rsqrt(ctx, op, x):
     return ctx.translator.math.rsqrt(x)
 
 
 @register_op("stablehlo.tan", "mhlo.tan", prepare=reject_unsupported_types)
-@_replayable
+@replayable()
 def tan(ctx, op, x):
     return ctx.translator.math.tan(x)
 
@@ -244,6 +237,7 @@ def _safe_divisor(x, y):
 
 
 @register_op("stablehlo.divide", "mhlo.divide", prepare=reject_unsupported_types)
+@replayable()
 def divide(ctx, op, x, y):
     if T.is_integer(x.dtype):
         # XLA: x / 0 is -1 (all bits set), INT_MIN / -1 is INT_MIN (x / 1 here).
@@ -304,14 +298,14 @@ for _names, _fn in _BINARY.items():
 
 
 @register_op("stablehlo.add", "mhlo.add", prepare=reject_unsupported_types)
-@_replayable
+@replayable()
 def add(ctx, op, x, y):
     # Boolean addition is logical OR in the spec (and XLA), which lax.add refuses.
     return lax.bitwise_or(x, y) if _is_bool(x) else lax.add(x, y)
 
 
 @register_op("stablehlo.multiply", "mhlo.multiply", prepare=reject_unsupported_types)
-@_replayable
+@replayable()
 def multiply(ctx, op, x, y):
     return lax.bitwise_and(x, y) if _is_bool(x) else ctx.translator.math.mul(x, y)
 

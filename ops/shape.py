@@ -10,7 +10,7 @@ from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.errors import TranslationError
-from shlo2jax.ops._common import ints, result_shape
+from shlo2jax.ops._common import ints, replayable, result_shape
 from shlo2jax.registry import register_op
 
 _CONCATENATED_AS = {T.ELEMENT_DTYPES["i2"]: np.dtype(np.int8),
@@ -18,6 +18,7 @@ _CONCATENATED_AS = {T.ELEMENT_DTYPES["i2"]: np.dtype(np.int8),
 
 
 @register_op("stablehlo.reshape", "mhlo.reshape")
+@replayable(key=result_shape)
 def reshape(ctx, op, x):
     return lax.reshape(x, result_shape(op))
 
@@ -50,6 +51,7 @@ def bitcast(ctx, op, x):
 
 @register_op("stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim",
              prepare=lambda op: ints(op.attrs["broadcast_dimensions"]))
+@replayable(key=lambda op: (op.params, result_shape(op)))
 def broadcast_in_dim(ctx, op, x):
     if isinstance(x, np.ndarray):
         # A constant is a literal to JAX, emitted again at every use: exporters write one
@@ -83,6 +85,7 @@ def broadcast(ctx, op, x):
 
 @register_op("stablehlo.transpose", "mhlo.transpose",
              prepare=lambda op: ints(op.attrs["permutation"]))
+@replayable(key=lambda op: op.params)
 def transpose(ctx, op, x):
     return lax.transpose(x, op.params)
 
@@ -100,6 +103,7 @@ def _slice_prepare(op):
 
 
 @register_op("stablehlo.slice", "mhlo.slice", prepare=_slice_prepare)
+@replayable(key=lambda op: op.params)
 def slice_(ctx, op, x):
     starts, limits, strides = op.params
     return lax.slice(x, starts, limits, strides)

@@ -656,14 +656,21 @@ _JaxprTracer = getattr(pe, "DynamicJaxprTracer", None)
 _point("equation replay")(lambda: _REPLAY)
 
 
+# Primitives whose staging rule stages what the default one would for static shapes (it
+# differs for dynamic shapes only, 0.7-0.9). Other staging rules, and constant folding (decided
+# by operand values), are never replayed; a forwarding rule (decided by avals and params) is
+# seen in what `learn` observes: a forwarded result stages no equation and is not learned.
+_STAGED_BY_AVALS = frozenset({"broadcast_in_dim", "reshape"})
+
+
 class EquationReplay:
     """Stages again the one equation a pure lax call made, without running the call.
 
     `emit(key, args)` is the result of the call `key` stands for on `args` (tracers of the
     trace being built), or None when none was learned for their avals: then
     `learn(key, args, run)` runs it (`run()`) and, where it staged exactly one pure,
-    single-result equation on exactly `args` (no constant folding, forwarding, staging rule
-    or effect), keeps (primitive, params, result aval) for those avals. What `emit` stages is
+    single-result equation on exactly `args` (no constant folding, forwarding, effect, or
+    staging rule but those of _STAGED_BY_AVALS), keeps (primitive, params, result aval) for those avals. What `emit` stages is
     the equation `run()` would have staged (same primitive, params, operands and result
     aval; the current source info and context), without jax's bind, abstract evaluation and
     tracer conversions: about a third of the cost of a traced elementwise op.
@@ -714,8 +721,9 @@ class EquationReplay:
         if (eqn.effects or prim.multiple_results or len(eqn.outvars) != 1
                 or eqn.outvars[0] is not out.val or len(eqn.in_tracers) != len(args)
                 or any(t is not a for t, a in zip(eqn.in_tracers, args))
-                or prim in pe.custom_staging_rules or prim in pe.const_fold_rules
-                or prim in pe.forwarding_rules or prim.is_high(*avals, **eqn.params)
+                or prim in pe.const_fold_rules
+                or (prim in pe.custom_staging_rules and prim.name not in _STAGED_BY_AVALS)
+                or prim.is_high(*avals, **eqn.params)
                 or any(callable(v) or isinstance(v, (core.Jaxpr, core.ClosedJaxpr))
                        for v in eqn.params.values())):
             return out

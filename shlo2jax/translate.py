@@ -137,6 +137,7 @@ class Translator:
         # operand avals and staged again without binding (compat.EquationReplay); None on a
         # jax that cannot (every op binds).
         self.replay = compat.equation_replay()
+        self._replay_keys: dict = {}
 
     def derived(self, **changes) -> "Translator":
         """The translator of the same module in this mode with `changes`, made once per
@@ -233,7 +234,8 @@ def _plan(translator: Translator, region: Region) -> tuple:
 
     A result id of None means a multi-result op; expected None means the full check_value.
     A handler marked `replayable` is one lax call whose equation depends only on its
-    operands' avals and the translator (see compat.EquationReplay).
+    operands' avals, the translator and what its mark reads from the op (see
+    ops._common.replayable, compat.EquationReplay).
     """
     plans = translator._plans
     entry = plans.get(id(region))
@@ -244,11 +246,28 @@ def _plan(translator: Translator, region: Region) -> tuple:
         (_refusing(op, refused) if op.name in refused else op, op.operands,
          op.results[0] if len(op.results) == 1 else None,
          _expected(op.result_types[0]) if len(op.results) == 1 else None,
-         op.handler if translator.replay is not None and len(op.results) == 1
-         and getattr(op.handler, "replayable", False) else None)
+         _replay_key(translator, op))
         for op in region.ops)
     plans[id(region)] = (region, plan)
     return plan
+
+
+def _replay_key(translator: Translator, op: Op):
+    """What a replayed equation of `op` is learned under (with its operands' avals), or None
+    where its handler is not replayable: the handler itself, or where the handler reads the
+    op, a token standing for (handler, what it reads), one per distinct value, so that the
+    per-op lookup hashes a small int rather than the params."""
+    handler = op.handler
+    mark = getattr(handler, "replayable", None)
+    if mark is None or translator.replay is None or len(op.results) != 1:
+        return None
+    if mark is True:
+        return handler
+    try:
+        return translator._replay_keys.setdefault((handler, mark(op)),
+                                                  len(translator._replay_keys))
+    except (TypeError, ValueError):  # params that cannot be hashed: bound every time
+        return None
 
 
 def _refused(module: ModuleDef) -> dict:
@@ -287,16 +306,16 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
     replay = translator.replay
     # The hot loop of translation: one handler call (or the replay of its equation), one dict
     # store and a shape/dtype comparison per op; everything else was decided in _plan.
-    for op, operands, result, expected, replayable in _plan(translator, region):
+    for op, operands, result, expected, replay_key in _plan(translator, region):
         try:
-            if replayable is None:
+            if replay_key is None:
                 out = op.handler(scope, op, *map(get, operands))
             else:
                 args = tuple(map(get, operands))
-                out = replay.emit(replayable, args)
+                out = replay.emit(replay_key, args)
                 if out is None:
-                    out = replay.learn(replayable, args,
-                                       functools.partial(replayable, scope, op, *args))
+                    out = replay.learn(replay_key, args,
+                                       functools.partial(op.handler, scope, op, *args))
         except Exception as e:  # any failure inside a handler is reported against its op
             if _says_where(e):
                 raise

@@ -212,7 +212,18 @@ func.func private @f(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32
   %6 = stablehlo.maximum %5, %a : tensor<2x3xf32>
   %7 = stablehlo.rsqrt %3 : tensor<2x3xf32>
   %8 = stablehlo.multiply %6, %7 : tensor<2x3xf32>
-  func.return %8 : tensor<2x3xf32>
+  %9 = stablehlo.reshape %8 : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %10 = stablehlo.transpose %9, dims = [1, 0] : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  %11 = stablehlo.slice %10 [0:2, 1:3] : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  %12 = stablehlo.broadcast_in_dim %11, dims = [0, 1] : (tensor<2x2xf32>) -> tensor<2x2xf32>
+  %13 = stablehlo.broadcast_in_dim %12, dims = [0, 2] : (tensor<2x2xf32>) -> tensor<2x3x2xf32>
+  %14 = stablehlo.reshape %13 : (tensor<2x3x2xf32>) -> tensor<2x6xf32>
+  %15 = stablehlo.slice %14 [0:2, 0:6:2] : (tensor<2x6xf32>) -> tensor<2x3xf32>
+  %16 = stablehlo.divide %15, %b : tensor<2x3xf32>
+  %17 = stablehlo.compare GT, %16, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  %18 = stablehlo.select %17, %16, %10 : tensor<2x3xi1>, tensor<2x3xf32>
+  %19 = stablehlo.abs %18 : tensor<2x3xf32>
+  func.return %19 : tensor<2x3xf32>
 }
 func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>, %i: tensor<2x3xi32>,
                 %p: tensor<2x3xi1>, %d: tensor<3xf64>) -> (tensor<2x3xf32>, tensor<2x3xi32>,
@@ -249,9 +260,10 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>, %i: tensor<2x3xi32>,
 
 @pytest.mark.parametrize("gradients", ["lax", "strong_zero"])
 def test_replayed_equations_are_the_traced_ones(gradients):
-    """Elementwise ops whose equation is replayed (compat.EquationReplay) give the jaxpr that
-    binding every op gives, equation for equation, and so the same forward values,
-    derivatives and batched values; on a jax without emit_eqn nothing is replayed."""
+    """Ops whose equation is replayed (compat.EquationReplay: elementwise, compare, reshape,
+    transpose, slice, broadcast_in_dim) give the jaxpr that binding every op gives, equation
+    for equation, and so the same forward values, derivatives and batched values; on a jax
+    without emit_eqn nothing is replayed."""
     import jax
     from shlo2jax import compat
 
@@ -277,8 +289,11 @@ def test_replayed_equations_are_the_traced_ones(gradients):
         for way, make in ways.items():
             replayed, bound = programs()
             assert str(make(replayed)) == str(make(bound)), way
-            if compat.equation_replay() is not None:
-                assert replayed.translator.replay._learned, way  # the replay did run
+            if compat.equation_replay() is not None:  # the replay did run, for each kind
+                learned = {entry[0].name for entry in replayed.translator.replay._learned.values()}
+                assert {"mul", "add", "tanh", "reshape", "transpose", "slice", "broadcast_in_dim",
+                        "gt", "abs"} <= {name.split("_strong_zero")[0]
+                                                     for name in learned}, way
         replayed, bound = programs()
         for got, want in zip(replayed(*args), bound(*args)):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
