@@ -11,6 +11,7 @@ from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.attributes import DotAlgorithm, DotDims
+from shlo2jax.gradients import dot_general as _dot_general
 from shlo2jax.ops._common import (TriangularSolve, enum_value, ints, precision_config, preferred_type,
                                   widen_two_bit)
 from shlo2jax.registry import Unsupported, register_op
@@ -92,8 +93,9 @@ def _dot(lhs, rhs, p):
     preferred = preferred_type(result, lhs, rhs)
 
     def default(lhs, rhs):
-        return lax.dot_general(lhs, rhs, p.dims, precision=p.precision,
-                               preferred_element_type=preferred)
+        # (lax.dot_general's value; its reverse mode contracts lhs with the cotangent)
+        return _dot_general(lhs, rhs, p.dims, precision=p.precision,
+                            preferred_element_type=preferred)
 
     algorithm = p.algorithm
     # The algorithm describes how floating-point operands are rounded and accumulated;
