@@ -98,7 +98,11 @@ def to_stablehlo(data, source_name: str = "", timeout: float = 600.0) -> bytes:
     `LoadError` with jaxlib's message (or how the child died)."""
     where = f" {source_name}" if source_name else ""
     if isinstance(data, str):
-        data = data.encode("utf-8")
+        try:
+            data = data.encode("utf-8")
+        except UnicodeEncodeError as e:  # (a lone surrogate: no file's text holds one)
+            raise LoadError(f"cannot read HLO text{where}: not encodable as UTF-8 ({e.reason} "
+                            f"at character {e.start})") from None
     if is_hlo_text(data):
         kind, what = "text", "HLO text"
         try:

@@ -680,6 +680,13 @@ def test_non_utf8_hlo_text_is_a_load_error():
         shlo2jax.load(b"HloModule m\n\nENTRY main {\n  ROOT r = f32[] constant(\xff)\n}\n")
 
 
+def test_hlo_text_with_a_lone_surrogate_is_a_load_error():
+    # (`shlo2jax mutate --count 300 --releases --seed 11`, mutant 227: a UnicodeEncodeError)
+    with pytest.raises(LoadError, match=r"not encodable as UTF-8 \(surrogates not allowed at "
+                                        r"character 52\)"):
+        shlo2jax.load("HloModule m\n\nENTRY main {\n  ROOT r = f32[] constant(\udce2)\n}\n")
+
+
 def test_corrupt_hlo_proto_is_a_load_error(dump):
     data = dump_file(dump, "jit_mlp", "before_optimizations", "hlo.pb").read_bytes()
     with pytest.raises(LoadError, match=r"truncated or corrupt HLO module proto \(\d+ bytes"):
