@@ -21,9 +21,9 @@ stablehlo/chlo/func dialects other than side effects and collectives, custom cal
 jax's own typed-FFI kernels (LAPACK, cuSOLVER, ...; an island, below, on a platform that
 lacks the kernel), one device. An op that needs the translation and depends on nothing
 but its operands (a custom call the translation maps, a composite, an integer division, an op
-giving 2-bit integers, a region-free mhlo op) is an island (shlo2jax.executables.islands): a
-call of its translation's lowering inside the function, decoded at load and listed in
-`Function.islands`. Anywhere else the whole function is translated, and `Function.lowering`
+giving 2-bit integers, an mhlo op; with its regions where they use nothing from outside it)
+is an island (shlo2jax.executables.islands): a call of its translation's lowering inside the
+function, decoded at load and listed in `Function.islands`. Anywhere else the whole function is translated, and `Function.lowering`
 says which one did and `lowering_note` why.
 """
 
@@ -117,7 +117,7 @@ class DirectScan:
             # the program's context while it holds its module (a new one costs ~6 ms)
             context = None if program.released_mlir_module else program.mlir_module.context
             self._decoded = Islands(self.island_outline,
-                                    lambda module: _Classifier().islands(module, names),
+                                    lambda module: _Classifier().find(module, names)[0],
                                     program.source_name, program.options, context)
         return self._decoded
 
@@ -127,8 +127,8 @@ class DirectScan:
         islands."""
         if self.kernel_outline is None:
             return None
-        targets = self.custom_call_targets
-        return Islands(self.kernel_outline, lambda module: _Classifier().kernels(module, targets),
+        names = frozenset(island.op for island in self.islands)  # (their kernels are theirs)
+        return Islands(self.kernel_outline, lambda module: _Classifier().find(module, names)[1],
                        program.source_name, program.options)
 
 
@@ -216,41 +216,67 @@ class _Classifier:
         return why, island and self.can_be_island(operation)
 
     def can_be_island(self, operation) -> bool:
-        """An island is a call of a function of its operands: no regions (whose ops would be the
-        island's), results to give, types a function signature can hold."""
-        return not len(operation.regions) and len(operation.results) > 0 and all(
+        """An island is a call of a function of its operands: results to give, types a
+        function signature can hold, and regions (a fusion's, a sort's) only of ops that use
+        nothing from outside the island and depend on nothing but their operands."""
+        return len(operation.results) > 0 and all(
             (t := self._type(v.type)) is not None and _island_type(t)
-            for v in list(operation.operands) + list(operation.results))
+            for v in list(operation.operands) + list(operation.results)) and (
+            not len(operation.regions) or _self_contained(operation))
 
-    def islands(self, mlir_module, names: frozenset) -> list:
-        """The island ops of a module that has no blocker, in walk order (only ops named in
-        `names` are asked about)."""
-        found = []
-
-        def visit(operation):
-            if operation.name in names and self(operation)[1]:
-                found.append(operation)
-            return ir.WalkResult.ADVANCE
-
-        mlir_module.operation.walk(visit)
-        return found
-
-    def kernels(self, mlir_module, targets: frozenset) -> list:
-        """The calls of jax's kernels `targets` that lower as themselves, in walk order."""
-        found = []
+    def find(self, mlir_module, names: frozenset) -> tuple:
+        """(the island ops, the calls of jax's kernels outside them) of a module without a
+        blocker, in the scan's order (only ops named in `names` may be islands)."""
+        islands, kernels = [], []
 
         def visit(operation):
-            if operation.name == "stablehlo.custom_call" and \
-                    _target(operation) in targets and self(operation)[0] is None:
-                found.append(operation)
+            name = operation.name
+            if name in names or name == "stablehlo.custom_call":
+                why, island = self(operation)
+                if island:
+                    islands.append(operation)
+                    return ir.WalkResult.SKIP
+                if why is None:
+                    kernels.append(operation)
             return ir.WalkResult.ADVANCE
 
-        mlir_module.operation.walk(visit)
-        return found
+        mlir_module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+        return islands, kernels
 
 
 def _target(operation) -> str:
     return operation.attributes["call_target_name"].value
+
+
+def _contextual(operation) -> bool:
+    """Whether an op's translation may depend on more than its operands (see `_CONTEXTUAL`)."""
+    name = operation.name
+    if name.endswith(".custom_call"):
+        return _has_side_effect(operation)
+    if name.startswith(("stablehlo.", "mhlo.")):
+        return name.split(".", 1)[1] in _CONTEXTUAL
+    return not name.startswith(_DIALECTS)
+
+
+def _self_contained(operation) -> bool:
+    """Whether the ops in `operation`'s regions use only values defined in them (or its
+    regions' arguments) and none of them depends on more than its operands."""
+    defined, used = set(), []
+
+    def visit(op):
+        if op != operation:
+            if _contextual(op):
+                used.append(None)  # (never defined: not self-contained)
+                return ir.WalkResult.INTERRUPT
+            defined.update(op.results)
+            used.extend(op.operands)
+        for region in op.regions:
+            for block in region.blocks:
+                defined.update(block.arguments)
+        return ir.WalkResult.ADVANCE
+
+    operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return all(value in defined for value in used)
 
 
 def scan(mlir_module, source_name: str = "") -> DirectScan:
@@ -273,14 +299,14 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
                                       f"@{_target(operation)}: a kernel the platform lacks"))
             return ir.WalkResult.ADVANCE
         where = format_location(operation.location, source_name)
-        if island:
+        if island:  # (its regions' ops, if any, are the island's)
             island_ops.append(operation)
             islands.append(Island(operation.name, where, why))
-            return ir.WalkResult.ADVANCE
+            return ir.WalkResult.SKIP
         blocker.append(f"{why} (at {where})")
         return ir.WalkResult.INTERRUPT
 
-    root.walk(visit)
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
     targets = frozenset(_target(operation) for operation in kernel_ops)
     if blocker:
         return DirectScan(blocker[0], targets)

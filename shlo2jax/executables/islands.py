@@ -6,8 +6,11 @@ Some ops need the translation instead (a custom call the translation maps, such 
 translation guards; an op over 2-bit integers). Where such an op depends on nothing but its
 operands, it is an island: the function still lowers to the module's own ops, and each island
 becomes a `func.call` of a private function whose body is the lowering of that op's
-translation. Only the islands are decoded, at load (an op the translation lacks is reported
-then, all together); each distinct island (same op, attributes and types) is one function.
+translation. An op with regions (a fusion) is one island with them, where they use nothing
+from outside it. Only the islands are decoded, at load (an op the translation lacks is
+reported then, all together); each distinct island (same op, attributes and types, and no
+regions) is one function. The calls of jax's kernels are islands too on a platform that lacks
+them, decoded at such a lowering.
 
 At load, `outline` copies the first op of each distinct island into a small module of its own
 (one public function per island, and the functions the islands refer to: a composite's
@@ -28,6 +31,7 @@ from jaxlib.mlir.dialects import func as func_dialect
 
 from shlo2jax import compat, decoding
 from shlo2jax.compat import attribute_items
+from shlo2jax.errors import Shlo2JaxError
 from shlo2jax.outline import write_bytecode
 from shlo2jax.translate import Translator, gc_paused
 
@@ -72,7 +76,7 @@ def _referenced_functions(operations, symbol_table) -> list:
         return ir.WalkResult.ADVANCE
 
     for operation in operations:
-        refer(operation)
+        operation.walk(refer)  # (the ops in its regions too)
     seen: list = []
     while names:
         name = names.pop()
@@ -96,7 +100,9 @@ def outline(operations, records: tuple, mlir_module) -> Outline:
     keys: dict = {}
     firsts, slots = [], []
     for operation in operations:
-        slot = keys.setdefault(_key(operation), len(keys))
+        # (an op with regions is its own: two fusions differ in their regions alone)
+        key = _key(operation) if not len(operation.regions) else len(firsts)
+        slot = keys.setdefault(key, len(keys))
         if slot == len(firsts):
             firsts.append(operation)
         slots.append(slot)
@@ -148,8 +154,8 @@ class Islands:
         lowered as a private function of the module being lowered."""
         operations = self._find(mlir_module)
         if len(operations) != len(self.slots):  # the same module, walked the same way
-            raise AssertionError(f"found {len(operations)} islands where the load found "
-                                 f"{len(self.slots)}")
+            raise Shlo2JaxError(f"the direct lowering found {len(operations)} islands where "
+                                f"the load found {len(self.slots)}")
         taken = ir.SymbolTable(mlir_module.operation)
         lowered: dict = {}
         for operation, slot in zip(operations, self.slots):
