@@ -1,7 +1,8 @@
 """Time to first result and translation throughput, side by side with `jax.export`.
 
-    python benchmarks/speed.py [--small jax/mlp,jax/gru_scan,...] [--large corpus,model_like,generated]
-                               [--runs 5] [--tree LABEL=PATH ...] [--json FILE]
+    python benchmarks/speed.py [--small jax/mlp,jax/gru_scan,...]
+                               [--large corpus,model_like,generated,sampler] [--runs 5]
+                               [--tree LABEL=PATH ...] [--json FILE]
 
 Every figure comes from a fresh child process (as a user's notebook or script pays it), the
 variants of one program run in alternation and each figure is the median over `--runs`
@@ -21,7 +22,7 @@ small: corpus artifacts (serialized `jax.export.Exported`), per variant
 warm: the same, in one process that already ran a first program both ways (a notebook
   loading one more program): load and first call, jax's caches cleared before each
 large: translation throughput: load + trace + lower to StableHLO text (XLA's compile left out),
-  per variant; `static ops` the module's ops (nested regions included), `inlined ops` those a
+  per variant, wall and CPU seconds (ops per CPU second: what a shared machine can compare); `static ops` the module's ops (nested regions included), `inlined ops` those a
   copy with every func.call inlined would have (what a translation that traced every call
   site again would trace). jax.export's figure is deserialize + trace + lower of `exp.call`
   (it does not translate: it embeds the module), for the programs that are artifacts.
@@ -30,6 +31,8 @@ large: translation throughput: load + trace + lower to StableHLO text (XLA's com
               func.call, per-layer weights as 64 KiB dense constants, and in every block a
               while loop whose body holds a case, one branch calling the shared norm function
   generated   benchmarks/bench.py's generated program (150 functions of 410 ops, 250 calls)
+  sampler     benchmarks/bench.py's diffusion sampler (50,540 ops), exported with jax.export
+              when the benchmark runs
 
 `--tree LABEL=PATH` adds a shlo2jax variant imported from another checkout (e.g. a baseline
 made with `git archive <commit> | tar -x -C PATH`), run in alternation with this checkout's.
@@ -53,7 +56,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
 SMALL = ["jax/mlp", "jax/gru_scan", "flax/nnx_mlp", "torch/nn_gelu_mlp", "keras/keras_cnn"]
-LARGE = ["corpus", "model_like", "generated"]
+LARGE = ["corpus", "model_like", "generated", "sampler"]
 STEADY_CALLS = 50
 
 
@@ -170,6 +173,13 @@ def _large_programs(names, workdir: pathlib.Path) -> list:
             import bench
             path = workdir / "generated.mlir"
             path.write_text(bench._generated_module())
+            programs.append((name, path))
+        elif name == "sampler":
+            sys.path.insert(0, str(ROOT / "benchmarks"))
+            import bench
+            path = workdir / "sampler" / "exported.bin"  # (the name jax.export's variant reads)
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(bench._real_model_module("sampler"))
             programs.append((name, path))
         else:
             programs.append((name, CORPUS / name / "exported.bin"))
@@ -298,7 +308,7 @@ def _inlined_op_count(module) -> int:
 def child_large(variant: str, path: str) -> dict:
     import jax
     path = pathlib.Path(path)
-    w0 = time.perf_counter()
+    w0, c0 = time.perf_counter(), time.process_time()
     if variant == "export":
         if path.name != "exported.bin":
             return {}
@@ -311,18 +321,19 @@ def child_large(variant: str, path: str) -> dict:
         fn, avals = jax.jit(fn), exported.in_avals
     else:
         import shlo2jax
-        w0 = time.perf_counter()  # (the import is not translation)
+        w0, c0 = time.perf_counter(), time.process_time()  # (the import is not translation)
         program = shlo2jax.load(path)
         entry = program.entry
         fn = jax.jit(lambda *args: entry(*args))  # (an artifact's calling convention included)
         avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in entry.in_avals]
-    w1 = time.perf_counter()
+    w1, c1 = time.perf_counter(), time.process_time()
     with jax.enable_x64(True):
         traced = fn.trace(*avals)
-        w2 = time.perf_counter()
+        w2, c2 = time.perf_counter(), time.process_time()
         traced.lower().as_text()
-    w3 = time.perf_counter()
-    result = {"load": w1 - w0, "trace": w2 - w1, "lower": w3 - w2, "seconds": w3 - w0}
+    w3, c3 = time.perf_counter(), time.process_time()
+    result = {"load": w1 - w0, "trace": w2 - w1, "lower": w3 - w2, "seconds": w3 - w0,
+              "load_cpu": c1 - c0, "trace_cpu": c2 - c1, "lower_cpu": c3 - c2, "cpu": c3 - c0}
     if variant != "export":
         module = program.module
         result.update(static_ops=len(module.ops), inlined_ops=_inlined_op_count(module))
@@ -422,7 +433,8 @@ def main(argv=None):
                         pycache))
             row = {}
             for name, s in samples.items():
-                keys = ("load", "trace", "lower", "seconds", "static_ops", "inlined_ops")
+                keys = ("load", "trace", "lower", "seconds", "static_ops", "inlined_ops",
+                        "load_cpu", "trace_cpu", "lower_cpu", "cpu")
                 row[name] = {k: _median(s, k) for k in keys} | {
                     "errors": [x["error"] for x in s if "error" in x]}
             results["large"][label] = row
@@ -461,9 +473,11 @@ def _print(results, labels):
                     print(f"{entry:22s} {name:22s} {r['load']:7.3f} {r['first']:7.3f} "
                           f"{r['total']:7.3f} {r['total'] / base:6.2f}")
     if results["large"]:
-        print("\ntranslation: load + trace + lower to StableHLO text (medians, wall s)")
+        print("\ntranslation: load + trace + lower to StableHLO text (medians, wall s; then CPU s:"
+              " load/trace/lower and ops per CPU s)")
         print(f"{'program':28s} {'variant':22s} {'static':>7s} {'inlined':>8s} {'load':>6s} "
-              f"{'trace':>6s} {'lower':>6s} {'total':>6s} {'ops/s':>8s} {'inl ops/s':>9s}")
+              f"{'trace':>6s} {'lower':>6s} {'total':>6s} {'ops/s':>8s} {'inl ops/s':>9s} "
+              f"{'cpu l/t/l':>16s} {'ops/cpu s':>9s}")
         for program, row in results["large"].items():
             ops = next((r for r in row.values() if r.get("static_ops")), {})
             for label in labels:
@@ -474,7 +488,10 @@ def _print(results, labels):
                       f"{_fmt(r['load'], '6.2f')} {_fmt(r['trace'], '6.2f')} "
                       f"{_fmt(r['lower'], '6.2f')} {_fmt(total, '6.2f')} "
                       f"{_fmt(static / total if static and total else None, '8.0f')} "
-                      f"{_fmt(inlined / total if inlined and total else None, '9.0f')}"
+                      f"{_fmt(inlined / total if inlined and total else None, '9.0f')} "
+                      f"{_fmt(r.get('load_cpu'), '4.2f'):>4s}/{_fmt(r.get('trace_cpu'), '4.2f'):>4s}/"
+                      f"{_fmt(r.get('lower_cpu'), '4.2f'):>4s}     "
+                      f"{_fmt(static / r['cpu'] if static and r.get('cpu') else None, '9.0f')}"
                       + (f"  errors: {r['errors'][:1]}" if r["errors"] else ""))
 
 

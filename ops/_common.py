@@ -43,6 +43,11 @@ def replayable(key=None):
 
 def ints(value) -> tuple:
     """An integer array attribute as a tuple: a tuple (stablehlo) or a dense array (mhlo)."""
+    if type(value) is tuple:  # (a decoded array attribute: a flat tuple of ints, usually)
+        try:
+            return tuple(map(int, value))
+        except TypeError:  # nested
+            pass
     return tuple(int(v) for v in np.asarray(value).reshape(-1))
 
 

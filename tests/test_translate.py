@@ -102,6 +102,23 @@ def test_collector_paused_only_while_tracing():
     assert gc.isenabled()  # re-enabled after a failing translation
 
 
+def test_collector_paused_while_loading_and_back_after():
+    """load() reads and decodes with the collector paused (a rule's prepare runs then),
+    and leaves it enabled, after a load that fails too."""
+    seen = []
+    target = "test.translate_gc_load"
+    try:
+        shlo2jax.register_custom_call(target, prepare=lambda op: seen.append(gc.isenabled()))(
+            lambda ctx, op, x: x)
+        _custom(target, "tensor<3xf32>")
+    finally:
+        registry.CUSTOM_CALL_RULES.pop(target, None)
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(shlo2jax.LoadError):
+        shlo2jax.load("func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {")
+    assert gc.isenabled()
+
+
 def test_gc_paused_nests_and_respects_a_disabled_collector():
     with gc_paused():
         assert not gc.isenabled()
