@@ -150,7 +150,7 @@ def _shown(arg: str) -> str:
 
 def speed_rows(speed: dict) -> dict:
     """{'first': [(entry, shlo2jax total s, jax.export total s)], 'steady': [...ms],
-    'large': [(program, static ops, shlo2jax s, jax.export s or None)]}"""
+    'large': [(program, static ops, shlo2jax s, jax.export s or None, shlo2jax CPU s or None)]}"""
     first, steady, large = [], [], []
     for entry, row in speed.get("small", {}).items():
         ours, theirs = row.get("shlo2jax", {}), row.get("jax.export", {})
@@ -162,7 +162,7 @@ def speed_rows(speed: dict) -> dict:
         ours, theirs = row.get("shlo2jax", {}), row.get("jax.export", {})
         ops = ours.get("static_ops") or theirs.get("static_ops")
         if ops and ours.get("seconds"):
-            large.append((program, ops, ours["seconds"], theirs.get("seconds")))
+            large.append((program, ops, ours["seconds"], theirs.get("seconds"), ours.get("cpu")))
     return {"first": first, "steady": steady, "large": large}
 
 
@@ -214,9 +214,10 @@ def table(results: dict) -> str:
                 [f"{ours:.2f} ({ours / theirs:.2f}x)", "", f"{theirs:.2f}", "", ""])
         for entry, ours, theirs in rows["steady"]:
             row(f"steady call, {entry} (ms)", [f"{ours:.3f}", "", f"{theirs:.3f}", "", ""])
-        for program, ops, ours, theirs in rows["large"]:
+        for program, ops, ours, theirs, cpu in rows["large"]:
+            per_cpu = f"; {ops / cpu:,.0f} per CPU s" if cpu else ""
             row(f"load + trace + lower, {program} ({ops:,} ops): s (ops/s)",
-                [f"{ours:.2f} ({ops / ours:,.0f})", "",
+                [f"{ours:.2f} ({ops / ours:,.0f}{per_cpu})", "",
                  f"{theirs:.2f}" if theirs else "", "", ""])
     memory = _part(results, "memory")
     if memory:
@@ -270,9 +271,10 @@ def readme_block(results: dict) -> str:
             facts.append("time to first result on a small program "
                          + _range([o / t for _, o, t in rows["first"]], ".2f")
                          + " times `jax.export`'s")
-        for program, ops, seconds, _ in rows["large"]:
-            facts.append(f"translation (load, trace, lower) of a {ops:,}-op program at "
-                         f"{ops / seconds:,.0f} ops/s")
+        for program, ops, seconds, _, cpu in rows["large"]:
+            per_cpu = f" ({ops / cpu:,.0f} per CPU s)" if cpu else ""
+            facts.append(f"load + trace + lower of a {ops:,}-op program at "
+                         f"{ops / seconds:,.0f} ops/s{per_cpu}")
     memory = _part(results, "memory")
     if memory:
         cases = []
@@ -290,12 +292,12 @@ def readme_block(results: dict) -> str:
             if "translated" in by:
                 theirs = ", Enzyme-JAX {:.3g} s / {:.3g} ms".format(*by["enzyme"]) \
                     if "enzyme" in by else ""
-                facts.append("gradient of grads.py's `{}`, compile / call: {:.3g} s / {:.3g} ms"
+                facts.append("`{}` gradient (grads.py), compile / call: {:.3g} s / {:.3g} ms"
                              .format(case, *by["translated"]) + theirs)
     where = (f"{', '.join(dates)}, a shared {meta.get('cpus', '?')}-CPU machine, "
              f"{meta.get('backend', 'cpu').upper()}, jax {meta.get('jax', '?')}")
     text = (f"**Performance** (`python benchmarks/report.py`, {where}): "
-            + "; ".join(facts) + ". Details: [docs/performance.md](docs/performance.md).")
+            + "; ".join(facts) + ". [More](docs/performance.md).")
     bullet = textwrap.fill(text, width=99, initial_indent="- ", subsequent_indent="  ",
                            break_long_words=False, break_on_hyphens=False)
     block = f"{BEGIN}\n{bullet}\n{END}"
