@@ -22,10 +22,15 @@ Variants: `translated` (shlo2jax.load, the default), `direct` (lowering="direct"
 (Enzyme-JAX's `enzyme_ad.jax.hlo_call` of the same module's StableHLO text: its gradient is
 Enzyme's reverse mode of the module), `source` (jax.grad of the Python source, where the case
 has it); and, when asked for, `lax` (translated with gradients="lax": lax's derivative rules
-instead of strong zeros, the bound of what removing strong zeros can give). The loss is sum(first floating output * a fixed random projection); gradients are
+instead of strong zeros, the bound of what removing strong zeros can give) and `lax_dot`
+(translated with lax.dot_general's own reverse mode: the translation before
+`shlo2jax.gradients.dot_general`). The loss is sum(first floating output * a fixed random projection); gradients are
 taken w.r.t. every floating argument.
 
-Each (case, variant) runs in a fresh child process, the variants alternating, `--runs` times:
+Each (case, variant) runs in a fresh child process, the variants alternating, `--runs` times
+(with `--interleave`, all variants of a case in one child: `--runs` compiles of each,
+alternating, then the calls alternating; on a shared machine whose load moves, the ratios of
+one such run are what to compare):
   compile  seconds to trace, lower and compile jax.jit(jax.grad(loss)) (load excluded)
   call     milliseconds per steady-state call, the median of `--calls` calls (fewer, at
            least 3, once they take `--seconds`)
@@ -170,24 +175,25 @@ def _jaxpr_kinds(closed) -> dict:
     return dict(counts.most_common())
 
 
-def child(name: str, variant: str, calls: int, seconds: float, grads_out: str,
-          profile: bool) -> dict:
+def _gradient(name: str, variant: str):
+    """-> (jax.grad of the case's loss through the variant, the arguments it takes), or a
+    string: why the variant cannot run here."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     import shlo2jax
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench import _cost, hlo_summary
 
     spec = case(name)
     if isinstance(spec, str):
-        return {"skipped": spec}
+        return spec
     artifact = spec["artifact"]
     if variant == "source":
         if spec["source"] is None:
-            return {"skipped": "no Python source (not made by a jax.export generator here)"}
+            return "no Python source (not made by a jax.export generator here)"
         fn, avals = spec["source"], None
     else:
+        if variant == "lax_dot":
+            _with_lax_dot_rule()
         lowering = "direct" if variant == "direct" else "translate"
         gradients = "lax" if variant == "lax" else "strong_zero"
         program = shlo2jax.load(artifact, lowering=lowering, gradients=gradients)
@@ -196,8 +202,8 @@ def child(name: str, variant: str, calls: int, seconds: float, grads_out: str,
             try:
                 from enzyme_ad.jax import hlo_call
             except ImportError as e:
-                return {"skipped": f"enzyme_ad does not import ({e}): run from the venv of "
-                                   "benchmarks/requirements-enzyme.txt"}
+                return (f"enzyme_ad does not import ({e}): run from the venv of "
+                        "benchmarks/requirements-enzyme.txt")
             text = _module_text(program)
             fn = lambda *a: hlo_call(*a, source=text)  # noqa: E731
     args = spec["args"] if spec["args"] is not None else _seeded_args(avals)
@@ -216,29 +222,120 @@ def child(name: str, variant: str, calls: int, seconds: float, grads_out: str,
         for i, a in zip(wrt, diff):
             full[i] = a
         return jnp.sum(first_float(fn(*full)).astype(jnp.float32) * projection)
-
-    diff = [args[i] for i in wrt]
     grad = jax.grad(loss)
+    if variant == "lax_dot":
+        plain = grad
+
+        def grad(diff):  # traced (under jit) with lax's dot_general rule
+            _with_lax_dot_rule(True)
+            try:
+                return plain(diff)
+            finally:
+                _with_lax_dot_rule(False)
+    return grad, [args[i] for i in wrt]
+
+
+def _with_lax_dot_rule(on: bool = False):
+    """The translation's dot_general bound as lax.dot_general (lax's reverse mode, the
+    translation before issue 32's `shlo2jax.gradients.dot_general`) while `on`."""
+    import shlo2jax.gradients
+    import shlo2jax.ops.linalg as linalg
+    from jax import lax
+    linalg._dot_general = lax.dot_general if on else shlo2jax.gradients.dot_general
+
+
+def _why(e: Exception) -> str:
+    import traceback
+    lines = [line for line in str(e).splitlines() if line.strip() and "----" not in line]
+    frame = traceback.extract_tb(e.__traceback__)[-1]
+    return (f"{type(e).__name__}{': ' + lines[0][:120] if lines else ''} (in {frame.name}, "
+            f"{os.path.basename(frame.filename)}:{frame.lineno})")
+
+
+def _failing_softly(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:
+        return "failed: " + _why(e)
+
+
+def _compile(grad, diff):
+    import jax
     start = time.perf_counter()
     compiled = jax.jit(grad).lower(diff).compile()
-    compile_s = time.perf_counter() - start
-    result = jax.block_until_ready(compiled(diff))
-    times = []
-    while len(times) < calls and (len(times) < 3 or sum(times) < seconds):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(diff))
-        times.append(time.perf_counter() - start)
-    np.savez(grads_out, *[np.asarray(g) for g in result])
+    return compiled, time.perf_counter() - start
+
+
+def _timed_call(compiled, diff) -> float:
+    import jax
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(diff))
+    return time.perf_counter() - start
+
+
+def _record(compiled, diff, grads_out, profile, grad) -> dict:
+    import jax
+    import numpy as np
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench import _cost, hlo_summary
+    np.savez(grads_out, *[np.asarray(g) for g in jax.block_until_ready(compiled(diff))])
     summary = hlo_summary(compiled.as_text())
-    record = {"compile_s": compile_s, "call_ms": statistics.median(times) * 1e3,
-              "kernels": sum(summary["kernels"].values()), "fusions": summary["fusions"],
+    record = {"kernels": sum(summary["kernels"].values()), "fusions": summary["fusions"],
               "fused_instructions": summary["fused_instructions"],
-              **_cost(compiled.cost_analysis()), "wrt": len(wrt)}
+              **_cost(compiled.cost_analysis()), "wrt": len(diff)}
     if profile:
         record["jaxpr"] = _jaxpr_kinds(jax.make_jaxpr(grad)(diff))
         record["hlo_kernels"] = summary["kernels"]
         record["hlo_fused"] = summary["fused"]
     return record
+
+
+def child(name: str, variant: str, calls: int, seconds: float, grads_out: str,
+          profile: bool) -> dict:
+    made = _failing_softly(_gradient, name, variant)
+    if isinstance(made, str):
+        return {"skipped": made}
+    grad, diff = made
+    compiled, compile_s = _compile(grad, diff)
+    record = _record(compiled, diff, grads_out, profile, grad)
+    times = []
+    while len(times) < calls and (len(times) < 3 or sum(times) < seconds):
+        times.append(_timed_call(compiled, diff))
+    return {"compile_s": compile_s, "call_ms": statistics.median(times) * 1e3, **record}
+
+
+def interleaved(name: str, variants: list, runs: int, calls: int, seconds: float,
+                grads_dir: str, profile: bool) -> dict:
+    """Every variant of one case in this one process: `runs` compiles of each, alternating
+    (jax's caches cleared before each), then calls alternating; medians. On a shared
+    machine whose load moves, the ratios of one such run are the figures to compare."""
+    import jax
+    made = {v: _failing_softly(_gradient, name, v) for v in variants}
+    out = {v: {"skipped": m} for v, m in made.items() if isinstance(m, str)}
+    ready = {v: m for v, m in made.items() if not isinstance(m, str)}
+    compiles, compiled = {v: [] for v in ready}, {}
+    for _ in range(runs):
+        for v, (grad, diff) in list(ready.items()):
+            jax.clear_caches()
+            try:
+                compiled[v], s = _compile(grad, diff)
+            except Exception as e:  # a variant that cannot differentiate the case
+                out[v] = {"error": _why(e)}
+                del ready[v], compiles[v]
+                continue
+            compiles[v].append(s)
+    times = {v: [] for v in ready}
+    while min(map(len, times.values()), default=calls) < calls and (
+            min(map(len, times.values())) < 3 or
+            sum(map(sum, times.values())) < seconds * len(times)):
+        for v in ready:
+            times[v].append(_timed_call(compiled[v], ready[v][1]))
+    for v, (grad, diff) in ready.items():
+        out[v] = {"compile_s": statistics.median(compiles[v]),
+                  "call_ms": statistics.median(times[v]) * 1e3, "runs": runs,
+                  **_record(compiled[v], diff, os.path.join(grads_dir, f"{name}-{v}.npz"),
+                            profile, grad)}
+    return out
 
 
 # ------------------------------------------------------------------ the parent
@@ -253,6 +350,24 @@ def _run_child(name, variant, opts, grads_out) -> dict:
             return json.loads(line)
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
     return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
+
+
+def _run_interleaved(name, opts, tmp) -> dict:
+    cmd = [sys.executable, __file__, "--interleave-child", name, "--variants", opts.variants,
+           "--runs", str(opts.runs), "--calls", str(opts.calls), "--seconds",
+           str(opts.seconds), "--grads-out", tmp] + (["--profile"] if opts.profile else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.timeout)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            results = json.loads(line)
+            print(f"  {name}: " + json.dumps({v: {k: x for k, x in r.items()
+                                                  if not isinstance(x, dict)}
+                                              for v, r in results.items()}),
+                  file=sys.stderr, flush=True)
+            return results
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    return {v: {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
+            for v in opts.variants.split(",")}
 
 
 def _rel_error(path, reference) -> float:
@@ -276,35 +391,54 @@ def main():
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--json", default="")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--interleave", action="store_true",
+                        help="every variant of a case in one child process, alternating")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--interleave-child", help=argparse.SUPPRESS)
     parser.add_argument("--grads-out", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    variants = opts.variants.split(",")
     if opts.child:
-        print(json.dumps(child(*opts.child, opts.calls, opts.seconds, opts.grads_out, opts.profile)))
+        print(json.dumps(child(*opts.child, opts.calls, opts.seconds, opts.grads_out,
+                               opts.profile)))
+        return
+    if opts.interleave_child:
+        print(json.dumps(interleaved(opts.interleave_child, variants, opts.runs, opts.calls,
+                                     opts.seconds, opts.grads_out, opts.profile)))
         return
 
     import jax
-    variants = opts.variants.split(",")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in opts.cases.split(","):
+            if opts.interleave:
+                results[name] = _run_interleaved(name, opts, tmp)
+                for v, record in results[name].items():
+                    out = os.path.join(tmp, f"{name}-{v}.npz")
+                    ref = os.path.join(tmp, f"{name}-translated.npz")
+                    if v != "translated" and os.path.exists(out) and os.path.exists(ref):
+                        record["err"] = _rel_error(out, ref)
+                continue
             runs = collections.defaultdict(list)
             for r in range(opts.runs):
                 order = variants[r % len(variants):] + variants[:r % len(variants)]
                 for variant in order:
                     out = os.path.join(tmp, f"{name}-{variant}-{r}.npz")
                     record = _run_child(name, variant, opts, out)
-                    if "compile_s" in record and "translated" in variants:
-                        ref = os.path.join(tmp, f"{name}-translated-{r}.npz")
-                        if variant != "translated" and os.path.exists(ref):
-                            record["err"] = _rel_error(out, ref)
                     runs[variant].append(record)
                     print(f"  {name} {variant} run {r}: " + json.dumps(
                         {k: v for k, v in record.items() if not isinstance(v, dict)}),
                         file=sys.stderr, flush=True)
+                ref = os.path.join(tmp, f"{name}-translated-{r}.npz")
+                for variant in variants:
+                    out = os.path.join(tmp, f"{name}-{variant}-{r}.npz")
+                    if variant != "translated" and os.path.exists(out) and os.path.exists(ref):
+                        runs[variant][-1]["err"] = _rel_error(out, ref)
             results[name] = {v: _median(rs) for v, rs in runs.items()}
+    how = (f"one process per case, {opts.runs} compiles each and calls alternating"
+           if opts.interleave else f"medians of {opts.runs} fresh processes")
     print(f"\njax {jax.__version__}, {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f}; medians of {opts.runs} fresh processes\n")
+          f"load average {os.getloadavg()[0]:.1f}; {how}\n")
     print(_table(results, variants))
     if opts.json:
         pathlib.Path(opts.json).write_text(json.dumps(results, indent=1) + "\n")
