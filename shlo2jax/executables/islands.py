@@ -46,15 +46,20 @@ class Island(NamedTuple):
         return f"{self.op} at {self.location}: {self.why}"
 
 
-def _function_name(slot: int) -> str:
+def _function_name(slot) -> str:
     return f"shlo2jax_island_{slot}"
 
 
-def _key(operation) -> tuple:
-    """Ops with the same key have the same translation: one island function serves them."""
+def _key(operation):
+    """Ops with the same key have the same translation: one island function serves them. An op
+    with regions (two fusions differ in their regions alone), or with an attribute the
+    bindings cannot read, has a key of its own."""
+    attributes = tuple(attribute_items(operation))
+    if len(operation.regions) or any(attr is None for _, attr in attributes):
+        return object()
     return (operation.name, tuple(str(v.type) for v in operation.operands),
             tuple(str(t) for t in operation.results.types),
-            tuple((name, str(attr)) for name, attr in attribute_items(operation)))
+            tuple((name, str(attr)) for name, attr in attributes))
 
 
 def _symbols(attr, into: list) -> None:
@@ -89,9 +94,10 @@ def _referenced_functions(operations, symbol_table) -> list:
 class Outline(NamedTuple):
     """Ops of a module copied into a module of their own (`outline`)."""
     records: tuple  # an `Island` per op, in walk order
-    bytecode: bytes  # one public function `shlo2jax_island_<slot>` per distinct op, and the
-    # functions they refer to
+    bytecode: bytes  # one public function `<prefix><slot>` per distinct op, and the functions
+    # they refer to
     slots: tuple  # for each op, the slot of its function
+    prefix: str  # `shlo2jax_island_`, unless a function they refer to is named so
 
 
 def outline(operations, records: tuple, mlir_module) -> Outline:
@@ -100,21 +106,23 @@ def outline(operations, records: tuple, mlir_module) -> Outline:
     keys: dict = {}
     firsts, slots = [], []
     for operation in operations:
-        # (an op with regions is its own: two fusions differ in their regions alone)
-        key = _key(operation) if not len(operation.regions) else len(firsts)
-        slot = keys.setdefault(key, len(keys))
+        slot = keys.setdefault(_key(operation), len(keys))
         if slot == len(firsts):
             firsts.append(operation)
         slots.append(slot)
     symbol_table = ir.SymbolTable(mlir_module.operation)
+    referenced = _referenced_functions(firsts, symbol_table)
+    prefix = _function_name("")
+    while any(name.startswith(prefix) for name in referenced):
+        prefix = "_" + prefix
     with mlir_module.context, ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
-            for name in _referenced_functions(firsts, symbol_table):
+            for name in referenced:
                 symbol_table[name].operation.clone()
             for slot, operation in enumerate(firsts):
                 with operation.location:
-                    fn = func_dialect.FuncOp(_function_name(slot), ir.FunctionType.get(
+                    fn = func_dialect.FuncOp(f"{prefix}{slot}", ir.FunctionType.get(
                         [v.type for v in operation.operands], list(operation.results.types)))
                     block = fn.add_entry_block()
                     with ir.InsertionPoint(block):
@@ -122,7 +130,7 @@ def outline(operations, records: tuple, mlir_module) -> Outline:
                         for i, argument in enumerate(block.arguments):
                             copy.operands[i] = argument
                         func_dialect.ReturnOp(list(copy.results))
-        return Outline(tuple(records), write_bytecode(module), tuple(slots))
+        return Outline(tuple(records), write_bytecode(module), tuple(slots), prefix)
 
 
 class Islands:
@@ -133,6 +141,7 @@ class Islands:
         """`find(mlir_module)`: the outlined ops of a module, in walk order. `context`: the MLIR
         context to parse them in (the program's, while it holds its module; else a new one)."""
         self.records, self.slots, self._find = outlined.records, outlined.slots, find
+        self._prefix = outlined.prefix
         with context or compat.make_ir_context():
             module = ir.Module.parse(outlined.bytecode)
         # strict options (the default): what the translation lacks is an UnsupportedError now
@@ -145,7 +154,7 @@ class Islands:
         self.translator = Translator(self.module, options)
 
     def _signature(self, slot: int) -> tuple:
-        fdef = self.module.functions[_function_name(slot)]
+        fdef = self.module.functions[f"{self._prefix}{slot}"]
         return fdef, [jax.core.ShapedArray(t.shape, t.dtype) for t in fdef.input_types]
 
     def lower_into(self, ctx, mlir_module, chosen=None) -> None:

@@ -341,3 +341,26 @@ def test_gpu_kernels_of_jax_exports_are_islands_on_cpu(module, case):
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
     assert not program.decoded
+
+
+def test_island_names_never_clash_with_the_modules_functions():
+    """A composite whose decomposition is named as an island function would be (a module that
+    shlo2jax lowered once, say): the island functions take other names, here and in the
+    lowered module."""
+    text = """func.func private @shlo2jax_island_0(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.negate %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.composite "my.negate" %x {decomposition = @shlo2jax_island_0}
+    : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = stablehlo.exponential %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}"""
+    program = shlo2jax.load(text, lowering="direct")
+    assert [i.op for i in program.entry.islands] == ["stablehlo.composite"]
+    assert program.direct_scan.island_outline.prefix == "_shlo2jax_island_"
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(program(x)), np.exp(-x), rtol=1e-6)
+    lowered = jax.jit(program.entry).lower(x).as_text()
+    assert "call @shlo2jax_island_0_0(" in lowered
