@@ -176,3 +176,75 @@ def test_a_func_v1_is_printed_generically():
 def test_the_table_is_what_the_generator_writes():
     assert vhlo_kinds._render(vhlo_kinds.learn(str(ROOT))) in \
         pathlib.Path(vhlo_kinds.__file__).read_text()
+
+
+# ------------------------------------------------------------------------ the IR section walk
+
+RESNET = ROOT / "tests" / "corpus" / "flax" / "nnx_resnet_closed" / "exported.bin"
+
+
+def _shifted_ir_section() -> bytes:
+    """nnx_resnet_closed's VHLO module with 10 bytes deleted inside its attribute/type section
+    (at offset 9868): the section keeps its declared length, so it swallows the IR section's
+    header and first bytes, and the IR section is read from the module's nested region,
+    whose first byte (a region of one block) reads as a top-level block with arguments. MLIR's
+    reader defines those before any value scope exists: SIGSEGV in `defineValues`. Found by
+    `python -m shlo2jax mutate --count 300 --releases --seed 11` (mutant 74)."""
+    module = bytearray(_inner(RESNET))
+    assert module[9866:9870] == b"C>W'", "the corpus artifact changed: find the edit again"
+    del module[9868:9878]
+    return bytes(module)
+
+
+def test_an_ir_section_read_from_its_nested_region_is_a_load_error():
+    data = _shifted_ir_section()
+    verdict = safe_parse.check_bytecode(data)
+    assert verdict.error and "top-level block declares arguments" in verdict.error, verdict
+    # in a child: without the check this ends the process
+    done = subprocess.run([sys.executable, "-c", _LOAD], input=data, capture_output=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    out = done.stdout.decode()
+    assert out.startswith("LoadError:") and "top-level block declares arguments" in out, out
+
+
+def test_the_walk_reads_every_ir_section_of_the_tests_exactly():
+    """No valid module is refused, and the walk follows the reader: on every bytecode file
+    under tests/ (bytecode versions 0 to 6) it ends where the IR section ends."""
+    versions = set()
+    for name, data in vhlo_kinds._artifacts(str(ROOT)):
+        assert safe_parse.check_bytecode(data) == safe_parse.SAFE, name
+        version, _, sections = safe_parse._sections(data)
+        start, end = sections[safe_parse._IR]
+        flagged, pos = safe_parse._varint(data, start)
+        assert safe_parse._ops(data, pos, end, version, flagged >> 1, 0) == end, name
+        versions.add(version)
+    assert {0, 1, 3, 4, 6} <= versions, versions
+
+
+def _ir(ops: bytes) -> tuple:
+    """The arguments of `_check_ir` for an IR section of bytecode version 6 holding one
+    top-level op. (A one-byte varint of value v is the byte 2v + 1.)"""
+    data = b"\x05" + ops  # one op (the value 2: one op, the no-arguments flag clear)
+    return data, 6, 0, len(data)
+
+
+def test_a_count_beyond_the_section_is_a_framing_error():
+    # an op (name 0, mask: has results, location 0) claiming 2^56 results: the reader sizes
+    # a vector by it before it reads them (2^56 entries: "out of memory", an abort)
+    huge = b"\x00" + (1 << 56).to_bytes(8, "little")
+    with pytest.raises(safe_parse._Framing, match="claims 72057594037927936 results"):
+        safe_parse._check_ir(*_ir(b"\x01\x02\x01" + huge))
+    # the same count in a region (an op with one inline region: 2^56 blocks)
+    with pytest.raises(safe_parse._Framing, match="blocks"):
+        safe_parse._check_ir(*_ir(b"\x01\x10\x01\x05" + huge))
+
+
+def test_an_index_pair_use_list_order_is_inconclusive():
+    # one result of type 0, then a use-list order in index pairs (the reader writes to the
+    # shuffle at an unchecked index): the child parses it first
+    op = b"\x01\x22\x01" + b"\x03\x01" + b"\x07\x01"
+    with pytest.raises(safe_parse._Inconclusive, match="index-pair"):
+        safe_parse._check_ir(*_ir(op))
+    # with the pair flag clear it is read through
+    safe_parse._check_ir(*_ir(b"\x01\x22\x01" + b"\x03\x01" + b"\x05\x01"))
