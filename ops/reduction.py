@@ -21,6 +21,7 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
+from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.module import Region
 from shlo2jax.ops._common import explicit_captures, ints, non_differentiable, single_or_tuple
@@ -231,7 +232,7 @@ def reduce(ctx, op, *args):
         # Reduce from the identity, which lax turns into its differentiable reductions, then
         # apply the init once (the init may also be traced: jax exports some via a broadcast).
         x = inputs[0]
-        out = lax.reduce(x, _identity(name, x.dtype), _MONOIDS[name], dims)
+        out = compat.monoid_reduce(x, _identity(name, x.dtype), _MONOIDS[name], dims)
         if name == "add" and T.is_float(x.dtype):
             # lax sums from +0: a sum of only -0 terms (spec: -0) must stay -0.
             # (jnp.signbit refuses 8/4-bit floats; widening keeps the sign of zero.)
@@ -240,7 +241,7 @@ def reduce(ctx, op, *args):
             out = lax.select(negative_zero, lax.full_like(out, -0.0), out)
         return _MONOIDS[name](out, lax.broadcast_in_dim(inits[0], out.shape, ()))
     if name is not None and (name in _IDEMPOTENT or _is_identity(name, inits[0])):
-        return _monoid_reduce(lax.reduce, inputs[0], inits[0], name, dims)
+        return _monoid_reduce(compat.monoid_reduce, inputs[0], inits[0], name, dims)
     if p.selection is not None:
         return _selection(ctx, op, inputs, inits,
                           lambda body, xs, inits: _general_reduce(body, xs, inits, dims),

@@ -2,6 +2,7 @@
 callees traced once for all their call sites."""
 
 import gc
+import itertools
 
 import numpy as np
 import pytest
@@ -316,3 +317,34 @@ def test_replayed_equations_are_the_traced_ones(gradients):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
         np.testing.assert_array_equal(*(np.asarray(jax.grad(loss(p))(*args[:2]))
                                         for p in programs()))
+
+
+def test_monoid_reduce_stages_what_lax_reduce_stages():
+    """compat.monoid_reduce (lax.reduce without the debug info a monoid reduction never
+    uses) gives lax.reduce's jaxpr for each monoid, identity or other init, dtype and
+    dimensions; a traced init (no monoid reducer) too."""
+    import jax
+    from jax import lax
+    from shlo2jax import compat
+
+    monoids = [lax.add, lax.mul, lax.max, lax.min, lax.bitwise_or, lax.bitwise_and]
+    cases = 0
+    for dtype in (np.float32, np.int32, np.uint8, np.bool_, np.complex64):
+        spec = jax.ShapeDtypeStruct((3, 4), dtype)
+        for fn, init, dims in itertools.product(monoids, (0, 1, -1, np.inf), ((1,), (0, 1))):
+            with np.errstate(invalid="ignore"):
+                value = np.array(init).astype(dtype)
+
+            def jaxpr(reduce):
+                try:
+                    return str(jax.make_jaxpr(lambda x: reduce(x, value, fn, dims))(spec))
+                except TypeError as e:  # (a monoid lax refuses for the dtype: refused alike)
+                    return f"TypeError: {e}"
+            assert jaxpr(lax.reduce) == jaxpr(compat.monoid_reduce), (dtype, fn, init, dims)
+            cases += 1
+    traced = jax.ShapeDtypeStruct((), np.float32)
+    assert str(jax.make_jaxpr(lambda x, i: lax.reduce(x, i, lax.add, (1,)))(
+        jax.ShapeDtypeStruct((3, 4), np.float32), traced)) == str(jax.make_jaxpr(
+            lambda x, i: compat.monoid_reduce(x, i, lax.add, (1,)))(
+                jax.ShapeDtypeStruct((3, 4), np.float32), traced))
+    assert cases == 240
