@@ -310,11 +310,14 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
     targets = frozenset(_target(operation) for operation in kernel_ops)
     if blocker:
         return DirectScan(blocker[0], targets)
-    return DirectScan(
-        None, targets,
-        outline_islands(island_ops, islands, mlir_module) if islands else None,
-        outline_islands(kernel_ops, kernels, mlir_module)
-        if kernel_ops and all(map(classify.can_be_island, kernel_ops)) else None)
+    try:
+        return DirectScan(
+            None, targets,
+            outline_islands(island_ops, islands, mlir_module) if islands else None,
+            outline_islands(kernel_ops, kernels, mlir_module)
+            if kernel_ops and all(map(classify.can_be_island, kernel_ops)) else None)
+    except Exception as e:  # (MLIRError, ValueError: malformed input the walk let through)
+        return DirectScan(f"its islands cannot be outlined ({e})", targets)
 
 
 @functools.cache

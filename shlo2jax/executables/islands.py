@@ -102,7 +102,7 @@ class Outline(NamedTuple):
 
 def outline(operations, records: tuple, mlir_module) -> Outline:
     """The `Outline` of `operations` (ops of `mlir_module`, in walk order; `records`, an
-    `Island` for each)."""
+    `Island` for each). Raises where the ops cannot be copied into a module that verifies."""
     keys: dict = {}
     firsts, slots = [], []
     for operation in operations:
@@ -130,6 +130,8 @@ def outline(operations, records: tuple, mlir_module) -> Outline:
                         for i, argument in enumerate(block.arguments):
                             copy.operands[i] = argument
                         func_dialect.ReturnOp(list(copy.results))
+        if not module.operation.verify():  # (raises, where the bindings report it so)
+            raise ValueError("the module of the islands does not verify")
         return Outline(tuple(records), write_bytecode(module), tuple(slots), prefix)
 
 

@@ -364,3 +364,23 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
     np.testing.assert_allclose(np.asarray(program(x)), np.exp(-x), rtol=1e-6)
     lowered = jax.jit(program.entry).lower(x).as_text()
     assert "call @shlo2jax_island_0_0(" in lowered
+
+
+def test_islands_that_cannot_be_outlined_leave_the_function_translated(monkeypatch):
+    """Where the island ops cannot be copied into a module of their own that verifies (malformed
+    input the walk let through), the whole function is translated, and the note says so."""
+    from shlo2jax.executables import direct
+
+    def refuse(operations, records, mlir_module):
+        raise ValueError("the module of the islands does not verify")
+    monkeypatch.setattr(direct, "outline_islands", refuse)
+    text = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @mhlo.erf(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}"""
+    fn = shlo2jax.load(text, lowering="direct").entry
+    assert fn.lowering == "translate" and fn.islands == ()
+    assert fn.lowering_note == ("its islands cannot be outlined (the module of the islands "
+                                "does not verify)")
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(fn(x)), jax.lax.erf(x), rtol=1e-6)
