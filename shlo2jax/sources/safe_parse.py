@@ -324,14 +324,23 @@ def _ops(data: bytes, pos: int, end: int, version: int, num_ops: int, depth: int
         if mask & _HAS_PROPERTIES:  # an index (into the properties section or the attributes)
             pos += length[data[pos]]
         # results, operands, successors: each a count, then as many varints (types, value
-        # ids, block ids)
+        # ids, block ids). A one-byte count (< 64, most of them) sizes nothing harmful and
+        # is read inline; longer ones must fit the bytes left.
         num_results = 0
         if mask & _HAS_RESULTS:
-            num_results, pos = _count(data, pos, end, "results")
+            num_results = data[pos]
+            if num_results & 1:
+                num_results, pos = num_results >> 1, pos + 1
+            else:
+                num_results, pos = _count(data, pos, end, "results")
             for _ in range(num_results):
                 pos += length[data[pos]]
         if mask & _HAS_OPERANDS:
-            n, pos = _count(data, pos, end, "operands")
+            n = data[pos]
+            if n & 1:
+                n, pos = n >> 1, pos + 1
+            else:
+                n, pos = _count(data, pos, end, "operands")
             for _ in range(n):
                 pos += length[data[pos]]
         if mask & _HAS_SUCCESSORS:
