@@ -248,3 +248,10 @@ def test_an_index_pair_use_list_order_is_inconclusive():
         safe_parse._check_ir(*_ir(op))
     # with the pair flag clear it is read through
     safe_parse._check_ir(*_ir(b"\x01\x22\x01" + b"\x03\x01" + b"\x05\x01"))
+
+
+def test_a_bytecode_version_the_walk_does_not_know_is_inconclusive():
+    data, _, start, end = _ir(b"\x01\x00\x01")
+    safe_parse._check_ir(data, safe_parse._NEWEST_WALKED, start, end)
+    with pytest.raises(safe_parse._Inconclusive, match="newer than the walk knows"):
+        safe_parse._check_ir(data, safe_parse._NEWEST_WALKED + 1, start, end)
