@@ -252,8 +252,9 @@ _HAS_ATTRS, _HAS_RESULTS, _HAS_OPERANDS, _HAS_SUCCESSORS = 0x01, 0x02, 0x04, 0x0
 _HAS_REGIONS, _HAS_USE_LIST_ORDERS, _HAS_PROPERTIES = 0x10, 0x20, 0x40
 _LAZY_LOADING, _USE_LIST_ORDERING, _ELIDED_ARG_LOCATIONS = 2, 3, 4  # bytecode versions
 # The newest version whose op encoding the walk knows (MLIR's kVersion = 6: jaxlib 0.10.2
-# refuses 7 as "newer than the current version 6"). A newer one may encode ops differently: a walk could refuse it falsely,
-# so it is parsed in a child first (slower, never wrong) until the walk learns it.
+# refuses 7 as "newer than the current version 6"). A newer one may encode ops differently:
+# the walk could refuse it falsely, so it is parsed in a child first (slower, never wrong)
+# until the walk learns it.
 _NEWEST_WALKED = 6
 _MAX_DEPTH = 256  # regions nested deeper than real models nest them: the child decides
 
