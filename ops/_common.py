@@ -25,15 +25,18 @@ from shlo2jax.translate import evaluate
 # ---------------------------------------------------------------- replayable handlers
 
 
-def replayable(key=None):
+def replayable(key=None, constants=True):
     """Decorator: marks a handler whose result is one lax call on its operands, decided by
     their avals, the translator and `key(op)` (a hashable summary of what the handler reads
     from the op, e.g. its params; None: nothing). The translation learns that call's equation
     once per key and operand avals and stages it again without binding
     (shlo2jax.compat.EquationReplay). A handler that stages more than one equation for some
-    operands is simply never replayed for them."""
+    operands is simply never replayed for them. `constants=False`: a handler that treats a
+    constant (numpy) operand otherwise than passing it to lax is replayed for traced
+    operands only."""
     def mark(handler):
         handler.replayable = key if key is not None else True
+        handler.replayable_constants = constants
         return handler
     return mark
 

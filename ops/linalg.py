@@ -13,7 +13,7 @@ from shlo2jax import types as T
 from shlo2jax.attributes import DotAlgorithm, DotDims
 from shlo2jax.gradients import dot_general as _dot_general
 from shlo2jax.ops._common import (TriangularSolve, enum_value, ints, precision_config, preferred_type,
-                                  widen_two_bit)
+                                  replayable, widen_two_bit)
 from shlo2jax.registry import Unsupported, register_op
 
 
@@ -119,6 +119,7 @@ def _dot(lhs, rhs, p):
 
 @register_op("stablehlo.dot_general", "mhlo.dot_general",
              prepare=lambda op: _dot_params(op, _dot_dims(op)))
+@replayable(key=lambda op: op.params)  # (one dot_general equation for most operand types)
 def dot_general(ctx, op, lhs, rhs):
     return _dot(lhs, rhs, op.params)
 

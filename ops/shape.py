@@ -51,7 +51,7 @@ def bitcast(ctx, op, x):
 
 @register_op("stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim",
              prepare=lambda op: ints(op.attrs["broadcast_dimensions"]))
-@replayable(key=lambda op: (op.params, result_shape(op)))
+@replayable(key=lambda op: (op.params, result_shape(op)), constants=False)
 def broadcast_in_dim(ctx, op, x):
     if isinstance(x, np.ndarray):
         # A constant is a literal to JAX, emitted again at every use: exporters write one

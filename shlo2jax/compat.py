@@ -16,6 +16,7 @@ import dataclasses
 import inspect
 
 import jax
+import numpy as np
 from jax._src import compiler, core, dispatch, xla_bridge
 from jax._src import config as _config
 from jax._src import dtypes as _dtypes
@@ -676,6 +677,22 @@ _point("equation replay")(lambda: _REPLAY)
 _STAGED_BY_AVALS = frozenset({"broadcast_in_dim", "reshape"})
 
 
+def _bind_canonicalizer():
+    """What `Primitive.bind` turns a numpy operand into before staging it as a constant:
+    jax <= 0.8 `core.canonicalize_value(x)`, jax 0.10 `dtypes.canonicalize_value(x)` (a
+    cached typed array, the same object for the same array while it lives); None where bind
+    does something else (0.9: per primitive), and there constant operands are not replayed."""
+    core_canon = getattr(core, "canonicalize_value", None)
+    if core_canon is not None:
+        params = inspect.signature(core_canon).parameters
+        return core_canon if len(params) == 1 else None
+    return getattr(_dtypes, "canonicalize_value", None)
+
+
+_BIND_CANONICAL = _bind_canonicalizer()
+_typeof = getattr(core, "typeof", None) or core.get_aval
+
+
 class EquationReplay:
     """Stages again the one equation a pure lax call made, without running the call.
 
@@ -693,17 +710,21 @@ class EquationReplay:
     evaluation hands out one aval object per distinct type, so chains of ops hit; the learned
     entries hold their avals, so no id is reused), then by equality. jax releases without `emit_eqn` (0.6) get
     `replay() -> None` and every op binds as before."""
-    __slots__ = ("_learned",)
+    __slots__ = ("_learned", "_constant_avals", "constants_refused")
 
     def __init__(self):
         self._learned: dict = {}
+        # id(numpy operand) -> (it, the aval of what bind stages for it)
+        self._constant_avals: dict = {}
+        # keys whose handler treats a numpy operand otherwise than lax does (not replayed)
+        self.constants_refused: set = set()
 
     def emit(self, key, args):
         trace = core.trace_ctx.trace
         ids = [key]
         for arg in args:
             if type(arg) is not _JaxprTracer or arg._trace is not trace:
-                return None
+                return self._emit_with_constants(key, args, trace)
             ids.append(id(arg.aval))
         learned = self._learned
         entry = learned.get(tuple(ids))
@@ -714,11 +735,71 @@ class EquationReplay:
         return trace.emit_eqn(list(args), entry[2], entry[0], entry[1], core.no_effects,
                               source_info_util.current())[0]
 
+    def _constant_aval(self, arg):
+        """The aval of what bind stages for the numpy `arg`, which is kept alive from then on
+        (its id is part of the keys learned for it)."""
+        hit = self._constant_avals.get(id(arg))
+        if hit is not None and hit[0] is arg:
+            return hit[1]
+        aval = _typeof(_BIND_CANONICAL(arg))
+        self._constant_avals[id(arg)] = (arg, aval)
+        return aval
+
+    def _emit_with_constants(self, key, args, trace):
+        """`emit` where some operands are numpy arrays (the translation's constants): learned
+        per each such array (by identity: a handler may decide by a constant's value, as
+        strong-zero `mul` does) and the other operands' avals, and staged as bind stages them:
+        canonicalized, then made a tracer by the trace (a literal, or the constant's one
+        constvar while it lives)."""
+        if _BIND_CANONICAL is None or key in self.constants_refused:
+            return None
+        ids = [key]
+        for arg in args:
+            if type(arg) is _JaxprTracer and arg._trace is trace:
+                ids.append(id(arg.aval))
+            elif type(arg) is np.ndarray:
+                ids.append(id(arg))
+            else:
+                return None
+        learned = self._learned
+        entry = learned.get(tuple(ids))
+        if entry is None:  # operand avals made afresh: equal ones learned?
+            entry = learned.get(self._constants_key(key, args))
+            if entry is None:
+                return None
+        source_info = source_info_util.current()
+        tracers = [a if type(a) is _JaxprTracer else
+                   trace.to_jaxpr_tracer(_BIND_CANONICAL(a), source_info) for a in args]
+        return trace.emit_eqn(tracers, entry[2], entry[0], entry[1], core.no_effects,
+                              source_info)[0]
+
+    @staticmethod
+    def _constants_key(key, args) -> tuple:
+        # a traced operand by its aval, a constant by its id (an int: never equal to an aval)
+        return (key,) + tuple([a.aval if type(a) is _JaxprTracer else id(a) for a in args])
+
+    def _staged_constant(self, tracer, arg, trace) -> bool:
+        """Whether `tracer` (an equation's operand) is what bind staged for the numpy `arg`."""
+        if type(tracer) is not _JaxprTracer or tracer._trace is not trace:
+            return False
+        const = _BIND_CANONICAL(arg)
+        atom = tracer.val
+        if isinstance(atom, core.Literal):
+            return atom.val is const
+        staged = trace.frame.constvar_to_val.get(atom)  # (0.7-0.8: canonical and original)
+        return staged is const or getattr(staged, "original", None) is const
+
     def learn(self, key, args, run):
         trace = core.trace_ctx.trace
-        if not isinstance(trace, pe.DynamicJaxprTrace) or any(
-                type(a) is not _JaxprTracer or a._trace is not trace for a in args):
+        constants = False
+        if not isinstance(trace, pe.DynamicJaxprTrace):
             return run()
+        for a in args:
+            if type(a) is not _JaxprTracer or a._trace is not trace:
+                if (type(a) is not np.ndarray or _BIND_CANONICAL is None
+                        or key in self.constants_refused):
+                    return run()
+                constants = True
         staged = trace.frame.tracing_eqns
         before = len(staged)
         out = run()
@@ -730,10 +811,15 @@ class EquationReplay:
         if not isinstance(eqn, pe.TracingEqn):
             return out
         prim = eqn.primitive
-        avals = tuple(a.aval for a in args)
         if (eqn.effects or prim.multiple_results or len(eqn.outvars) != 1
                 or eqn.outvars[0] is not out.val or len(eqn.in_tracers) != len(args)
-                or any(t is not a for t, a in zip(eqn.in_tracers, args))
+                or any(t is not a and not (constants and type(a) is np.ndarray
+                                           and self._staged_constant(t, a, trace))
+                       for t, a in zip(eqn.in_tracers, args))):
+            return out
+        avals = tuple(a.aval if type(a) is _JaxprTracer else self._constant_aval(a)
+                      for a in args)
+        if (any(t.aval != v for t, v in zip(eqn.in_tracers, avals))
                 or prim in pe.const_fold_rules
                 or (prim in pe.custom_staging_rules and prim.name not in _STAGED_BY_AVALS)
                 or prim.is_high(*avals, **eqn.params)
@@ -741,6 +827,11 @@ class EquationReplay:
                        for v in eqn.params.values())):
             return out
         entry = (prim, eqn.params, [out.aval], avals)
+        if constants:
+            self._learned[(key,) + tuple([id(a.aval) if type(a) is _JaxprTracer else id(a)
+                                          for a in args])] = entry
+            self._learned[self._constants_key(key, args)] = entry
+            return out
         self._learned[(key,) + tuple(map(id, avals))] = entry
         self._learned[(key,) + avals] = entry
         return out

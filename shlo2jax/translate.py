@@ -262,12 +262,16 @@ def _replay_key(translator: Translator, op: Op):
     if mark is None or translator.replay is None or len(op.results) != 1:
         return None
     if mark is True:
-        return handler
-    try:
-        return translator._replay_keys.setdefault((handler, mark(op)),
-                                                  len(translator._replay_keys))
-    except (TypeError, ValueError):  # params that cannot be hashed: bound every time
-        return None
+        key = handler
+    else:
+        try:
+            key = translator._replay_keys.setdefault((handler, mark(op)),
+                                                     len(translator._replay_keys))
+        except (TypeError, ValueError):  # params that cannot be hashed: bound every time
+            return None
+    if not getattr(handler, "replayable_constants", True):
+        translator.replay.constants_refused.add(key)
+    return key
 
 
 def _refused(module: ModuleDef) -> dict:
