@@ -84,6 +84,7 @@ def _total_order_key(x):
 
 
 @register_op("stablehlo.select", "mhlo.select", prepare=reject_unsupported_types)
+@replayable()
 def select(ctx, op, pred, on_true, on_false):
     # lax.select takes a scalar predicate for any operand shape, as the spec does.
     return lax.select(pred, on_true, on_false)

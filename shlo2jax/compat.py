@@ -699,8 +699,9 @@ class EquationReplay:
     `emit(key, args)` is the result of the call `key` stands for on `args` (tracers of the
     trace being built), or None when none was learned for their avals: then
     `learn(key, args, run)` runs it (`run()`) and, where it staged exactly one pure,
-    single-result equation on exactly `args` (no constant folding, forwarding, effect, or
-    staging rule but those of _STAGED_BY_AVALS), keeps (primitive, params, result aval) for those avals. What `emit` stages is
+    single-result equation on exactly `args`, each once, in some order (no constant folding,
+    forwarding, effect, or staging rule but those of _STAGED_BY_AVALS), keeps (primitive,
+    params, result aval, operand order) for those avals. What `emit` stages is
     the equation `run()` would have staged (same primitive, params, operands and result
     aval; the current source info and context), without jax's bind, abstract evaluation and
     tracer conversions: about a third of the cost of a traced elementwise op.
@@ -732,7 +733,9 @@ class EquationReplay:
             entry = learned.get((key,) + tuple([a.aval for a in args]))
             if entry is None:
                 return None
-        return trace.emit_eqn(list(args), entry[2], entry[0], entry[1], core.no_effects,
+        order = entry[4]
+        return trace.emit_eqn(list(args) if order is None else [args[j] for j in order],
+                              entry[2], entry[0], entry[1], core.no_effects,
                               source_info_util.current())[0]
 
     def _constant_aval(self, arg):
@@ -768,8 +771,10 @@ class EquationReplay:
             if entry is None:
                 return None
         source_info = source_info_util.current()
+        order = entry[4]
         tracers = [a if type(a) is _JaxprTracer else
-                   trace.to_jaxpr_tracer(_BIND_CANONICAL(a), source_info) for a in args]
+                   trace.to_jaxpr_tracer(_BIND_CANONICAL(a), source_info)
+                   for a in (args if order is None else [args[j] for j in order])]
         return trace.emit_eqn(tracers, entry[2], entry[0], entry[1], core.no_effects,
                               source_info)[0]
 
@@ -777,6 +782,20 @@ class EquationReplay:
     def _constants_key(key, args) -> tuple:
         # a traced operand by its aval, a constant by its id (an int: never equal to an aval)
         return (key,) + tuple([a.aval if type(a) is _JaxprTracer else id(a) for a in args])
+
+    def _operand_order(self, in_tracers, args, constants, trace) -> Optional[tuple]:
+        """For each operand of the equation, the index of the argument it is (lax.select
+        stages (pred, on_false, on_true)); None where some operand is no argument, or could be
+        more than one (the same value passed twice: the order is learned from other calls),
+        or an argument is not used."""
+        order = []
+        for t in in_tracers:
+            found = [j for j, a in enumerate(args) if t is a or (
+                constants and type(a) is np.ndarray and self._staged_constant(t, a, trace))]
+            if len(found) != 1:
+                return None
+            order.append(found[0])
+        return tuple(order) if len(set(order)) == len(args) else None
 
     def _staged_constant(self, tracer, arg, trace) -> bool:
         """Whether `tracer` (an equation's operand) is what bind staged for the numpy `arg`."""
@@ -812,21 +831,23 @@ class EquationReplay:
             return out
         prim = eqn.primitive
         if (eqn.effects or prim.multiple_results or len(eqn.outvars) != 1
-                or eqn.outvars[0] is not out.val or len(eqn.in_tracers) != len(args)
-                or any(t is not a and not (constants and type(a) is np.ndarray
-                                           and self._staged_constant(t, a, trace))
-                       for t, a in zip(eqn.in_tracers, args))):
+                or eqn.outvars[0] is not out.val or len(eqn.in_tracers) != len(args)):
+            return out
+        order = self._operand_order(eqn.in_tracers, args, constants, trace)
+        if order is None:
             return out
         avals = tuple(a.aval if type(a) is _JaxprTracer else self._constant_aval(a)
                       for a in args)
-        if (any(t.aval != v for t, v in zip(eqn.in_tracers, avals))
+        if (any(t.aval != avals[j] for t, j in zip(eqn.in_tracers, order))
                 or prim in pe.const_fold_rules
                 or (prim in pe.custom_staging_rules and prim.name not in _STAGED_BY_AVALS)
                 or prim.is_high(*avals, **eqn.params)
                 or any(callable(v) or isinstance(v, (core.Jaxpr, core.ClosedJaxpr))
                        for v in eqn.params.values())):
             return out
-        entry = (prim, eqn.params, [out.aval], avals)
+        if order == tuple(range(len(args))):
+            order = None
+        entry = (prim, eqn.params, [out.aval], avals, order)
         if constants:
             self._learned[(key,) + tuple([id(a.aval) if type(a) is _JaxprTracer else id(a)
                                           for a in args])] = entry

@@ -337,7 +337,10 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<f32>, %i: tensor<2x3xi32>)
   %8 = stablehlo.compare GT, %7, %z : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
   %9 = stablehlo.compare GT, %7, %h : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
   %10 = stablehlo.and %8, %9 : tensor<2x3xi1>
-  %11 = stablehlo.select %10, %7, %z : tensor<2x3xi1>, tensor<2x3xf32>
+  %s1 = stablehlo.select %10, %7, %z : tensor<2x3xi1>, tensor<2x3xf32>
+  %s2 = stablehlo.select %9, %s1, %s1 : tensor<2x3xi1>, tensor<2x3xf32>
+  %s3 = stablehlo.select %8, %s2, %7 : tensor<2x3xi1>, tensor<2x3xf32>
+  %11 = stablehlo.select %9, %s3, %s2 : tensor<2x3xi1>, tensor<2x3xf32>
   %12 = stablehlo.broadcast_in_dim %k, dims = [] : (tensor<f32>) -> tensor<2x3xf32>
   %13 = stablehlo.multiply %11, %12 : tensor<2x3xf32>
   %14 = stablehlo.multiply %13, %z : tensor<2x3xf32>
@@ -366,8 +369,9 @@ def test_replayed_equations_with_constant_operands_are_the_traced_ones(gradients
     """Ops with a constant (numpy) operand are replayed per constant (strong-zero `mul`
     and `div` decide by the constant's values: a constant with a zero, and one without, of
     the same type), staged as bind stages it (an array constant: one constvar for its uses;
-    a scalar: a literal); dot_general (gradients.dot_general's primitive) too: the jaxpr
-    binding every op gives, forward, `grad` and `vmap`."""
+    a scalar: a literal); dot_general (gradients.dot_general's primitive) and select (its
+    equation takes (pred, on_false, on_true)) too: the jaxpr binding every op gives,
+    forward, `grad` and `vmap`."""
     import jax
     from shlo2jax import compat
 
@@ -399,7 +403,7 @@ def test_replayed_equations_with_constant_operands_are_the_traced_ones(gradients
                                   if any(type(i) is int and i in constants for i in k[1:])]
                 assert len(with_constants) >= 8, way  # (two keys per learned equation)
                 learned = {entry[0].name for entry in replay._learned.values()}
-                assert any("dot_general" in name for name in learned), learned
+                assert {"dot_general", "select_n"} <= {n.split("_lhs")[0] for n in learned}, learned
         replayed, bound = programs()
         for got, want in zip(replayed(*args), bound(*args)):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
