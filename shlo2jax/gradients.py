@@ -152,9 +152,44 @@ def strong_zero_ops():
         return sz_mul(g, mul(log(safe_x), ans))
     ad.defjvp2(pow_p, pow_jvp_base, pow_jvp_exponent)
 
+    def mul_by_constants(x, y):
+        """x * y; lax's product where one factor is a constant that is finite and nonzero
+        everywhere (its local derivative is finite: lax's derivative is the strong-zero one,
+        up to the sign of a zero)."""
+        if _finite_nonzero_constant(x) or _finite_nonzero_constant(y):
+            return lax.mul(x, y)
+        return mul(x, y)
+
+    def div_by_constants(x, y):
+        """x / y; lax's quotient where y is a constant whose reciprocal is finite and
+        nonzero everywhere (as for `mul_by_constants`)."""
+        if _finite_nonzero_constant(y, reciprocal=True):
+            return lax.div(x, y)
+        return div(x, y)
+
     return types.SimpleNamespace(
-        mul=mul, div=div, exp=exp, expm1=expm1, log=log, log1p=log1p, sqrt=sqrt, rsqrt=rsqrt,
-        cbrt=cbrt, tan=tan, atan2=atan2, pow=pow_, sz_mul=sz_mul, sz_div=sz_div)
+        mul=mul_by_constants, div=div_by_constants, exp=exp, expm1=expm1, log=log,
+        log1p=log1p, sqrt=sqrt, rsqrt=rsqrt, cbrt=cbrt, tan=tan, atan2=atan2, pow=pow_,
+        sz_mul=sz_mul, sz_div=sz_div)
+
+
+# Constants larger than this are not scanned (their products keep strong-zero derivatives).
+_CONSTANT_SCAN_LIMIT = 1 << 20
+
+
+def _finite_nonzero_constant(value, reciprocal: bool = False) -> bool:
+    """Whether `value` is a module constant (the translation holds them as numpy arrays) of
+    a real floating type whose elements (or their reciprocals) are all finite and nonzero."""
+    if not isinstance(value, (np.ndarray, np.generic)) or value.size > _CONSTANT_SCAN_LIMIT:
+        return False
+    if not jnp.issubdtype(value.dtype, jnp.floating):
+        return False
+    with np.errstate(all="ignore"):
+        values = np.asarray(value)
+        if reciprocal:
+            values = np.reciprocal(values.astype(np.float64)).astype(value.dtype)
+        values = values.astype(np.float64)
+        return bool(np.all(np.isfinite(values)) and np.all(values != 0))
 
 
 # lax.mul binds `out_dtype`; the unary ops bind `accuracy` (None: XLA's default).

@@ -95,3 +95,58 @@ def test_integer_operands_bind_lax():
     dims = (((1,), (0,)), ((), ()))
     jaxpr = jax.make_jaxpr(_ours(dims))(a, a.T)
     assert [e.primitive.name for e in jaxpr.jaxpr.eqns] == ["dot_general"]
+
+
+# ------------------------------------------------------------------ products with constants
+
+def _program(constant: str, op: str = "multiply"):
+    import shlo2jax
+    return shlo2jax.load(f"""
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
+  %c = stablehlo.constant dense<{constant}> : tensor<4xf32>
+  %y = stablehlo.{op} %x, %c : tensor<4xf32>
+  %z = stablehlo.sine %y : tensor<4xf32>
+  return %z : tensor<4xf32>
+}}""")
+
+
+def _primitives(fn, x) -> set:
+    """The primitives of the gradient's jaxpr, nested jaxprs (the program's jit) included."""
+    found = set()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            found.add(eqn.primitive.name)
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, (list, tuple)) else [value]:
+                    inner = getattr(sub, "jaxpr", sub)
+                    if hasattr(inner, "eqns"):
+                        walk(inner)
+    walk(jax.make_jaxpr(jax.grad(lambda x: jnp.sum(fn(x))))(x).jaxpr)
+    return found
+
+
+@pytest.mark.parametrize("op", ["multiply", "divide"])
+def test_finite_nonzero_constant_factors_take_lax_derivatives(op):
+    x = jnp.asarray([0.0, 1.5, -2.0, 3.0], jnp.float32)
+    program = _program("[2.0, -0.5, 3.0, 1.0e-3]", op)
+    assert not {p for p in _primitives(program, x) if "strong_zero" in p}
+    c = jnp.asarray([2.0, -0.5, 3.0, 1.0e-3], jnp.float32)
+
+    def ref(x):
+        return jnp.sin(x * c if op == "multiply" else x / c)
+    assert np.array_equal(program(x), jax.jit(ref)(x))
+    np.testing.assert_allclose(jax.grad(lambda x: jnp.sum(program(x)))(x),
+                               jax.grad(lambda x: jnp.sum(ref(x)))(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("constant", ["[2.0, 0.0, 3.0, 1.0]", "[2.0, 0x7F800000, 3.0, 1.0]"])
+def test_constants_with_zeros_or_infinities_keep_strong_zeros(constant):
+    x = jnp.asarray([0.0, 1.5, -2.0, 3.0], jnp.float32)
+    assert {p for p in _primitives(_program(constant), x) if "strong_zero" in p}
+
+
+def test_subnormal_divisors_keep_strong_zeros():
+    x = jnp.asarray([0.0, 1.5, -2.0, 3.0], jnp.float32)
+    assert {p for p in _primitives(_program("[2.0, 1.0e-40, 3.0, 1.0]", "divide"), x)
+            if "strong_zero" in p}
