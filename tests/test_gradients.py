@@ -150,3 +150,22 @@ def test_subnormal_divisors_keep_strong_zeros():
     x = jnp.asarray([0.0, 1.5, -2.0, 3.0], jnp.float32)
     assert {p for p in _primitives(_program("[2.0, 1.0e-40, 3.0, 1.0]", "divide"), x)
             if "strong_zero" in p}
+
+
+def test_the_translation_binds_it():
+    """A module's dot_general differentiates through gradients.dot_general (its replayed
+    equations too: the second trace of the same program)."""
+    import shlo2jax
+    program = shlo2jax.load("""
+func.func @main(%x: tensor<3x7x5xf32>, %w: tensor<5x4xf32>) -> tensor<3x7x4xf32> {
+  %y = stablehlo.dot_general %x, %w, contracting_dims = [2] x [0] : (tensor<3x7x5xf32>, tensor<5x4xf32>) -> tensor<3x7x4xf32>
+  %z = stablehlo.sine %y : tensor<3x7x4xf32>
+  return %z : tensor<3x7x4xf32>
+}""")
+    x, w = _args((3, 7, 5), (5, 4))
+    for _ in range(2):
+        found = _primitives(lambda w: program(x, w), w)
+        assert "dot_general_lhs_contracted" in found
+    np.testing.assert_allclose(
+        jax.grad(lambda w: jnp.sum(program(x, w)))(w),
+        jax.grad(lambda w: jnp.sum(jnp.sin(jnp.einsum("abk,kn->abn", x, w))))(w), rtol=1e-5)
