@@ -24,7 +24,8 @@ from jax import lax
 from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.module import Region
-from shlo2jax.ops._common import explicit_captures, ints, non_differentiable, single_or_tuple
+from shlo2jax.ops._common import (explicit_captures, ints, non_differentiable, replayable,
+                                  single_or_tuple)
 from shlo2jax.registry import Unsupported, register_op
 
 
@@ -221,6 +222,7 @@ def _selection(ctx, op, inputs, inits, forward, candidates):
 
 
 @register_op("stablehlo.reduce", "mhlo.reduce", prepare=_reduce_prepare)
+@replayable(key=lambda op: op.params)  # (a monoid from its identity: one equation)
 def reduce(ctx, op, *args):
     p = op.params
     n, dims = p.n, p.dims

@@ -699,7 +699,8 @@ class EquationReplay:
     `emit(key, args)` is the result of the call `key` stands for on `args` (tracers of the
     trace being built), or None when none was learned for their avals: then
     `learn(key, args, run)` runs it (`run()`) and, where it staged exactly one pure,
-    single-result equation on exactly `args`, each once, in some order (no constant folding,
+    single-result equation on exactly `args`, each once, in some order, or all but some
+    constants (numpy operands, keyed by identity) (no constant folding,
     forwarding, effect, or staging rule but those of _STAGED_BY_AVALS), keeps (primitive,
     params, result aval, operand order) for those avals. What `emit` stages is
     the equation `run()` would have staged (same primitive, params, operands and result
@@ -787,7 +788,7 @@ class EquationReplay:
         """For each operand of the equation, the index of the argument it is (lax.select
         stages (pred, on_false, on_true)); None where some operand is no argument, or could be
         more than one (the same value passed twice: the order is learned from other calls),
-        or an argument is not used."""
+        or a traced argument is not used."""
         order = []
         for t in in_tracers:
             found = [j for j, a in enumerate(args) if t is a or (
@@ -795,7 +796,11 @@ class EquationReplay:
             if len(found) != 1:
                 return None
             order.append(found[0])
-        return tuple(order) if len(set(order)) == len(args) else None
+        used = set(order)
+        if len(used) != len(order) or any(
+                type(a) is not np.ndarray for j, a in enumerate(args) if j not in used):
+            return None  # (an unused constant is part of the key: reduce's identity init)
+        return tuple(order)
 
     def _staged_constant(self, tracer, arg, trace) -> bool:
         """Whether `tracer` (an equation's operand) is what bind staged for the numpy `arg`."""
@@ -831,7 +836,7 @@ class EquationReplay:
             return out
         prim = eqn.primitive
         if (eqn.effects or prim.multiple_results or len(eqn.outvars) != 1
-                or eqn.outvars[0] is not out.val or len(eqn.in_tracers) != len(args)):
+                or eqn.outvars[0] is not out.val or len(eqn.in_tracers) > len(args)):
             return out
         order = self._operand_order(eqn.in_tracers, args, constants, trace)
         if order is None:

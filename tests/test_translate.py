@@ -360,7 +360,29 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<f32>, %i: tensor<2x3xi32>)
       : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
   %25 = stablehlo.dot_general %24, %23, contracting_dims = [0] x [0]
       : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
-  func.return %25, %18, %21 : tensor<2x3xf32>, tensor<f32>, tensor<2x3xi32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %one = stablehlo.constant dense<1.0> : tensor<f32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %r0 = stablehlo.reduce(%25 init: %zero) applies stablehlo.add across dimensions = [1]
+      : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
+  %r1 = stablehlo.reduce(%23 init: %one) applies stablehlo.add across dimensions = [1]
+      : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
+  %r2 = stablehlo.reduce(%15 init: %zero) applies stablehlo.add across dimensions = [1]
+      : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
+  %r3 = stablehlo.reduce(%7 init: %ninf) applies stablehlo.maximum across dimensions = [1]
+      : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
+  %r4 = stablehlo.reduce(%14 init: %ninf) applies stablehlo.maximum across dimensions = [1]
+      : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
+  %r5 = stablehlo.reduce(%x init: %one) applies stablehlo.add across dimensions = [1]
+      : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
+  %q0 = stablehlo.add %r0, %r1 : tensor<2xf32>
+  %q1 = stablehlo.add %q0, %r2 : tensor<2xf32>
+  %q2 = stablehlo.add %q1, %r3 : tensor<2xf32>
+  %q3 = stablehlo.add %q2, %r4 : tensor<2xf32>
+  %q4 = stablehlo.add %q3, %r5 : tensor<2xf32>
+  %26 = stablehlo.broadcast_in_dim %q4, dims = [0] : (tensor<2xf32>) -> tensor<2x3xf32>
+  %27 = stablehlo.multiply %25, %26 : tensor<2x3xf32>
+  func.return %27, %18, %21 : tensor<2x3xf32>, tensor<f32>, tensor<2x3xi32>
 }"""
 
 
@@ -369,9 +391,10 @@ def test_replayed_equations_with_constant_operands_are_the_traced_ones(gradients
     """Ops with a constant (numpy) operand are replayed per constant (strong-zero `mul`
     and `div` decide by the constant's values: a constant with a zero, and one without, of
     the same type), staged as bind stages it (an array constant: one constvar for its uses;
-    a scalar: a literal); dot_general (gradients.dot_general's primitive) and select (its
-    equation takes (pred, on_false, on_true)) too: the jaxpr binding every op gives,
-    forward, `grad` and `vmap`."""
+    a scalar: a literal); dot_general (gradients.dot_general's primitive), select (its
+    equation takes (pred, on_false, on_true)) and monoid reduces (from the identity: one
+    equation without the init; from another init of the same type: more) too: the jaxpr
+    binding every op gives, forward, `grad` and `vmap`."""
     import jax
     from shlo2jax import compat
 
@@ -403,7 +426,8 @@ def test_replayed_equations_with_constant_operands_are_the_traced_ones(gradients
                                   if any(type(i) is int and i in constants for i in k[1:])]
                 assert len(with_constants) >= 8, way  # (two keys per learned equation)
                 learned = {entry[0].name for entry in replay._learned.values()}
-                assert {"dot_general", "select_n"} <= {n.split("_lhs")[0] for n in learned}, learned
+                assert {"dot_general", "select_n", "reduce_sum", "reduce_max"} <= {
+                    n.split("_lhs")[0] for n in learned}, learned
         replayed, bound = programs()
         for got, want in zip(replayed(*args), bound(*args)):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
