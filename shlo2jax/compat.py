@@ -755,7 +755,8 @@ class EquationReplay:
         strong-zero `mul` does) and the other operands' avals, and staged as bind stages them:
         canonicalized, then made a tracer by the trace (a literal, or the constant's one
         constvar while it lives)."""
-        if _BIND_CANONICAL is None or key in self.constants_refused:
+        if (_BIND_CANONICAL is None or key in self.constants_refused
+                or not isinstance(trace, pe.DynamicJaxprTrace)):  # (constants only, run eagerly)
             return None
         ids = [key]
         for arg in args:

@@ -436,6 +436,25 @@ def test_replayed_equations_with_constant_operands_are_the_traced_ones(gradients
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
+def test_an_op_of_constants_only_learned_while_tracing_runs_eagerly_too():
+    """An op whose operands are all constants, learned while a jit traced it, is computed
+    (not staged) when the same program runs with jit disabled."""
+    import jax
+    prog = shlo2jax.load("""
+func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %a = stablehlo.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+  %b = stablehlo.constant dense<[0.5, 0.25, 4.0]> : tensor<3xf32>
+  %0 = stablehlo.multiply %a, %b : tensor<3xf32>
+  %1 = stablehlo.add %0, %x : tensor<3xf32>
+  func.return %1 : tensor<3xf32>
+}""")
+    x = np.array([1.0, -1.0, 0.5], np.float32)
+    want = np.array([1.5, -0.5, 12.5], np.float32)
+    np.testing.assert_array_equal(np.asarray(jax.jit(prog)(x)), want)
+    with jax.disable_jit():
+        np.testing.assert_array_equal(np.asarray(prog(x)), want)
+
+
 def test_monoid_reduce_stages_what_lax_reduce_stages():
     """compat.monoid_reduce (lax.reduce without the debug info a monoid reduction never
     uses) gives lax.reduce's jaxpr for each monoid, identity or other init, dtype and
