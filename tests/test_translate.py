@@ -276,6 +276,18 @@ func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>, %i: tensor<2x3xi32>,
 }"""
 
 
+def _jaxpr_ways(args, loss) -> dict:
+    """The jaxprs a replay must leave unchanged, by way of tracing a program: forward on
+    `args`, the gradient of `loss(program)` in the first two arguments, vmap over the first."""
+    import jax
+    return {
+        "forward": lambda prog: jax.make_jaxpr(lambda *a: prog(*a))(*args),
+        "grad": lambda prog: jax.make_jaxpr(jax.grad(loss(prog), argnums=(0, 1)))(*args[:2]),
+        "vmap": lambda prog: jax.make_jaxpr(jax.vmap(lambda x: prog(x, *args[1:])[0]))(
+            np.stack([args[0]] * 4)),
+    }
+
+
 @pytest.mark.parametrize("gradients", ["lax", "strong_zero"])
 def test_replayed_equations_are_the_traced_ones(gradients):
     """Ops whose equation is replayed (compat.EquationReplay: elementwise, compare, reshape,
@@ -297,12 +309,7 @@ def test_replayed_equations_are_the_traced_ones(gradients):
             rng.integers(0, 4, (2, 3)).astype(np.int32), rng.uniform(size=(2, 3)) > 0.5,
             rng.uniform(0.5, 1, 3))
     loss = lambda prog: lambda x, y: jax.numpy.sum(prog(x, y, *args[2:])[0])  # noqa: E731
-    ways = {
-        "forward": lambda prog: jax.make_jaxpr(lambda *a: prog(*a))(*args),
-        "grad": lambda prog: jax.make_jaxpr(jax.grad(loss(prog), argnums=(0, 1)))(*args[:2]),
-        "vmap": lambda prog: jax.make_jaxpr(jax.vmap(lambda x: prog(x, *args[1:])[0]))(
-            np.stack([args[0]] * 4)),
-    }
+    ways = _jaxpr_ways(args, loss)
     with compat.enable_x64():
         for way, make in ways.items():
             replayed, bound = programs()
@@ -409,12 +416,7 @@ def test_replayed_equations_with_constant_operands_are_the_traced_ones(gradients
             rng.integers(-4, 4, (2, 3)).astype(np.int32))
     loss = lambda prog: lambda x, y: jax.numpy.sum(prog(x, y, args[2])[0]) + prog(  # noqa: E731
         x, y, args[2])[1]
-    ways = {
-        "forward": lambda prog: jax.make_jaxpr(lambda *a: prog(*a))(*args),
-        "grad": lambda prog: jax.make_jaxpr(jax.grad(loss(prog), argnums=(0, 1)))(*args[:2]),
-        "vmap": lambda prog: jax.make_jaxpr(jax.vmap(lambda x: prog(x, *args[1:])[0]))(
-            np.stack([args[0]] * 4)),
-    }
+    ways = _jaxpr_ways(args, loss)
     with compat.enable_x64():
         for way, make in ways.items():
             replayed, bound = programs()
