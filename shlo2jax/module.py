@@ -165,6 +165,7 @@ class _Decoder:
         # touching them get the carried-value rule (registry.carried, ops/quantized.py).
         self.carried: set = set()
         self.types: dict = {}  # ir.Type -> parsed type
+        self.attributes: dict = {}  # ir.Attribute -> its value (attributes.decode_op_attributes)
         self.carried_types = False  # whether any type parsed so far is carried
         self.untyped = False  # whether some type failed to parse (its value's type is None)
         # (ir.Operation, Op) of each constant of LARGE_CONSTANT_BYTES or more (shlo2jax.outline)
@@ -246,7 +247,7 @@ class _Decoder:
         if len(operation.attributes):
             try:
                 attrs = attributes.decode_op_attributes(operation, self.placeholder_rng,
-                                                        self.blobs)
+                                                        self.blobs, self.attributes)
             except ElidedDataError as e:
                 raise ElidedDataError(f"{name} at {self.where(location)}: {e}") from None
             except (ValueError, T.UnsupportedTypeError) as e:

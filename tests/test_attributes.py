@@ -54,3 +54,37 @@ def test_large_constant_is_held_apart_from_the_mlir_context():
     assert decoded.ctypes.data % 64 == 0
     if jax.default_backend() == "cpu":
         assert jax.device_put(decoded).unsafe_buffer_pointer() == decoded.ctypes.data
+
+
+def test_attribute_values_are_decoded_once_per_distinct_attribute():
+    """The decoder decodes an attribute that many ops hold once (MLIR uniques attributes),
+    where its value cannot change (numbers, strings, tuples, records); arrays and
+    dictionaries stay one per op, and every op's value is what decoding it alone gives."""
+    from shlo2jax import module as M
+    text = """
+    func.func @main(%x: tensor<2x3xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>, tensor<2xf32>, tensor<2xf32>) {
+      %a = stablehlo.transpose %x, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+      %b = stablehlo.transpose %x, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+      %c = stablehlo.constant {d = {k = 1 : i64}} dense<[1.0, 2.0]> : tensor<2xf32>
+      %e = stablehlo.constant {d = {k = 1 : i64}} dense<[1.0, 2.0]> : tensor<2xf32>
+      return %a, %b, %c, %e : tensor<3x2xf32>, tensor<3x2xf32>, tensor<2xf32>, tensor<2xf32>
+    }"""
+    with make_ir_context() as context:
+        module = ir.Module.parse(text, context)
+        decoded = M.decode_module(module, strict=False)
+        first, second = decoded.ops[0].attrs, decoded.ops[1].attrs
+        assert first == second == {"permutation": (1, 0)}
+        assert first["permutation"] is second["permutation"]  # decoded once
+        c, e = decoded.ops[2].attrs, decoded.ops[3].attrs
+        np.testing.assert_array_equal(c["value"], e["value"])
+        assert c["value"] is not e["value"] and c["d"] is not e["d"] and c["d"] == {"k": 1}
+        ops = [op.operation for op in module.body.operations[0].regions[0].blocks[0].operations]
+        for op, record in zip(ops, decoded.ops):
+            alone = attributes.decode_op_attributes(op)
+            assert alone.keys() == record.attrs.keys()
+            for name, value in alone.items():
+                assert type(value) is type(record.attrs[name])
+                if isinstance(value, np.ndarray):
+                    np.testing.assert_array_equal(value, record.attrs[name])
+                else:
+                    assert value == record.attrs[name]
