@@ -42,7 +42,7 @@ from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
                              stable_custom_call_targets)
-from shlo2jax.executables.islands import Island, Islands, Outline
+from shlo2jax.executables.islands import Island, Islands, Outline, references
 from shlo2jax.executables.islands import outline as outline_islands
 from shlo2jax.module import format_location
 
@@ -99,8 +99,10 @@ class DirectScan:
     where one cannot be an island)."""
 
     def __init__(self, blocker: Optional[str], custom_call_targets: frozenset,
-                 islands: Optional[Outline] = None, kernels: Optional[Outline] = None):
+                 islands: Optional[Outline] = None, kernels: Optional[Outline] = None,
+                 dead_functions: frozenset = frozenset()):
         self.blocker = blocker
+        self.dead_functions = dead_functions  # functions @main never refers to
         self.custom_call_targets = custom_call_targets
         self.island_outline, self.kernel_outline = islands, kernels
         self._decoded: Optional[Islands] = None
@@ -279,45 +281,98 @@ def _self_contained(operation) -> bool:
     return all(value in defined for value in used)
 
 
+# The ops that may refer to a function by its symbol: a call, and of StableHLO's ops only
+# these (a composite's decomposition, a custom call's called computations); ops of other
+# dialects (mhlo) may, and are read in full.
+_REFERRING = frozenset({"func.call", "stablehlo.composite", "stablehlo.custom_call"})
+
+
+def _refers(operation) -> bool:
+    name = operation.name
+    return name in _REFERRING or not name.startswith(("stablehlo.", "chlo.", "func."))
+
+
+class _Found:
+    """What the scan's walk found in one top-level op (a function) of a module: the first op
+    that stops the direct lowering, the names its ops refer to, its island ops and its calls of
+    jax's kernels, each with why."""
+
+    def __init__(self):
+        self.blocker, self.refs, self.islands, self.kernels = None, [], [], []
+
+
 def scan(mlir_module, source_name: str = "") -> DirectScan:
     """Walks `mlir_module` once (no decoding: a load that lowers directly skips it) for the ops
     and types only the translation handles (see the module docstring): the first that stops
-    the direct lowering, else the islands."""
+    the direct lowering, else the islands. Only @main and the functions it refers to are
+    walked: the others (the computations an XLA dump keeps as functions beside the fusions and
+    loops that hold them inline) are dropped from the module the direct lowering merges
+    (`DirectScan.dead_functions`)."""
     classify = _Classifier()
-    root = mlir_module.operation
-    blocker, island_ops, islands, kernel_ops, kernels = [], [], [], [], []
+    now = None
 
     def visit(operation):
-        if operation == root:
-            return ir.WalkResult.ADVANCE
+        if _refers(operation):
+            references(operation, now.refs)
         why, island = classify(operation)
         if why is None:
             if operation.name == "stablehlo.custom_call":
-                kernel_ops.append(operation)
-                kernels.append(Island(operation.name,
-                                      format_location(operation.location, source_name),
-                                      f"@{_target(operation)}: a kernel the platform lacks"))
+                now.kernels.append(
+                    (operation, f"@{_target(operation)}: a kernel the platform lacks"))
             return ir.WalkResult.ADVANCE
-        where = format_location(operation.location, source_name)
         if island:  # (its regions' ops, if any, are the island's)
-            island_ops.append(operation)
-            islands.append(Island(operation.name, where, why))
+            now.islands.append((operation, why))
             return ir.WalkResult.SKIP
-        blocker.append(f"{why} (at {where})")
+        now.blocker = f"{why} (at {format_location(operation.location, source_name)})"
         return ir.WalkResult.INTERRUPT
 
-    root.walk(visit, ir.WalkOrder.PRE_ORDER)
-    targets = frozenset(_target(operation) for operation in kernel_ops)
+    def walk(top) -> _Found:
+        nonlocal now
+        now = _Found()
+        top.operation.walk(visit, ir.WalkOrder.PRE_ORDER)  # (func.func lowers as itself)
+        return now
+
+    tops = list(mlir_module.body.operations)
+    functions = {top.attributes["sym_name"].value: top for top in tops
+                 if top.operation.name == "func.func"}
+    found: dict = {}  # function name -> _Found, for @main and those it refers to
+    todo = ["main"] if "main" in functions else list(functions)
+    while todo:
+        name = todo.pop()
+        if name not in found and name in functions:
+            found[name] = walk(functions[name])
+            todo.extend(found[name].refs)
+    dead = frozenset(functions) - frozenset(found)
+    kept = [found[top.attributes["sym_name"].value] if top.operation.name == "func.func"
+            else walk(top) for top in tops
+            if top.operation.name != "func.func" or top.attributes["sym_name"].value in found]
+    blocker = next((f.blocker for f in kept if f.blocker is not None), None)
+    targets = frozenset(_target(op) for f in kept for op, _ in f.kernels)
     if blocker:
-        return DirectScan(blocker[0], targets)
+        return DirectScan(blocker, targets)
+
+    def outlined(pairs):
+        ops = [op for op, _ in pairs]
+        return outline_islands(ops, [Island(op.name, format_location(op.location, source_name),
+                                            why) for op, why in pairs], mlir_module)
+
+    islands = [pair for f in kept for pair in f.islands]
+    kernels = [pair for f in kept for pair in f.kernels]
     try:
         return DirectScan(
-            None, targets,
-            outline_islands(island_ops, islands, mlir_module) if islands else None,
-            outline_islands(kernel_ops, kernels, mlir_module)
-            if kernel_ops and all(map(classify.can_be_island, kernel_ops)) else None)
+            None, targets, outlined(islands) if islands else None,
+            outlined(kernels) if kernels and all(classify.can_be_island(op) for op, _ in kernels)
+            else None, dead)
     except Exception as e:  # (MLIRError, ValueError: malformed input the walk let through)
         return DirectScan(f"its islands cannot be outlined ({e})", targets)
+
+
+def drop_functions(mlir_module, names: frozenset) -> None:
+    """Erases the functions `names` of `mlir_module` (those @main never refers to)."""
+    if names:
+        for top in list(mlir_module.body.operations):
+            if top.operation.name == "func.func" and top.attributes["sym_name"].value in names:
+                top.operation.erase()
 
 
 @functools.cache
@@ -354,6 +409,7 @@ def direct_call_primitive():
         if callee.custom_call_targets - lacking:
             initialize_kernels(mctx.platforms)
         submodule = ir.Module.parse(callee.bytecode, context=mctx.context)
+        drop_functions(submodule, callee.dead_functions)
         if callee.islands is not None:
             callee.islands.lower_into(ctx, submodule)
         if lacking:
@@ -399,8 +455,9 @@ class DirectCallee:
 
     def __init__(self, name: str, bytecode: bytes, out_avals: tuple, translate,
                  custom_call_targets: frozenset, islands: Optional[Islands] = None,
-                 kernels=lambda: None):
+                 kernels=lambda: None, dead_functions: frozenset = frozenset()):
         self.name, self.bytecode, self.out_avals = name, bytecode, out_avals
+        self.dead_functions = dead_functions  # (the scan's: dropped before merging)
         self._translate = translate  # () -> the translation of the same function
         self.custom_call_targets = custom_call_targets
         self.islands = islands  # the ops lowered from their translation, None where none
@@ -449,7 +506,8 @@ class Direct:
         return DirectCallee(fn.name, program.mlir_bytecode, results,
                             lambda: program.translator.function_body(fn.definition),
                             program.direct_scan.custom_call_targets, self._islands,
-                            lambda: program.direct_scan.decoded_kernels(program))
+                            lambda: program.direct_scan.decoded_kernels(program),
+                            program.direct_scan.dead_functions)
 
     @functools.cached_property
     def jitted(self):

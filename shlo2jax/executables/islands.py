@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
-import numpy as np
 from jax.interpreters import mlir
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_dialect
@@ -68,6 +67,16 @@ def _symbols(attr, into: list) -> None:
     elif isinstance(attr, ir.ArrayAttr):
         for element in attr:
             _symbols(element, into)
+    elif isinstance(attr, ir.DictAttr):
+        for i in range(len(attr)):
+            _symbols(attr[i].attr, into)
+
+
+def references(operation, into: list) -> None:
+    """Appends to `into` the names of the symbols `operation`'s attributes refer to (not those
+    of the ops in its regions)."""
+    for _, attr in attribute_items(operation):
+        _symbols(attr, into)
 
 
 def _referenced_functions(operations, symbol_table) -> list:
@@ -76,8 +85,7 @@ def _referenced_functions(operations, symbol_table) -> list:
     names: list = []
 
     def refer(operation):
-        for _, attr in attribute_items(operation):
-            _symbols(attr, names)
+        references(operation, names)
         return ir.WalkResult.ADVANCE
 
     for operation in operations:
@@ -192,20 +200,21 @@ class Islands:
         while name in taken or name in mctx.symbol_table:
             name, i = f"{_function_name(slot)}_{i}", i + 1
         fdef, avals = self._signature(slot)
-        with compat.enable_x64(), gc_paused():
-            closed = jax.make_jaxpr(self.translator.function_body(fdef))(*avals)
-            with operation.location:
-                fn = func_dialect.FuncOp(
-                    name, ir.FunctionType.get([v.type for v in operation.operands],
-                                              list(operation.results.types)),
-                    visibility="private", ip=ir.InsertionPoint(mctx.module.body))
-                mctx.symbol_table.insert(fn)
-                block = fn.add_entry_block()
-                with ir.InsertionPoint(block):
-                    consts = [mlir.ir_constant(np.asarray(c)) for c in closed.consts]
-                    outs = compat.lower_jaxpr(ctx, closed.jaxpr, consts, *block.arguments)
-                    flat = []
-                    for value in outs:
-                        flat.extend(value if isinstance(value, (tuple, list)) else [value])
-                    func_dialect.ReturnOp(flat)
+        with operation.location:
+            fn = func_dialect.FuncOp(
+                name, ir.FunctionType.get([v.type for v in operation.operands],
+                                          list(operation.results.types)),
+                visibility="private", ip=ir.InsertionPoint(mctx.module.body))
+            mctx.symbol_table.insert(fn)
+            block = fn.add_entry_block()
+            # jax's lowering of a traceable function (no jit of its own: a jit's tracing costs
+            # as much as a small island's), in a rule context of the island's types
+            island_ctx = ctx.replace(avals_in=avals, avals_out=None, tokens_out=None)
+            with ir.InsertionPoint(block), compat.enable_x64(), gc_paused():
+                outs = mlir.lower_fun(self.translator.function_body(fdef))(
+                    island_ctx, *block.arguments)
+                flat = []
+                for value in outs:
+                    flat.extend(value if isinstance(value, (tuple, list)) else [value])
+                func_dialect.ReturnOp(flat)
         return name

@@ -384,3 +384,38 @@ def test_islands_that_cannot_be_outlined_leave_the_function_translated(monkeypat
                                 "does not verify)")
     x = np.linspace(-1, 1, 4, dtype=np.float32)
     np.testing.assert_allclose(np.asarray(fn(x)), jax.lax.erf(x), rtol=1e-6)
+
+
+def test_functions_main_never_calls_are_neither_scanned_nor_merged():
+    """XLA's dumps keep each fused computation and loop body as a function beside the op that
+    holds it inline: only @main and the functions it refers to count (an op that would stop
+    the direct lowering, or be an island, in another one does not) and are merged."""
+    text = """func.func private @unused(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.optimization_barrier %a : tensor<4xf32>
+  %1 = stablehlo.custom_call @mhlo.erf(%0) : (tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func private @used(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @mhlo.erf(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = func.call @used(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}"""
+    program = shlo2jax.load(text, lowering="direct")
+    fn = program.entry
+    assert fn.lowering == "direct", fn.lowering_note
+    assert [i.op for i in fn.islands] == ["stablehlo.custom_call"]
+    assert program.direct_scan.dead_functions == {"unused"}
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    lowered = jax.jit(fn).lower(x).as_text()
+    assert "optimization_barrier" not in lowered and "unused" not in lowered
+    assert lowered.count("call @shlo2jax_island_") == 1
+    np.testing.assert_allclose(np.asarray(fn(x)), jax.lax.erf(x), rtol=1e-6)
+    # the same module whose @main calls both: the barrier stops the direct lowering
+    both = text.replace("%0 = func.call @used(%x)", "%u = func.call @used(%x) : "
+                        "(tensor<4xf32>) -> tensor<4xf32>\n  %0 = func.call @unused(%u)")
+    calls_both = shlo2jax.load(both, lowering="direct").entry
+    assert calls_both.lowering == "translate"
+    assert calls_both.lowering_note.startswith("stablehlo.optimization_barrier runs translated")
