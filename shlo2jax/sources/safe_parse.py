@@ -731,9 +731,8 @@ def vhlo_attribute_paths(asm: bytes):
     attribute dictionary of an op. A kind path names an attribute's kind and the kinds it
     holds: `array_v1`, `array_v1/integer_v1<i64>`, `dict_v1/key:string_v1`. Raises
     `_Framing` where the text cannot be read so."""
-    dicts: set = set()
+    lines: set = set()  # (op, what follows its operands): a few hundred distinct in 50k ops
     stack: list = []
-    match = _PROPS_AND_ATTRS.match
     for op, rest, closing in _GENERIC_LINE.findall(asm):
         if not op:  # `}) {attributes} : ...` after an op's regions
             if not stack:
@@ -741,12 +740,16 @@ def vhlo_attribute_paths(asm: bytes):
             op, rest = stack.pop(), closing
         elif rest.endswith(b"({"):
             stack.append(op)
+        lines.add((op, rest))
+    dicts: set = set()
+    match = _PROPS_AND_ATTRS.match
+    for op, rest in lines:
         if op.startswith(b"vhlo."):
             found = match(rest)
             if rest[found.end():found.end() + 3] not in (b"", b" : ", b" ({"):
                 raise _Framing(f"{op[:60]!r}'s attributes end where they cannot")
             dicts.add((op,) + found.groups())
-    for op, *bodies in dicts:
+    for op, *bodies in sorted(dicts, key=lambda d: tuple(b or b"" for b in d)):  # (one order)
         for body in bodies:
             if body:
                 for name, paths in _entries(body):
