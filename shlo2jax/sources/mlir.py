@@ -117,7 +117,11 @@ def _parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str
                 _check_printed(converted, where)
             return converted
     module = parse_mlir_unchecked(source, context, source_name)
-    _check_printed(module, where)
+    if isinstance(source, bytes) or not verdict.safe or "loc" in source:
+        _check_printed(module, where)
+    # Else the printed form cannot show what the check looks for (~0.15 s on a 60k-op
+    # program): text writes every location as `loc(...)` (a `#alias` is defined by one, and
+    # parsing makes none), and a safe verdict says every string's bytes are UTF-8.
     return module
 
 

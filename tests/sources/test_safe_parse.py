@@ -255,3 +255,52 @@ def test_a_bytecode_version_the_walk_does_not_know_is_inconclusive():
     safe_parse._check_ir(data, safe_parse._NEWEST_WALKED, start, end)
     with pytest.raises(safe_parse._Inconclusive, match="newer than the walk knows"):
         safe_parse._check_ir(data, safe_parse._NEWEST_WALKED + 1, start, end)
+
+
+_LOAD_TEXT = """
+import sys
+import shlo2jax
+from shlo2jax.errors import LoadError
+try:
+    shlo2jax.load(sys.stdin.read())
+except LoadError as e:
+    print("LoadError:", e)
+"""
+_RESULT_ATTRIBUTE = """{prefix}
+func.func public @main(%x: tensor<2xf32>) -> (tensor<2xf32> {{jax.result_info = {value}}}) {{
+  return %x : tensor<2xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("prefix, value", [
+    ("", 'loc ("r")'),  # (a space between the keyword and its parenthesis)
+    ('#r = loc("r")', "#r"),  # an alias whose name does not say `loc`
+    ('#r = loc("r")', "distinct[0]<#r>"),
+])
+def test_a_location_in_an_attribute_of_text_is_a_load_error(prefix, value):
+    """Text is printed and scanned for a location where an attribute value belongs wherever it
+    says `loc`: however a location is written in text, it says so."""
+    text = _RESULT_ATTRIBUTE.format(prefix=prefix, value=value)
+    done = subprocess.run([sys.executable, "-c", _LOAD_TEXT], input=text.encode(),
+                          capture_output=True, timeout=300)  # (in a child: unchecked, it ends it)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    assert "location stands where an attribute value belongs" in done.stdout.decode()
+
+
+def test_text_that_cannot_hold_a_location_is_not_printed_to_be_checked(monkeypatch):
+    """Text without `loc` and with UTF-8 strings only: the printed form could not show a
+    location or a name that is not UTF-8, so the module is not printed for the check (a
+    sixth of a large text program's load)."""
+    printed = []
+    real = mlir_source.printed_problem
+    monkeypatch.setattr(mlir_source, "printed_problem",
+                        lambda *a, **k: printed.append(1) or real(*a, **k))
+    clean = _RESULT_ATTRIBUTE.format(prefix="", value='"r\\C3\\A9sultat"')
+    assert shlo2jax.load(clean).functions and not printed
+    shlo2jax.load(clean.replace("%x", "%local"))  # (`loc` in a name: printed)
+    assert printed == [1]
+    with pytest.raises(LoadError, match="name is not UTF-8"):  # (not safe: printed)
+        shlo2jax.load(_RESULT_ATTRIBUTE.format(prefix="", value="1").replace(
+            "jax.result_info", '"ja\\F2.result_info"'))
+    assert printed == [1, 1]
