@@ -23,8 +23,11 @@ lacks the kernel), one device. An op that needs the translation and depends on n
 but its operands (a custom call the translation maps, a composite, an integer division, an op
 giving 2-bit integers, an mhlo op; with its regions where they use nothing from outside it)
 is an island (shlo2jax.executables.islands): a call of its translation's lowering inside the
-function, decoded at load and listed in `Function.islands`. Anywhere else the whole function is translated, and `Function.lowering`
-says which one did and `lowering_note` why.
+function, decoded at load and listed in `Function.islands`. The fusions and copies of XLA's
+optimised dumps are no computation of their own: they dissolve into the module's ops (`dissolve`),
+and only @main and the functions it refers to are scanned and merged (a dump keeps each fused
+computation as a function too). Anywhere else the whole function is translated, and
+`Function.lowering` says which one did and `lowering_note` why.
 """
 
 from __future__ import annotations
@@ -91,6 +94,59 @@ _CONTEXTUAL = frozenset(name.split(".", 1)[1] for name in _TRANSLATED_ONLY) - {"
     "xla.rng_get_and_update_state"}
 
 
+# The wrappers of XLA's optimised dumps that are no computation of their own (as the
+# translation runs them, ops/control_flow.py): a fusion is the ops of its region, a copy (a
+# layout change) its operand. The direct lowering dissolves them into the module's own ops
+# (`dissolve`): the ops in a fusion lower as themselves, and only those that need the
+# translation (a bitcast) are islands.
+def _dissolvable(operation) -> bool:
+    name = operation.name
+    if name == "mhlo.copy":
+        return len(operation.operands) == 1 and len(operation.results) == 1 and \
+            operation.operands[0].type == operation.results[0].type
+    if name == "mhlo.return":  # a dissolved fusion's (a fusion that is not is never entered)
+        return operation.parent.name == "mhlo.fusion"
+    if name != "mhlo.fusion" or len(operation.regions) != 1 or \
+            len(operation.regions[0].blocks) != 1:
+        return False
+    block = operation.regions[0].blocks[0]
+    ops = block.operations
+    terminator = ops[len(ops) - 1] if len(ops) else None
+    return terminator is not None and terminator.name == "mhlo.return" and \
+        [a.type for a in block.arguments] == [v.type for v in operation.operands] and \
+        [v.type for v in terminator.operands] == list(operation.results.types)
+
+
+_DISSOLVED = frozenset({"mhlo.fusion", "mhlo.copy", "mhlo.return"})
+
+
+def dissolve(mlir_module) -> None:
+    """Replaces each fusion of `mlir_module` by the ops of its region, and each copy by its
+    operand (see `_dissolvable`; the scan found them so)."""
+    found = []
+
+    def visit(operation):
+        if operation.name in _DISSOLVED and operation.name != "mhlo.return" and \
+                _dissolvable(operation):
+            found.append(operation)
+        return ir.WalkResult.ADVANCE
+
+    mlir_module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    for operation in found:  # (a fusion in a fusion is moved out with its ops first)
+        if operation.name == "mhlo.fusion":
+            block = operation.regions[0].blocks[0]
+            for argument, operand in zip(block.arguments, operation.operands):
+                argument.replace_all_uses_with(operand)
+            inner = list(block.operations)
+            for result, value in zip(operation.results, inner[-1].operands):
+                result.replace_all_uses_with(value)
+            for op in inner[:-1]:
+                op.move_before(operation)
+        else:
+            operation.results[0].replace_all_uses_with(operation.operands[0])
+        operation.erase()
+
+
 class DirectScan:
     """What one walk of a module found: why it cannot lower directly (None when it can: the
     first op that stops it, with its location), the custom call targets it calls, the
@@ -100,9 +156,10 @@ class DirectScan:
 
     def __init__(self, blocker: Optional[str], custom_call_targets: frozenset,
                  islands: Optional[Outline] = None, kernels: Optional[Outline] = None,
-                 dead_functions: frozenset = frozenset()):
+                 dead_functions: frozenset = frozenset(), dissolves: bool = False):
         self.blocker = blocker
         self.dead_functions = dead_functions  # functions @main never refers to
+        self.dissolves = dissolves  # whether it holds fusions or copies (`dissolve`)
         self.custom_call_targets = custom_call_targets
         self.island_outline, self.kernel_outline = islands, kernels
         self._decoded: Optional[Islands] = None
@@ -199,6 +256,8 @@ class _Classifier:
         """(why `operation` cannot lower as itself, or None; whether it can be an island)."""
         name = operation.name
         why = None
+        if name in _DISSOLVED and _dissolvable(operation):
+            return None, False
         if name == "stablehlo.custom_call":
             why = _custom_call_blocker(operation, self.stable)
             island = not _has_side_effect(operation)
@@ -299,6 +358,7 @@ class _Found:
 
     def __init__(self):
         self.blocker, self.refs, self.islands, self.kernels = None, [], [], []
+        self.dissolves = False  # whether it holds a fusion or copy to dissolve
 
 
 def scan(mlir_module, source_name: str = "") -> DirectScan:
@@ -316,7 +376,9 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
             references(operation, now.refs)
         why, island = classify(operation)
         if why is None:
-            if operation.name == "stablehlo.custom_call":
+            if operation.name in _DISSOLVED:
+                now.dissolves = True
+            elif operation.name == "stablehlo.custom_call":
                 now.kernels.append(
                     (operation, f"@{_target(operation)}: a kernel the platform lacks"))
             return ir.WalkResult.ADVANCE
@@ -362,7 +424,7 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
         return DirectScan(
             None, targets, outlined(islands) if islands else None,
             outlined(kernels) if kernels and all(classify.can_be_island(op) for op, _ in kernels)
-            else None, dead)
+            else None, dead, any(f.dissolves for f in kept))
     except Exception as e:  # (MLIRError, ValueError: malformed input the walk let through)
         return DirectScan(f"its islands cannot be outlined ({e})", targets)
 
@@ -409,7 +471,9 @@ def direct_call_primitive():
         if callee.custom_call_targets - lacking:
             initialize_kernels(mctx.platforms)
         submodule = ir.Module.parse(callee.bytecode, context=mctx.context)
-        drop_functions(submodule, callee.dead_functions)
+        drop_functions(submodule, callee.scan.dead_functions)
+        if callee.scan.dissolves:
+            dissolve(submodule)
         if callee.islands is not None:
             callee.islands.lower_into(ctx, submodule)
         if lacking:
@@ -455,9 +519,9 @@ class DirectCallee:
 
     def __init__(self, name: str, bytecode: bytes, out_avals: tuple, translate,
                  custom_call_targets: frozenset, islands: Optional[Islands] = None,
-                 kernels=lambda: None, dead_functions: frozenset = frozenset()):
+                 kernels=lambda: None, scan: Optional[DirectScan] = None):
         self.name, self.bytecode, self.out_avals = name, bytecode, out_avals
-        self.dead_functions = dead_functions  # (the scan's: dropped before merging)
+        self.scan = scan or DirectScan(None, frozenset())  # (functions to drop, to dissolve)
         self._translate = translate  # () -> the translation of the same function
         self.custom_call_targets = custom_call_targets
         self.islands = islands  # the ops lowered from their translation, None where none
@@ -507,7 +571,7 @@ class Direct:
                             lambda: program.translator.function_body(fn.definition),
                             program.direct_scan.custom_call_targets, self._islands,
                             lambda: program.direct_scan.decoded_kernels(program),
-                            program.direct_scan.dead_functions)
+                            program.direct_scan)
 
     @functools.cached_property
     def jitted(self):

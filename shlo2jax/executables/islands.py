@@ -6,9 +6,9 @@ Some ops need the translation instead (a custom call the translation maps, such 
 translation guards; an op over 2-bit integers). Where such an op depends on nothing but its
 operands, it is an island: the function still lowers to the module's own ops, and each island
 becomes a `func.call` of a private function whose body is the lowering of that op's
-translation. An op with regions (a fusion) is one island with them, where they use nothing
-from outside it. Only the islands are decoded, at load (an op the translation lacks is
-reported then, all together); each distinct island (same op, attributes and types, and no
+translation. An op with regions (a sort over 2-bit integers) is one island with them, where
+they use nothing from outside it. Only the islands are decoded, at load (an op the translation
+lacks is reported then, all together); each distinct island (same op, attributes and types, and no
 regions) is one function. The calls of jax's kernels are islands too on a platform that lacks
 them, decoded at such a lowering.
 

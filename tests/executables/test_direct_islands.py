@@ -218,23 +218,29 @@ def test_an_op_with_regions_is_an_island_when_self_contained():
 
 
 @pytest.mark.corpus
-def test_the_fusions_of_an_optimised_xla_dump_are_islands():
-    """XLA's optimised HLO of a jax MLP: each fusion (its region with it) and each bitcast is an
-    island (three bitcasts are in the fused computations the conversion also keeps as
-    functions); the ops between them are the module's own, and no mhlo op is left."""
-    e, program, fn = _load("hlo/xla_mlp_after_opt", lowering="direct")
+@pytest.mark.parametrize("entry_id", ["hlo/xla_mlp_after_opt", "hlo/transformer_scan_after_opt"])
+def test_the_fusions_of_an_optimised_xla_dump_dissolve_into_their_ops(entry_id):
+    """XLA's optimised HLO of jax models (an MLP; a transformer whose layers are a loop): each
+    fusion lowers as the ops of its region and each copy as its operand, and the bitcasts (in
+    the fusions) are islands, those alike sharing one function; the fused computations the
+    conversion also keeps as functions are not merged, and no mhlo op is left."""
+    e, program, fn = _load(entry_id, lowering="direct")
     assert fn.lowering == "direct", fn.lowering_note
-    ops = collections.Counter(island.op for island in fn.islands)
-    assert ops["mhlo.fusion"] == 6 and set(ops) <= {"mhlo.fusion", "mhlo.bitcast", "mhlo.copy"}
+    assert fn.islands and {island.op for island in fn.islands} == {"mhlo.bitcast"}
     result = checks.run(e, "forward", fn)
     assert result.ok, result.message
     text = jax.jit(fn).lower(*e.args).as_text()
-    names = set()
-    with make_ir_context():
-        ir.Module.parse(text).operation.walk(
-            lambda op: names.add(op.name) or ir.WalkResult.ADVANCE)
-    assert "stablehlo.dot_general" in names and not [n for n in names if n.startswith("mhlo.")]
-    assert text.count("call @shlo2jax_island_") == len(fn.islands)
+    own, original = _lowered_ops(text, program.mlir_module)
+    dissolved = collections.Counter({name: original[name] for name in (
+        "mhlo.fusion", "mhlo.return", "mhlo.copy", "mhlo.bitcast")})
+    assert dissolved["mhlo.fusion"] > 0
+    expected = original - dissolved
+    expected["func.call"] += len(fn.islands)
+    assert own == expected
+    assert text.count("call @shlo2jax_island_") == len(fn.islands) == dissolved["mhlo.bitcast"]
+    distinct = len(set(program.direct_scan.island_outline.slots))
+    assert text.count("func.func private @shlo2jax_island_") == distinct < len(fn.islands)
+    assert "fused_computation" not in text and not program.decoded
 
 
 def test_identical_islands_share_one_function():
@@ -419,3 +425,41 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
     calls_both = shlo2jax.load(both, lowering="direct").entry
     assert calls_both.lowering == "translate"
     assert calls_both.lowering_note.startswith("stablehlo.optimization_barrier runs translated")
+
+
+FUSIONS = """func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<2x2xf32>) {
+  %0:2 = "mhlo.fusion"(%x, %y) ({
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+    %1 = stablehlo.add %a, %b : tensor<4xf32>
+    %2 = "mhlo.fusion"(%1) ({
+    ^bb1(%c: tensor<4xf32>):
+      %3 = stablehlo.multiply %c, %c : tensor<4xf32>
+      "mhlo.return"(%3) : (tensor<4xf32>) -> ()
+    }) : (tensor<4xf32>) -> tensor<4xf32>
+    "mhlo.return"(%2, %a) : (tensor<4xf32>, tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %4 = "mhlo.copy"(%0#1) : (tensor<4xf32>) -> tensor<4xf32>
+  %5 = "mhlo.bitcast"(%4) : (tensor<4xf32>) -> tensor<2x2xf32>
+  return %0#0, %4, %5 : tensor<4xf32>, tensor<4xf32>, tensor<2x2xf32>
+}"""
+
+
+def test_fusions_and_copies_dissolve():
+    """A fusion (one in a fusion, one result a fused computation's argument) is the ops of its
+    region, a copy its operand: no call, no mhlo op; the bitcast is the one island."""
+    program = shlo2jax.load(FUSIONS, lowering="direct")
+    fn = program.entry
+    assert fn.lowering == "direct", fn.lowering_note
+    assert [i.op for i in fn.islands] == ["mhlo.bitcast"]
+    x, y = np.arange(4, dtype=np.float32), np.full(4, 0.5, np.float32)
+    got = fn(x, y)
+    for g, w in zip(got, ((x + y) ** 2, x, x.reshape(2, 2))):
+        np.testing.assert_array_equal(np.asarray(g), w)
+    for g, w in zip(got, shlo2jax.load(FUSIONS)(x, y)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    text = jax.jit(fn).lower(x, y).as_text()
+    assert text.count("call @shlo2jax_island_") == 1
+    own, _ = _lowered_ops(text, program.mlir_module)  # (the island's body: a reshape)
+    assert own == collections.Counter({"func.func": 1, "stablehlo.add": 1,
+                                       "stablehlo.multiply": 1, "func.call": 1,
+                                       "func.return": 1})
