@@ -229,15 +229,26 @@ class _Decoder:
     def op(self, operation, name: str):
         location = operation.location  # formatted only when read (see `Op.location`)
         value_ids = self.value_ids
-        operands = tuple(map(value_ids.__getitem__, operation.operands))
-        mlir_results = operation.results
-        cached = self.types.get
-        result_types = tuple([cached(t) or self.parse_type(t, name, location)
-                              for t in mlir_results.types])
+        mlir_operands = operation.operands
+        count = len(mlir_operands)  # (indexed: most ops have one or two operands)
+        operands = (value_ids[mlir_operands[0]],) if count == 1 else \
+            (value_ids[mlir_operands[0]], value_ids[mlir_operands[1]]) if count == 2 else \
+            tuple(map(value_ids.__getitem__, mlir_operands))
         first = self.next_id
-        results = tuple(range(first, first + len(result_types)))
+        mlir_results = operation.results
+        if len(mlir_results) == 1:  # (most ops: one result, read once, its type from it)
+            result = operation.result
+            mlir_type = result.type
+            result_types = (self.types.get(mlir_type) or self.parse_type(mlir_type, name, location),)
+            results = (first,)
+            value_ids[result] = first
+        else:
+            cached = self.types.get
+            result_types = tuple([cached(t) or self.parse_type(t, name, location)
+                                  for t in mlir_results.types])
+            results = tuple(range(first, first + len(result_types)))
+            value_ids.update(zip(mlir_results, results))
         self.next_id = first + len(results)
-        value_ids.update(zip(mlir_results, results))
         carried = self.carried_types and any([_is_carried(t) for t in result_types])
         if carried:
             self.carried.update(results)
