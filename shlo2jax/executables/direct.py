@@ -33,6 +33,7 @@ computation as a function too). Anywhere else the whole function is translated, 
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Optional
 
 import jax
@@ -45,6 +46,7 @@ from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
                              stable_custom_call_targets)
+from shlo2jax.errors import Shlo2JaxError
 from shlo2jax.executables.islands import Island, Islands, Outline, references
 from shlo2jax.executables.islands import outline as outline_islands
 from shlo2jax.module import format_location
@@ -563,14 +565,30 @@ class Direct:
     def callee(self) -> DirectCallee:
         """What the primitive lowers: the module's bytecode as the program holds it (the loader
         wrote it once and let the parsed module go: `Program.release_mlir_module`), so a
-        program whose weights are baked in holds them once until the first call's lowering."""
+        program whose weights are baked in holds them once until the first call's lowering.
+
+        It holds the function weakly: jax's jit caches keep the jaxprs that bind the primitive
+        (and with them the callee) for as long as the jitted function lives, which the function
+        holds; a strong reference back would keep the program, and its weights, for the life
+        of the process once it is dropped."""
         fn = self.function
         program = fn.program
         results = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in fn.output_types)
-        return DirectCallee(fn.name, program.mlir_bytecode, results,
-                            lambda: program.translator.function_body(fn.definition),
+        held, fn_name = weakref.ref(fn), fn.name
+
+        def function():
+            live = held()
+            if live is None:
+                raise Shlo2JaxError(f"the program of @{fn_name} was dropped: its translation "
+                                    "(derivatives, vmap) cannot be made")
+            return live
+
+        return DirectCallee(fn_name, program.mlir_bytecode, results,
+                            lambda: (f := function()).program.translator.function_body(
+                                f.definition),
                             program.direct_scan.custom_call_targets, self._islands,
-                            lambda: program.direct_scan.decoded_kernels(program),
+                            lambda: (f := function()).program.direct_scan.decoded_kernels(
+                                f.program),
                             program.direct_scan)
 
     @functools.cached_property
