@@ -516,13 +516,42 @@ def why_not_direct(program, fn) -> Optional[str]:
 
 
 class DirectCallee:
-    """What the direct-call primitive lowers and differentiates (identity-hashed: one per
-    Function)."""
+    """What the direct-call primitive lowers and differentiates, as its param `callee`
+    (identity-hashed: one per Function): a handle holding its function's `DirectState` weakly.
 
-    def __init__(self, name: str, bytecode: bytes, out_avals: tuple, translate,
-                 custom_call_targets: frozenset, islands: Optional[Islands] = None,
-                 kernels=lambda: None, scan: Optional[DirectScan] = None):
-        self.name, self.bytecode, self.out_avals = name, bytecode, out_avals
+    jax keeps a primitive's params in caches that outlive the program (its abstract evaluation
+    cache holds 2,048 entries strongly; its jit caches hold a jaxpr while the jitted function
+    lives): the handle they keep is small, and the module's bytecode (the weights baked into
+    it), the islands and the translation go with the function."""
+
+    _HELD = frozenset({"bytecode", "scan", "custom_call_targets", "islands", "kernels",
+                       "translated"})
+
+    def __init__(self, name: str, out_avals: tuple, state: "DirectState"):
+        self.name, self.out_avals = name, out_avals
+        self._state = weakref.ref(state)
+
+    def __getattr__(self, attr):
+        if attr not in DirectCallee._HELD:
+            raise AttributeError(attr)
+        state = self._state()
+        if state is None:
+            raise Shlo2JaxError(f"the program of @{self.name} was dropped, and a jaxpr that "
+                                "calls it outlived it: it can no longer be lowered, "
+                                "differentiated or batched")
+        return getattr(state, attr)
+
+    def __repr__(self):
+        return f"<shlo2jax direct @{self.name}>"
+
+
+class DirectState:
+    """What a `DirectCallee` lowers and differentiates, held by its function's executable."""
+
+    def __init__(self, bytecode: bytes, translate, custom_call_targets: frozenset,
+                 islands: Optional[Islands] = None, kernels=lambda: None,
+                 scan: Optional[DirectScan] = None):
+        self.bytecode = bytecode
         self.scan = scan or DirectScan(None, frozenset())  # (functions to drop, to dissolve)
         self._translate = translate  # () -> the translation of the same function
         self.custom_call_targets = custom_call_targets
@@ -540,9 +569,6 @@ class DirectCallee:
         """The translation of the function (JVP, vmap, a platform without one of the module's
         kernels): made on first use, so a program only called or jitted is never decoded."""
         return self._translate()
-
-    def __repr__(self):
-        return f"<shlo2jax direct @{self.name}>"
 
 
 class Direct:
@@ -562,34 +588,23 @@ class Direct:
         return () if self._islands is None else self._islands.records
 
     @functools.cached_property
-    def callee(self) -> DirectCallee:
+    def state(self) -> DirectState:
         """What the primitive lowers: the module's bytecode as the program holds it (the loader
         wrote it once and let the parsed module go: `Program.release_mlir_module`), so a
-        program whose weights are baked in holds them once until the first call's lowering.
-
-        It holds the function weakly: jax's jit caches keep the jaxprs that bind the primitive
-        (and with them the callee) for as long as the jitted function lives, which the function
-        holds; a strong reference back would keep the program, and its weights, for the life
-        of the process once it is dropped."""
+        program whose weights are baked in holds them once until the first call's lowering."""
         fn = self.function
         program = fn.program
+        return DirectState(program.mlir_bytecode,
+                           lambda: program.translator.function_body(fn.definition),
+                           program.direct_scan.custom_call_targets, self._islands,
+                           lambda: program.direct_scan.decoded_kernels(program),
+                           program.direct_scan)
+
+    @functools.cached_property
+    def callee(self) -> DirectCallee:
+        fn = self.function
         results = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in fn.output_types)
-        held, fn_name = weakref.ref(fn), fn.name
-
-        def function():
-            live = held()
-            if live is None:
-                raise Shlo2JaxError(f"the program of @{fn_name} was dropped: its translation "
-                                    "(derivatives, vmap) cannot be made")
-            return live
-
-        return DirectCallee(fn_name, program.mlir_bytecode, results,
-                            lambda: (f := function()).program.translator.function_body(
-                                f.definition),
-                            program.direct_scan.custom_call_targets, self._islands,
-                            lambda: (f := function()).program.direct_scan.decoded_kernels(
-                                f.program),
-                            program.direct_scan)
+        return DirectCallee(fn.name, results, self.state)
 
     @functools.cached_property
     def jitted(self):

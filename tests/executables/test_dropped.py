@@ -38,25 +38,26 @@ def test_a_dropped_program_is_freed_after_calls_jit_and_grad(lowering, source):
     jax.block_until_ready(jax.jit(fn)(x))
     jax.block_until_ready(jax.grad(lambda v: fn(v).sum())(x))
     jax.block_until_ready(jax.vmap(fn)(np.stack([x, x])))
-    held = weakref.ref(program), weakref.ref(fn)
+    held = [weakref.ref(program), weakref.ref(fn)]
+    if lowering == "direct":  # (jax's abstract evaluation cache keeps the callee, a handle)
+        held.append(weakref.ref(fn.executable.state))
     del program, fn
     gc.collect()
-    assert [ref() for ref in held] == [None, None]
+    assert [ref() for ref in held] == [None] * len(held)
 
 
-def test_a_jaxpr_kept_beyond_its_direct_program_says_so_when_differentiated():
-    """The direct-call primitive holds its function weakly (so that jax's caches do not keep a
-    dropped program): a jaxpr kept after the program went still runs (the module's bytecode
-    is the primitive's), and its derivative, which needs the program's translation, is a
-    shlo2jax error saying why."""
+def test_a_jaxpr_kept_beyond_its_direct_program_says_so():
+    """The direct-call primitive's param holds its function's module and translation weakly
+    (so that jax's caches, which keep params, do not keep a dropped program's weights): a
+    jaxpr kept after the program went is a shlo2jax error when lowered or differentiated."""
     from shlo2jax.errors import Shlo2JaxError
     program = shlo2jax.load(TEXT, lowering="direct")
     x = np.linspace(0.1, 0.4, 4, dtype=np.float32)
     closed = jax.make_jaxpr(program.entry)(x)
-    want = np.asarray(program(x))
     del program
     gc.collect()
     run = jax_core.jaxpr_as_fun(closed)
-    np.testing.assert_allclose(np.asarray(jax.jit(run)(x)[0]), want, rtol=1e-6)
+    with pytest.raises(Shlo2JaxError, match="the program of @main was dropped"):
+        jax.jit(run)(x)
     with pytest.raises(Shlo2JaxError, match="the program of @main was dropped"):
         jax.grad(lambda v: run(v)[0].sum())(x)
