@@ -37,6 +37,10 @@ def strong_zero_ops():
     lowering are exactly the lax primitive's (the same StableHLO op), and whose JVP multiplies
     tangents with `sz_mul`/`sz_div`: linear primitives with 0 * anything = 0, their own
     transposes and batching rules, whose derivatives are strong-zero too (to every order).
+    A first-order product tests only the tangent for zero (one compare and a select in the
+    backward, where testing both factors took two compares and an `or` more): a zero local
+    derivative times a finite tangent is zero anyway, and times a non-finite one is what the
+    producer's own rule gives (NaN); the products of higher orders test both factors.
 
     Returns a namespace: `mul div exp expm1 log log1p sqrt rsqrt cbrt tan atan2 pow` (the
     primal ops) and `sz_mul sz_div` (the tangent products). Uses jax's primitive rule tables
@@ -53,31 +57,48 @@ def strong_zero_ops():
         (batching.defbroadcasting if nary else batching.defvectorized)(prim)
         return prim
 
-    # -- the tangent products: 0 * x = 0 for every x, inf and NaN included
+    # -- the tangent products: 0 * x = 0 for every x, inf and NaN included. A product a
+    # tangent (or cotangent) makes with a local derivative tests that factor only
+    # (guard="first": its first operand); the products the derivatives of these products
+    # make (second order) test both factors (guard="both").
     sz_mul_p = new_primitive("strong_zero_mul", lax_internal.mul_p, True)
     sz_div_p = new_primitive("strong_zero_div", lax_internal.div_p, True)
+    sz_mul_p.def_effectful_abstract_eval(
+        lambda *avals, guard, **params: lax_internal.mul_p.abstract_eval(*avals, **params))
 
-    def sz_mul(a, b):
-        return sz_mul_p.bind(*auto_insert_reshard(a, b), **MUL_PARAMS)
+    def sz_mul(a, b, guard="both"):
+        return sz_mul_p.bind(*auto_insert_reshard(a, b), guard=guard, **MUL_PARAMS)
+
+    def tangent_mul(t, x):
+        """t * x, linear in t, 0 where t is 0."""
+        return sz_mul(t, x, "first")
 
     def sz_div(t, x):
         """t / x, linear in t, 0 where t is 0."""
         return sz_div_p.bind(*auto_insert_reshard(t, x))
 
-    def zero_where(mask, value):
-        return lax.select(jnp.broadcast_to(mask, value.shape), lax.full_like(value, 0), value)
+    def zero_where(mask, value, zero):
+        return lax.select(jnp.broadcast_to(mask, value.shape), zero, value)
 
-    def sz_mul_value(a, b, out_dtype=None):
-        return zero_where((a == 0) | (b == 0), lax.mul(a, b))
+    def sz_mul_value(a, b, out_dtype=None, guard="both"):
+        product = lax.mul(a, b)
+        zero = lax.full_like(product, 0)  # one zero for the test and the result
+        mask = lax.eq(a, zero)
+        if guard == "both":
+            mask = lax.bitwise_or(mask, lax.eq(b, zero))
+        return zero_where(mask, product, zero)
 
     def sz_div_value(t, x):
-        return zero_where(t == 0, lax.div(t, x))
+        quotient = lax.div(t, x)
+        zero = lax.full_like(quotient, 0)
+        return zero_where(lax.eq(t, zero), quotient, zero)
 
     mlir.register_lowering(sz_mul_p, mlir.lower_fun(sz_mul_value, multiple_results=False))
     mlir.register_lowering(sz_div_p, mlir.lower_fun(sz_div_value, multiple_results=False))
     ad.defbilinear(sz_mul_p,
-                   lambda ct, a, b, **_: unbroadcast(a.aval, sz_mul(ct, b)),
+                   lambda ct, a, b, guard, **_: unbroadcast(a.aval, sz_mul(ct, b, guard)),
                    lambda ct, a, b, **_: unbroadcast(b.aval, sz_mul(a, ct)))
+    ad.defjvp(sz_mul_p, lambda g, a, b, **_: sz_mul(g, b), lambda g, a, b, **_: sz_mul(a, g))
     ad.defjvp(sz_div_p,
               lambda dt, t, x: sz_div(dt, x),
               lambda dx, t, x: lax.neg(sz_mul(dx, sz_div(sz_div(t, x), x))))
@@ -123,47 +144,48 @@ def strong_zero_ops():
     # The formulas are lax's own (jax/_src/lax/lax.py), with every product of a tangent
     # strong-zero and every residual computed by these ops (so higher orders are too).
     ad.defbilinear(mul_p,
-                   lambda ct, x, y, **_: unbroadcast(x.aval, sz_mul(ct, y)),
-                   lambda ct, x, y, **_: unbroadcast(y.aval, sz_mul(x, ct)))
-    ad.defjvp(mul_p, lambda g, x, y, **_: sz_mul(g, y), lambda g, x, y, **_: sz_mul(x, g))
+                   lambda ct, x, y, **_: unbroadcast(x.aval, tangent_mul(ct, y)),
+                   lambda ct, x, y, **_: unbroadcast(y.aval, tangent_mul(ct, x)))
+    ad.defjvp(mul_p, lambda g, x, y, **_: tangent_mul(g, y),
+              lambda g, x, y, **_: tangent_mul(g, x))
     ad.defjvp2(div_p, lambda g, ans, x, y: sz_div(g, y),
-               lambda g, ans, x, y: lax.neg(sz_mul(g, div(ans, y))))
+               lambda g, ans, x, y: lax.neg(tangent_mul(g, div(ans, y))))
     ad.primitive_transposes[div_p] = numerator_transpose("division", sz_div)
-    ad.defjvp2(exp_p, lambda g, ans, x, **_: sz_mul(g, ans))
-    ad.defjvp2(expm1_p, lambda g, ans, x, **_: sz_mul(g, lax.add(ans, one(ans))))
+    ad.defjvp2(exp_p, lambda g, ans, x, **_: tangent_mul(g, ans))
+    ad.defjvp2(expm1_p, lambda g, ans, x, **_: tangent_mul(g, lax.add(ans, one(ans))))
     ad.defjvp(log_p, lambda g, x, **_: sz_div(g, x))
     ad.defjvp(log1p_p, lambda g, x, **_: sz_div(g, lax.add(x, one(x))))
-    ad.defjvp2(sqrt_p, lambda g, ans, x, **_: sz_mul(g, div(const(x, 0.5), ans)))
-    ad.defjvp2(rsqrt_p, lambda g, ans, x, **_: sz_mul(g, mul(const(x, -0.5), div(ans, x))))
-    ad.defjvp2(cbrt_p, lambda g, ans, x, **_: sz_mul(g, div(const(x, 1 / 3), mul(ans, ans))))
-    ad.defjvp2(tan_p, lambda g, ans, x, **_: sz_mul(g, lax.add(one(x), mul(ans, ans))))
+    ad.defjvp2(sqrt_p, lambda g, ans, x, **_: tangent_mul(g, div(const(x, 0.5), ans)))
+    ad.defjvp2(rsqrt_p, lambda g, ans, x, **_: tangent_mul(g, mul(const(x, -0.5), div(ans, x))))
+    ad.defjvp2(cbrt_p, lambda g, ans, x, **_: tangent_mul(g, div(const(x, 1 / 3), mul(ans, ans))))
+    ad.defjvp2(tan_p, lambda g, ans, x, **_: tangent_mul(g, lax.add(one(x), mul(ans, ans))))
 
     def atan2_denominator(x, y):
         return lax.add(mul(x, x), mul(y, y))
-    ad.defjvp(atan2_p, lambda g, x, y: sz_mul(g, div(y, atan2_denominator(x, y))),
-              lambda g, x, y: sz_mul(g, div(lax.neg(x), atan2_denominator(x, y))))
+    ad.defjvp(atan2_p, lambda g, x, y: tangent_mul(g, div(y, atan2_denominator(x, y))),
+              lambda g, x, y: tangent_mul(g, div(lax.neg(x), atan2_denominator(x, y))))
 
     def pow_jvp_base(g, ans, x, y):
-        return sz_mul(g, mul(y, pow_(x, lax.sub(y, one(y)))))
+        return tangent_mul(g, mul(y, pow_(x, lax.sub(y, one(y)))))
 
     def pow_jvp_exponent(g, ans, x, y):
         # lax's rule: log(x) with x = 0 replaced by 1 (the exponent's derivative is 0 there)
         safe_x = lax.select(x == const(x, 0), lax.full_like(x, 1), x)
-        return sz_mul(g, mul(log(safe_x), ans))
+        return tangent_mul(g, mul(log(safe_x), ans))
     ad.defjvp2(pow_p, pow_jvp_base, pow_jvp_exponent)
 
     def mul_by_constants(x, y):
         """x * y; lax's product where one factor is a constant that is finite and nonzero
         everywhere (its local derivative is finite: lax's derivative is the strong-zero one,
         up to the sign of a zero)."""
-        if _finite_nonzero_constant(x) or _finite_nonzero_constant(y):
+        if finite_nonzero_constant(x) or finite_nonzero_constant(y):
             return lax.mul(x, y)
         return mul(x, y)
 
     def div_by_constants(x, y):
         """x / y; lax's quotient where y is a constant whose reciprocal is finite and
         nonzero everywhere (as for `mul_by_constants`)."""
-        if _finite_nonzero_constant(y, reciprocal=True):
+        if finite_nonzero_constant(y, reciprocal=True):
             return lax.div(x, y)
         return div(x, y)
 
@@ -177,9 +199,10 @@ def strong_zero_ops():
 _CONSTANT_SCAN_LIMIT = 1 << 20
 
 
-def _finite_nonzero_constant(value, reciprocal: bool = False) -> bool:
+def finite_nonzero_constant(value, reciprocal: bool = False) -> bool:
     """Whether `value` is a module constant (the translation holds them as numpy arrays) of
-    a real floating type whose elements (or their reciprocals) are all finite and nonzero."""
+    a real floating type whose elements (or their reciprocals) are all finite and nonzero:
+    a factor whose products (and quotients, by its reciprocal) need no strong zeros."""
     if not isinstance(value, (np.ndarray, np.generic)) or value.size > _CONSTANT_SCAN_LIMIT:
         return False
     if not jnp.issubdtype(value.dtype, jnp.floating):
