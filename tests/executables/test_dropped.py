@@ -61,3 +61,19 @@ def test_a_jaxpr_kept_beyond_its_direct_program_says_so():
         jax.jit(run)(x)
     with pytest.raises(Shlo2JaxError, match="the program of @main was dropped"):
         jax.grad(lambda v: run(v)[0].sum())(x)
+
+
+def test_a_dropped_polymorphic_program_is_freed():
+    """A program with `?` dimensions keeps a specialisation per shape: they go with it."""
+    program = shlo2jax.load("""func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %0 = stablehlo.sine %x : tensor<?xf32>
+  return %0 : tensor<?xf32>
+}""")
+    fn = program.entry
+    for n in (3, 4):
+        x = np.linspace(0, 1, n, dtype=np.float32)
+        jax.block_until_ready((fn(x), jax.jit(fn)(x), jax.grad(lambda v: fn(v).sum())(x)))
+    held = [weakref.ref(program), weakref.ref(fn)]
+    del program, fn
+    gc.collect()
+    assert [ref() for ref in held] == [None, None]
