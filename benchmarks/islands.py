@@ -6,8 +6,9 @@ For each corpus entry (default: the programs below), in one process, after one w
 each: `shlo2jax.load(artifact, lowering=...)` then `jax.jit(fn).lower(*args)` (and, with
 `--compile`, `.compile()`), for the direct lowering and the translation in turn, `--runs` times,
 interleaved (direct, translated, translated, direct, ...) so that a busy machine slows both
-alike. Prints the medians in seconds, and for the direct lowering its islands (sites, distinct
-functions).
+alike. Prints the medians in seconds (wall; and this process's CPU time, which a busy machine
+disturbs less, without the HLO reader's child process), and for the direct lowering its islands
+(sites, distinct functions) and kernel calls.
 
   hlo/transformer_scan_after_opt  XLA's optimised dump of a transformer (fusions, bitcasts:
                                   mostly islands before the fusions dissolved)
@@ -32,20 +33,21 @@ LOWERINGS = ["direct", "translate"]
 
 
 def run(entry, lowering: str, compile_too: bool) -> tuple:
-    """(load s, lower s, compile s or 0, the function) of one load and lowering."""
+    """(load s, lower s, compile s or 0, load + lower CPU s, the function) of one load and
+    lowering (CPU: this process's, without the HLO reader's child process, the same for both)."""
     import jax
     import shlo2jax
-    start = time.perf_counter()
+    cpu, start = time.process_time(), time.perf_counter()
     program = shlo2jax.load(str(entry.artifact_path), lowering=lowering)
     fn = program[entry.meta.get("function", "main")]
     loaded = time.perf_counter()
     lowered = jax.jit(fn).lower(*entry.args)
-    done = time.perf_counter()
+    done, cpu = time.perf_counter(), time.process_time() - cpu
     compiled = 0.0
     if compile_too:
         lowered.compile()
         compiled = time.perf_counter() - done
-    return loaded - start, done - loaded, compiled, fn
+    return loaded - start, done - loaded, compiled, cpu, fn
 
 
 def main(argv=None):
@@ -61,7 +63,7 @@ def main(argv=None):
     islands = {}
     for name in args.entries:  # warm-up: jax's and shlo2jax's one-time costs
         for lowering in LOWERINGS:
-            fn = run(entries[name], lowering, args.compile)[3]
+            fn = run(entries[name], lowering, args.compile)[4]
             if lowering == "direct":
                 slots = fn.program.direct_scan.island_outline
                 kernels = fn.program.direct_scan.kernel_outline
@@ -71,9 +73,9 @@ def main(argv=None):
     for i in range(args.runs):
         for name in args.entries:
             for lowering in (LOWERINGS if i % 2 == 0 else LOWERINGS[::-1]):
-                times[name, lowering].append(run(entries[name], lowering, args.compile)[:3])
+                times[name, lowering].append(run(entries[name], lowering, args.compile)[:4])
     head = "| program | direct: islands (distinct), kernels | direct load + lower s | " \
-           "translated load + lower s | direct / translated |"
+           "translated load + lower s | direct / translated | CPU s direct / translated |"
     if args.compile:
         head += " compile s direct / translated |"
     print(f"medians of {args.runs} interleaved runs\n")
@@ -81,14 +83,15 @@ def main(argv=None):
     print("|---" * (head.count("|") - 1) + "|")
     for name in args.entries:
         med = {lowering: [statistics.median(t[k] for t in times[name, lowering])
-                          for k in range(3)] for lowering in LOWERINGS}
+                          for k in range(4)] for lowering in LOWERINGS}
         total = {lowering: statistics.median(t[0] + t[1] for t in times[name, lowering])
                  for lowering in LOWERINGS}
         how, sites, distinct, kernels = islands[name]
         described = f"{sites} ({distinct}), {kernels}" if how == "direct" else f"({how})"
         row = (f"| {name} | {described} | {total['direct']:.3f} ({med['direct'][0]:.3f} + "
                f"{med['direct'][1]:.3f}) | {total['translate']:.3f} ({med['translate'][0]:.3f}"
-               f" + {med['translate'][1]:.3f}) | {total['direct'] / total['translate']:.2f} |")
+               f" + {med['translate'][1]:.3f}) | {total['direct'] / total['translate']:.2f} | "
+               f"{med['direct'][3]:.3f} / {med['translate'][3]:.3f} |")
         if args.compile:
             row += f" {med['direct'][2]:.3f} / {med['translate'][2]:.3f} |"
         print(row)
