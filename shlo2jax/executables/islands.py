@@ -8,9 +8,9 @@ operands, it is an island: the function still lowers to the module's own ops, an
 becomes a `func.call` of a private function whose body is the lowering of that op's
 translation. An op with regions (a sort over 2-bit integers) is one island with them, where
 they use nothing from outside it. Only the islands are decoded, at load (an op the translation
-lacks is reported then, all together); each distinct island (same op, attributes and types, and no
-regions) is one function. The calls of jax's kernels are islands too on a platform that lacks
-them, decoded at such a lowering.
+lacks is reported then, all together); each distinct island (same op, attributes and types,
+and regions of the same ops) is one function. The calls of jax's kernels are islands too on a
+platform that lacks them, decoded at such a lowering.
 
 At load, `outline` copies the first op of each distinct island into a small module of its own
 (one public function per island, and the functions the islands refer to: a composite's
@@ -50,15 +50,46 @@ def _function_name(slot) -> str:
 
 
 def _key(operation):
-    """Ops with the same key have the same translation: one island function serves them. An op
-    with regions (two fusions differ in their regions alone), or with an attribute the
-    bindings cannot read, has a key of its own."""
+    """Ops with the same key have the same translation: one island function serves them (the
+    same op, operand and result types and attributes, and regions of the same ops, wired
+    alike). An op with an attribute the bindings cannot read has a key of its own."""
     attributes = tuple(attribute_items(operation))
-    if len(operation.regions) or any(attr is None for _, attr in attributes):
+    if any(attr is None for _, attr in attributes):
         return object()
-    return (operation.name, tuple(str(v.type) for v in operation.operands),
-            tuple(str(t) for t in operation.results.types),
-            tuple((name, str(attr)) for name, attr in attributes))
+    key = (operation.name, tuple(str(v.type) for v in operation.operands),
+           tuple(str(t) for t in operation.results.types),
+           tuple((name, str(attr)) for name, attr in attributes))
+    return key if not len(operation.regions) else key + _regions_key(operation)
+
+
+def _regions_key(operation) -> tuple:
+    """The ops in `operation`'s regions, in walk order: each one's name, the positions (in that
+    order) of the values it uses, its result types and attributes; each block's argument
+    types. An island's regions use only values defined in them (`direct._self_contained`).
+    Types and attributes are uniqued in their context: equal ones are one object, compared
+    without printing them (a constant in a region is not printed)."""
+    numbered: dict = {}
+    parts: list = []
+
+    def visit(op):
+        if op != operation:
+            attributes = tuple(attribute_items(op))
+            if any(attr is None for _, attr in attributes):
+                parts.append(object())  # (unreadable: a key of its own)
+            parts.append((op.name, tuple(numbered.get(v, -1) for v in op.operands),
+                          tuple(op.results.types), attributes))
+            for value in op.results:
+                numbered[value] = len(numbered)
+        for region in op.regions:
+            parts.append(len(region.blocks))
+            for block in region.blocks:
+                parts.append(tuple(a.type for a in block.arguments))
+                for value in block.arguments:
+                    numbered[value] = len(numbered)
+        return ir.WalkResult.ADVANCE
+
+    operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return tuple(parts)
 
 
 def _symbols(attr, into: list) -> None:

@@ -463,3 +463,37 @@ def test_fusions_and_copies_dissolve():
     assert own == collections.Counter({"func.func": 1, "stablehlo.add": 1,
                                        "stablehlo.multiply": 1, "func.call": 1,
                                        "func.return": 1})
+
+
+def test_islands_with_regions_alike_share_one_function():
+    """Two sorts over 2-bit integers whose comparators are the same ops (their values named
+    differently) are one island function; one whose comparator differs is another."""
+    sort = """%{r} = "stablehlo.sort"(%0) ({{
+    ^bb0(%{a}: tensor<i2>, %{b}: tensor<i2>):
+      %{c} = stablehlo.compare {direction}, %{a}, %{b} : (tensor<i2>, tensor<i2>) -> tensor<i1>
+      stablehlo.return %{c} : tensor<i1>
+  }}) {{dimension = 0 : i64, is_stable = true}} : (tensor<4xi2>) -> tensor<4xi2>
+  %{r}8 = stablehlo.convert %{r} : (tensor<4xi2>) -> tensor<4xi8>"""
+    text = "\n  ".join([
+        "func.func @main(%x: tensor<4xi8>) -> (tensor<4xi8>, tensor<4xi8>, tensor<4xi8>) {",
+        "%0 = stablehlo.convert %x : (tensor<4xi8>) -> tensor<4xi2>",
+        sort.format(r="s", a="a", b="b", c="c", direction="LT"),
+        sort.format(r="t", a="p", b="q", c="lt", direction="LT"),
+        sort.format(r="u", a="a", b="b", c="c", direction="GT"),
+        "return %s8, %t8, %u8 : tensor<4xi8>, tensor<4xi8>, tensor<4xi8>"]) + "\n}"
+    program = shlo2jax.load(text, lowering="direct")
+    fn = program.entry
+    assert fn.lowering == "direct", fn.lowering_note
+    assert [i.op for i in fn.islands].count("stablehlo.sort") == 3
+    sorts = [slot for island, slot in zip(fn.islands, program.direct_scan.island_outline.slots)
+             if island.op == "stablehlo.sort"]
+    assert sorts[0] == sorts[1] != sorts[2]
+    x = np.array([1, -2, 0, -1], dtype=np.int8)
+    up, again, down = fn(x)
+    np.testing.assert_array_equal(np.asarray(up), np.sort(x))
+    np.testing.assert_array_equal(np.asarray(again), np.sort(x))
+    np.testing.assert_array_equal(np.asarray(down), np.sort(x)[::-1])
+    text = jax.jit(fn).lower(x).as_text()
+    assert text.count("func.func private @shlo2jax_island_") == 3  # convert, two sorts
+    _assert_islands_are_calls(fn, program, (x,), inside={"stablehlo.compare": 3,
+                                                         "stablehlo.return": 3})
