@@ -100,7 +100,7 @@ def _parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str
                 module = None
         if module is not None:
             vhlo = _is_vhlo(module)
-            escaped, unvouched = _check_printed(module, where, vhlo)
+            escaped, unvouched = _check_printed(module, where, vhlo, to_file=verdict.safe)
             if not vhlo:
                 return module
             if unvouched and verdict.safe:
@@ -152,11 +152,13 @@ def _is_vhlo(module: ir.Module) -> bool:
     return any(op.operation.name.startswith("vhlo.") for op in module.body.operations)
 
 
-def _check_printed(module: ir.Module, where: str, vhlo: bool = False) -> tuple:
+def _check_printed(module: ir.Module, where: str, vhlo: bool = False,
+                   to_file: bool = False) -> tuple:
     """Raises LoadError for what would abort the process; -> (whether a string holds bytes
     outside ASCII, why a `vhlo` module's conversion cannot be vouched for or None) (see
     `printed_problem`)."""
-    problem, escaped, unvouched = printed_problem(module, vhlo_kinds.KINDS if vhlo else None)
+    problem, escaped, unvouched = printed_problem(module, vhlo_kinds.KINDS if vhlo else None,
+                                                  to_file)
     if problem:
         raise LoadError(f"cannot read MLIR{where} (corrupt input): {problem}")
     return escaped, unvouched

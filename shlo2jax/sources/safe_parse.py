@@ -28,6 +28,7 @@ per op (36 ms on a 75k-op module, whose parse by jaxlib takes 68 ms).
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -476,7 +477,7 @@ _LOCATION_AS_VALUE = re.compile(r'"(?:[^"\\\n]|\\.)*"|#loc\d*\b|\bloc\(')
 _NAME_LITERAL = re.compile(rb'(@?)("(?:[^"\\\n]|\\.)*")([ \t]*=)?')
 
 
-def printed_problem(module, vhlo_kinds: Optional[dict] = None) -> tuple:
+def printed_problem(module, vhlo_kinds: Optional[dict] = None, to_file: bool = False) -> tuple:
     """(what in `module`, an `ir.Module`, would abort the process when it is decoded, or
     None: a location in an attribute's place, a name that is not UTF-8; whether any string
     in it holds bytes outside ASCII; for a VHLO module, given the kinds its attributes may
@@ -486,15 +487,66 @@ def printed_problem(module, vhlo_kinds: Optional[dict] = None) -> tuple:
 
     A VHLO module is printed in the generic form: it shows every op's attributes as
     attributes (`vhlo.func_v1`'s own printer shows its name and type as a signature, and
-    casts them blindly to print them)."""
-    asm = module.operation.get_asm(binary=True, large_elements_limit=16,
-                                   enable_debug_info=False,
-                                   print_generic_op_form=vhlo_kinds is not None)
+    casts them blindly to print them). `to_file`: the module's strings are all UTF-8 (the
+    bytecode check said so): a VHLO module may be printed through a file (`_vhlo_printed`)."""
+    asm = _vhlo_printed(module) if vhlo_kinds is not None and to_file else None
+    if asm is None:
+        asm = module.operation.get_asm(binary=True, large_elements_limit=16,
+                                       enable_debug_info=False,
+                                       print_generic_op_form=vhlo_kinds is not None)
     escaped = _HIGH_ESCAPE.search(asm) is not None
     problem = _printed_problem(asm, escaped)
     if vhlo_kinds is None or problem:
         return problem, escaped, None
     return None, escaped, vhlo_kinds_problem(asm, vhlo_kinds)
+
+
+# MLIR hands a printed module to Python in pieces of a few bytes, each through a Python call
+# (its callback stream is unbuffered): 2.7 million calls for the 11 MB generic form of a 50k-op
+# VHLO artifact, two thirds of the print's 0.2 s of CPU. A pass manager's IR printing writes
+# to files through MLIR's buffered stream instead. So a VHLO module is printed by a pass
+# manager that runs `symbol-dce` on it with IR printing before each pass into a temporary
+# folder: the same flags print the same text, and on a module whose ops are all vhlo ops
+# (none of them a symbol) symbol-dce removes nothing. Where anything is unlike that (another
+# op at the top, a module name that is not a plain file name, a jaxlib without the printing
+# options, a failed run), the module is printed as before.
+_PLAIN_NAME = re.compile(r"[\w$-][\w.$-]*")
+
+
+def _vhlo_printed(module) -> Optional[bytes]:
+    """The generic printed form of a VHLO `module` (large elements elided, no debug info),
+    printed through a file (see above), or None."""
+    import tempfile
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.passmanager import PassManager
+    operation = module.operation
+    if not all(op.operation.name.startswith("vhlo.") for op in module.body.operations):
+        return None
+    attributes = operation.attributes
+    if "sym_name" in attributes:  # (the folder the printer writes to is named after it)
+        name = attributes["sym_name"]
+        if not isinstance(name, ir.StringAttr) or not _PLAIN_NAME.fullmatch(name.value):
+            return None
+    try:
+        with tempfile.TemporaryDirectory(prefix="shlo2jax-print-") as folder, module.context:
+            manager = PassManager.parse("builtin.module(symbol-dce)")
+            manager.enable_verifier(False)
+            manager.enable_ir_printing(print_before_all=True, print_after_all=False,
+                                       print_module_scope=False, large_elements_limit=16,
+                                       enable_debug_info=False, print_generic_op_form=True,
+                                       tree_printing_dir_path=folder)
+            manager.run(operation)
+            printed = [os.path.join(at, f) for at, _, files in os.walk(folder) for f in files]
+            if len(printed) != 1:
+                return None
+            with open(printed[0], "rb") as f:
+                text = f.read()
+    except Exception:  # noqa: BLE001 - printed as before
+        return None
+    header = text.find(b"\n")  # `// -----// IR Dump Before SymbolDCEPass ... //----- //`
+    if not text.startswith(b"// -----// IR Dump Before") or header < 0:
+        return None
+    return text[header + 1:].rstrip(b"\n") + b"\n"  # (as get_asm ends it)
 
 
 def _printed_problem(asm: bytes, escaped: bool) -> Optional[str]:
