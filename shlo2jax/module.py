@@ -411,21 +411,25 @@ def _live_functions(functions: dict) -> set:
     JAX implementation is registered for the composite's name."""
     live = set()
     stack = [n for n, f in functions.items() if f.public] or list(functions)
-    while stack:
+    reached = set(stack)  # (each runs: once all do, the rest of the walk finds nothing new)
+    while stack and len(reached) < len(functions):
         name = stack.pop()
         if name in live:
             continue
         live.add(name)
         for op in _ops_of(functions[name].body):
-            attrs = op.attrs if isinstance(op.attrs, dict) else {}
+            attrs = op.attrs
+            if not attrs or not isinstance(attrs, dict):
+                continue
             replaced = op.name.endswith(".composite") and attrs.get("name") in COMPOSITE_RULES
             for key, value in attrs.items():
                 if key == "decomposition" and replaced:
                     continue
                 for v in value if isinstance(value, (tuple, list)) else (value,):
-                    if isinstance(v, str) and v in functions and v not in live:
+                    if isinstance(v, str) and v in functions and v not in reached:
+                        reached.add(v)
                         stack.append(v)
-    return live
+    return reached
 
 
 def decode_signatures(mlir_module, *, source_name: str = "") -> Optional[ModuleDef]:
