@@ -22,7 +22,9 @@ small: corpus artifacts (serialized `jax.export.Exported`), per variant
 warm: the same, in one process that already ran a first program both ways (a notebook
   loading one more program): load and first call, jax's caches cleared before each
 large: translation throughput: load + trace + lower to StableHLO text (XLA's compile left out),
-  per variant, wall and CPU seconds (ops per CPU second: what a shared machine can compare); `static ops` the module's ops (nested regions included), `inlined ops` those a
+  per variant, wall and CPU seconds (ops per CPU second: what a shared machine can compare;
+  `read`, the CPU seconds of the load spent reading the input: parsing, the checks that keep
+  malformed input from aborting the process, a VHLO artifact's conversion); `static ops` the module's ops (nested regions included), `inlined ops` those a
   copy with every func.call inlined would have (what a translation that traced every call
   site again would trace). jax.export's figure is deserialize + trace + lower of `exp.call`
   (it does not translate: it embeds the module), for the programs that are artifacts.
@@ -321,6 +323,7 @@ def child_large(variant: str, path: str) -> dict:
         fn, avals = jax.jit(fn), exported.in_avals
     else:
         import shlo2jax
+        read_cpu = _time_reads()
         w0, c0 = time.perf_counter(), time.process_time()  # (the import is not translation)
         program = shlo2jax.load(path)
         entry = program.entry
@@ -337,7 +340,30 @@ def child_large(variant: str, path: str) -> dict:
     if variant != "export":
         module = program.module
         result.update(static_ops=len(module.ops), inlined_ops=_inlined_op_count(module))
+        if read_cpu:
+            result["read_cpu"] = sum(read_cpu)
     return result
+
+
+def _time_reads() -> list:
+    """The CPU seconds of each `sources.read` the loader makes (parsing the input, its checks,
+    a VHLO artifact's conversion: the part of the load before decoding), appended to the
+    list returned; none where the checkout's loader reads otherwise."""
+    from shlo2jax import loader
+    sources = getattr(loader, "sources", None)
+    spent: list = []
+    if sources is None or not hasattr(sources, "read"):
+        return spent
+    read = sources.read
+
+    def timed(*args, **kwargs):
+        start = time.process_time()
+        try:
+            return read(*args, **kwargs)
+        finally:
+            spent.append(time.process_time() - start)
+    sources.read = timed  # (this child process only)
+    return spent
 
 
 def _child_env(tree: str, pycache: str) -> dict:
@@ -434,7 +460,7 @@ def main(argv=None):
             row = {}
             for name, s in samples.items():
                 keys = ("load", "trace", "lower", "seconds", "static_ops", "inlined_ops",
-                        "load_cpu", "trace_cpu", "lower_cpu", "cpu")
+                        "read_cpu", "load_cpu", "trace_cpu", "lower_cpu", "cpu")
                 row[name] = {k: _median(s, k) for k in keys} | {
                     "errors": [x["error"] for x in s if "error" in x]}
             results["large"][label] = row
@@ -474,10 +500,11 @@ def _print(results, labels):
                           f"{r['total']:7.3f} {r['total'] / base:6.2f}")
     if results["large"]:
         print("\ntranslation: load + trace + lower to StableHLO text (medians, wall s; then CPU s:"
-              " load/trace/lower and ops per CPU s)")
+              " load/trace/lower and ops per CPU s; read: the part of the load that reads the"
+              " input, its checks and conversion included, before decoding)")
         print(f"{'program':28s} {'variant':22s} {'static':>7s} {'inlined':>8s} {'load':>6s} "
               f"{'trace':>6s} {'lower':>6s} {'total':>6s} {'ops/s':>8s} {'inl ops/s':>9s} "
-              f"{'cpu l/t/l':>16s} {'ops/cpu s':>9s}")
+              f"{'cpu l/t/l':>16s} {'ops/cpu s':>9s} {'read':>5s}")
         for program, row in results["large"].items():
             ops = next((r for r in row.values() if r.get("static_ops")), {})
             for label in labels:
@@ -491,7 +518,8 @@ def _print(results, labels):
                       f"{_fmt(inlined / total if inlined and total else None, '9.0f')} "
                       f"{_fmt(r.get('load_cpu'), '4.2f'):>4s}/{_fmt(r.get('trace_cpu'), '4.2f'):>4s}/"
                       f"{_fmt(r.get('lower_cpu'), '4.2f'):>4s}     "
-                      f"{_fmt(static / r['cpu'] if static and r.get('cpu') else None, '9.0f')}"
+                      f"{_fmt(static / r['cpu'] if static and r.get('cpu') else None, '9.0f')} "
+                      f"{_fmt(r.get('read_cpu'), '5.2f')}"
                       + (f"  errors: {r['errors'][:1]}" if r["errors"] else ""))
 
 
