@@ -41,6 +41,56 @@ def replayable(key=None, constants=True):
     return mark
 
 
+def planned(view):
+    """Decorator: marks a handler whose op is seen, once per region when the translation plans
+    it, through `view(op, producer, translator)`, where `producer(value id)` is the op of the
+    region that defines that value (None: an argument, a captured value, a multi-result op's
+    result). The op `view` returns (`op`, or `op.replaced(params=...)`) is what the handler
+    and its `replayable` key read: a decision made from the module, the same on every trace."""
+    def mark(handler):
+        handler.planned = view
+        return handler
+    return mark
+
+
+# Ops whose result holds only elements of their (first) operand, unchanged.
+_ELEMENT_PRESERVING = frozenset((
+    "stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim", "stablehlo.broadcast",
+    "mhlo.broadcast", "stablehlo.reshape", "mhlo.reshape", "stablehlo.transpose",
+    "mhlo.transpose"))
+_CONVERTS = frozenset(("stablehlo.convert", "mhlo.convert"))
+_CONSTANTS = frozenset(("stablehlo.constant", "mhlo.constant"))
+
+
+def constant_elements(vid, producer, translator, depth: int = 16):
+    """The elements of the value `vid` where it is a module constant seen through broadcasts,
+    reshapes, transposes and converts to real floating types (a numpy array of the value's
+    element type, converted as each convert converts it), else None. A constant lifted
+    into a parameter (`mode.lifted`) holds the call's value, not the module's: None."""
+    converts = []
+    op = producer(vid)
+    for _ in range(depth):
+        if op is None:
+            return None
+        if op.name in _CONSTANTS:
+            value = op.params
+            if translator.mode.lifted is not None or type(value) is not np.ndarray:
+                return None
+            with np.errstate(all="ignore"):
+                for dtype in reversed(converts):
+                    value = value.astype(dtype)
+            return value
+        if op.name in _CONVERTS:
+            dtype = getattr(op.result_types[0], "dtype", None)
+            if dtype is None or not T.is_float(dtype):  # (XLA's float -> int is its own)
+                return None
+            converts.append(dtype)
+        elif op.name not in _ELEMENT_PRESERVING:
+            return None
+        op = producer(op.operands[0])
+    return None
+
+
 # ---------------------------------------------------------------- attributes
 
 

@@ -18,12 +18,39 @@ from shlo2jax.options import DEFAULT_LOOP_TRIPS
 from shlo2jax.ops._common import (explicit_captures, forward_mode_only, ints, single_or_tuple,
                                   tangent_dtype)
 from shlo2jax.registry import register_op
+from shlo2jax.translate import evaluate
+
+
+# Callees of at most this many ops (their regions' included) are evaluated inline (see `call`).
+_INLINED_OPS = 32
 
 
 @register_op("func.call", prepare=lambda op: op.attrs["callee"])
 def call(ctx, op, *args):
-    outs = ctx.translator.callee(op.params)(*args)
+    translator = ctx.translator
+    fdef = translator.module.functions.get(op.params)
+    if fdef is not None and _inlined(fdef):
+        # A small helper (an exporter's `_var`, `silu`, `_where`) evaluated in its caller's
+        # trace, sharing the caller's table of values (Scope.seen): what it computes again
+        # (the mean its caller computed) is staged once, as the producer's own program does
+        # after inlining, and reverse mode has one cotangent path for it instead of two
+        # (searchless chess: 13,159 -> 8,276 instructions in the optimised gradient).
+        outs = tuple(evaluate(translator, fdef.body, args, {}, ctx.seen))
+    else:
+        outs = translator.callee(op.params)(*args)
     return single_or_tuple(op, outs)
+
+
+def _inlined(fdef) -> bool:
+    budget = _INLINED_OPS
+    pending = [fdef.body]
+    while pending:  # the ops of its regions count too
+        ops = pending.pop().ops
+        budget -= len(ops)
+        if budget < 0:
+            return False
+        pending.extend(r for op in ops for r in op.regions)
+    return True
 
 
 def _constant_source(region, vid, through_broadcast=False):

@@ -18,8 +18,10 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
+from shlo2jax.gradients import finite_nonzero_constant
 from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
-                                  reject_unsupported_types, replayable)
+                                  constant_elements, planned, reject_unsupported_types,
+                                  replayable)
 from shlo2jax.registry import Unsupported, register_op
 
 _BF16 = T.ELEMENT_DTYPES["bf16"]
@@ -236,9 +238,27 @@ def _safe_divisor(x, y):
     return lax.select(special, lax.full_like(y, 1), y), by_zero
 
 
+def _by_finite_constants(positions, reciprocal=False):
+    """A `planned` view: the op with params True where an operand at one of `positions` is
+    a module constant (through broadcasts, reshapes, transposes, converts) finite and
+    nonzero everywhere (its reciprocal too, for a divisor): its local derivative is finite,
+    so the product (quotient) takes lax's derivative, the strong-zero one up to the sign
+    of a zero, and its reverse mode needs no zero tests."""
+    def view(op, producer, translator):
+        for i in positions:
+            value = constant_elements(op.operands[i], producer, translator)
+            if value is not None and finite_nonzero_constant(value, reciprocal):
+                return op.replaced(params=True)
+        return op
+    return view
+
+
 @register_op("stablehlo.divide", "mhlo.divide", prepare=reject_unsupported_types)
-@replayable()
+@planned(_by_finite_constants((1,), reciprocal=True))
+@replayable(key=lambda op: op.params is True)
 def divide(ctx, op, x, y):
+    if op.params is True:  # (a real floating constant divisor)
+        return lax.div(x, y)
     if T.is_integer(x.dtype):
         # XLA: x / 0 is -1 (all bits set), INT_MIN / -1 is INT_MIN (x / 1 here).
         safe, by_zero = _safe_divisor(x, y)
@@ -305,8 +325,11 @@ def add(ctx, op, x, y):
 
 
 @register_op("stablehlo.multiply", "mhlo.multiply", prepare=reject_unsupported_types)
-@replayable()
+@planned(_by_finite_constants((0, 1)))
+@replayable(key=lambda op: op.params is True)
 def multiply(ctx, op, x, y):
+    if op.params is True:  # (a real floating constant factor)
+        return lax.mul(x, y)
     return lax.bitwise_and(x, y) if _is_bool(x) else ctx.translator.math.mul(x, y)
 
 

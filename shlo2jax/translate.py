@@ -201,11 +201,13 @@ class Scope:
     """What a handler may need beyond its operands: regions as callables, the translator,
     and `shared`: values a rule computes once per region evaluation and reuses (e.g. the
     broadcast of a constant), keyed as the rule chooses. It lives as long as the evaluation,
-    under one trace, so no tracer outlives its trace."""
-    __slots__ = ("translator", "env", "shared")
+    under one trace, so no tracer outlives its trace. `seen`: (replay key, operand ids) ->
+    (the value, the operands) of the replayable ops evaluated in this trace (see evaluate)."""
+    __slots__ = ("translator", "env", "shared", "seen")
 
-    def __init__(self, translator: Translator, env: dict):
+    def __init__(self, translator: Translator, env: dict, seen: Optional[dict] = None):
         self.translator, self.env, self.shared = translator, env, {}
+        self.seen = {} if seen is None else seen
 
     @property
     def options(self) -> LoadOptions:
@@ -242,14 +244,36 @@ def _plan(translator: Translator, region: Region) -> tuple:
     if entry is not None and entry[0] is region:
         return entry[1]
     refused = _refused(translator.module)
+    producers = _Producers(region)
     plan = tuple(
         (_refusing(op, refused) if op.name in refused else op, op.operands,
          op.results[0] if len(op.results) == 1 else None,
          _expected(op.result_types[0]) if len(op.results) == 1 else None,
          _replay_key(translator, op))
-        for op in region.ops)
+        for op in map(functools.partial(_planned, translator, producers), region.ops))
     plans[id(region)] = (region, plan)
     return plan
+
+
+class _Producers:
+    """value id -> the op of the region that defines it, or None (an argument, a captured
+    value, a multi-result op's result); the map is built at the first lookup."""
+    __slots__ = ("region", "_map")
+
+    def __init__(self, region: Region):
+        self.region, self._map = region, None
+
+    def __call__(self, vid) -> Optional[Op]:
+        if self._map is None:
+            self._map = {op.results[0]: op for op in self.region.ops if len(op.results) == 1}
+        return self._map.get(vid)
+
+
+def _planned(translator: Translator, producers: _Producers, op: Op) -> Op:
+    """`op`, or where its handler is marked `planned` (ops._common.planned), the view of it
+    the mark makes from the ops that produce its operands, decided once per region."""
+    mark = getattr(op.handler, "planned", None)
+    return op if mark is None else mark(op, producers, translator)
 
 
 def _replay_key(translator: Translator, op: Op):
@@ -296,18 +320,22 @@ def _refusing(op: Op, refused: dict) -> Op:
     return op.replaced(handler=unsupported)
 
 
-def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> list:
-    """Runs `region` on `args`; `outer_env` provides the values it captures."""
+def evaluate(translator: Translator, region: Region, args, outer_env: dict,
+             seen: Optional[dict] = None) -> list:
+    """Runs `region` on `args`; `outer_env` provides the values it captures. `seen`: the
+    values replayable ops computed so far in the same trace (Scope.seen; a callee inlined
+    into its caller shares the caller's), else a new table."""
     env = {vid: outer_env[vid] for vid in region.captures}
     if len(args) != len(region.args):
         raise TypeError(f"region takes {len(region.args)} arguments, got {len(args)}")
     env.update(zip(region.args, args))
-    scope = Scope(translator, env)
+    scope = Scope(translator, env, seen)
     if translator.mode.observer is not None:
         _evaluate_observed(translator, region, scope, env)
         return [env[i] for i in region.outputs]
     get = env.__getitem__
     replay = translator.replay
+    seen = scope.seen
     # The hot loop of translation: one handler call (or the replay of its equation), one dict
     # store and a shape/dtype comparison per op; everything else was decided in _plan.
     for op, operands, result, expected, replay_key in _plan(translator, region):
@@ -316,10 +344,20 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict) -> l
                 out = op.handler(scope, op, *map(get, operands))
             else:
                 args = tuple(map(get, operands))
-                out = replay.emit(replay_key, args)
-                if out is None:
-                    out = replay.learn(replay_key, args,
-                                       functools.partial(op.handler, scope, op, *args))
+                # A replayable op is one lax call decided by its key and its operands: on the
+                # same operand values it is the same value (what the producer's own program
+                # computed once, e.g. a mean an inlined callee computes again), so it is
+                # staged once; the table keeps the operands alive, so their ids stay theirs.
+                cse_key = (replay_key, *map(id, args))
+                hit = seen.get(cse_key)
+                if hit is not None:
+                    out = hit[0]
+                else:
+                    out = replay.emit(replay_key, args)
+                    if out is None:
+                        out = replay.learn(replay_key, args,
+                                           functools.partial(op.handler, scope, op, *args))
+                    seen[cse_key] = (out, args)
         except Exception as e:  # any failure inside a handler is reported against its op
             if _says_where(e):
                 raise

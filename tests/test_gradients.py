@@ -152,6 +152,71 @@ def test_subnormal_divisors_keep_strong_zeros():
             if "strong_zero" in p}
 
 
+def _seen_through(chain: str, scalar: str, op: str = "divide", dtype: str = "f32"):
+    import shlo2jax
+    return shlo2jax.load(f"""
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
+  %s = stablehlo.constant dense<{scalar}> : tensor<{dtype}>
+  {chain}
+  %y = stablehlo.{op} %x, %c : tensor<4xf32>
+  %z = stablehlo.sine %y : tensor<4xf32>
+  return %z : tensor<4xf32>
+}}""")
+
+
+_BROADCAST = "%c = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<4xf32>"
+_CHAIN = ("%v = stablehlo.convert %s : (tensor<f64>) -> tensor<f32>\n"
+          "  %r = stablehlo.reshape %v : (tensor<f32>) -> tensor<1xf32>\n"
+          "  %c = stablehlo.broadcast_in_dim %r, dims = [0] : (tensor<1xf32>) -> tensor<4xf32>")
+
+
+@pytest.mark.parametrize("op", ["multiply", "divide"])
+@pytest.mark.parametrize("chain,dtype", [(_BROADCAST, "f32"), (_CHAIN, "f64")])
+def test_constants_seen_through_broadcasts_and_converts_take_lax_derivatives(op, chain, dtype):
+    """An exporter's scalar constant broadcast (a mean's divisor, a scale) is a factor
+    with a finite local derivative: lax's derivative, no zero tests in the backward."""
+    x = jnp.asarray([0.0, 1.5, -2.0, 3.0], jnp.float32)
+    program = _seen_through(chain, "256.0", op, dtype)
+    assert not {p for p in _primitives(program, x) if "strong_zero" in p}
+    ref = (lambda x: jnp.sin(x * 256.0)) if op == "multiply" else (lambda x: jnp.sin(x / 256.0))
+    np.testing.assert_allclose(jax.grad(lambda x: jnp.sum(program(x)))(x),
+                               jax.grad(lambda x: jnp.sum(ref(x)))(x), rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+@pytest.mark.parametrize("scalar,chain,dtype", [
+    ("0.0", _BROADCAST, "f32"), ("0x7F800000", _BROADCAST, "f32"),
+    ("1.0e-300", _CHAIN, "f64"),  # zero once converted to f32
+    ("1.0e+300", _CHAIN, "f64")])  # infinite once converted to f32
+def test_constants_zero_or_infinite_once_converted_keep_strong_zeros(scalar, chain, dtype):
+    x = jnp.asarray([0.0, 1.5, -2.0, 3.0], jnp.float32)
+    assert {p for p in _primitives(_seen_through(chain, scalar, "multiply", dtype), x)
+            if "strong_zero" in p}
+
+
+def test_a_constant_factor_does_not_decide_another_products_rule():
+    """Two products of the same types, one by a broadcast constant: the other keeps its
+    strong zeros (the translation replays equations learned per op kind and types)."""
+    import shlo2jax
+    program = shlo2jax.load("""
+func.func @main(%x: tensor<4xf32>, %w: tensor<4xf32>) -> tensor<4xf32> {
+  %s = stablehlo.constant dense<2.0> : tensor<f32>
+  %c = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %a = stablehlo.multiply %x, %c : tensor<4xf32>
+  %b = stablehlo.multiply %a, %w : tensor<4xf32>
+  return %b : tensor<4xf32>
+}""")
+    x = jnp.asarray([0.0, 1.5, -2.0, 3.0], jnp.float32)
+    w = jnp.asarray([np.inf, 1.0, 2.0, 0.5], jnp.float32)
+    for _ in range(2):  # (the second trace replays what the first learned)
+        kinds = [e.primitive.name for e in jax.make_jaxpr(program)(x, w).eqns[0].params[
+            "jaxpr"].eqns]
+        assert kinds.count("mul") == 1 and kinds.count("mul_strong_zero") == 1, kinds
+    # d/dx of (2x) * w at w = inf, through a zero cotangent for that element: 0, not NaN
+    grad = jax.grad(lambda x: jnp.sum(program(x, w) * jnp.asarray([0.0, 1, 1, 1])))(x)
+    np.testing.assert_array_equal(grad, [0.0, 2.0, 4.0, 1.0])
+
+
 def test_the_translation_binds_it():
     """A module's dot_general differentiates through gradients.dot_general (its replayed
     equations too: the second trace of the same program)."""

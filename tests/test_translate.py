@@ -186,6 +186,10 @@ def test_a_callee_is_traced_once_for_all_its_call_sites(monkeypatch):
     import jax.numpy as jnp
     from shlo2jax import translate
 
+    from shlo2jax.ops import control_flow
+
+    # (the block is a few ops: callees that small are inlined, ops/control_flow.call)
+    monkeypatch.setattr(control_flow, "_INLINED_OPS", 0)
     layers = 48
     prog = shlo2jax.load(_repeated_blocks(layers))
     evaluated = {}

@@ -246,3 +246,63 @@ def test_func_call():
     }""")
     x = np.array([1, 2, 3], ml_dtypes.uint2)
     assert_same_bits(program(x), np.array([3, 2, 1], ml_dtypes.uint2))   # 3x wraps modulo 4
+
+
+_MEAN_OPS = """
+      %c0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+      %n = stablehlo.constant dense<8.000000e+00> : tensor<f32>
+      %s = stablehlo.reduce(%x init: %c0) applies stablehlo.add across dimensions = [1] : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+      %b = stablehlo.broadcast_in_dim %s, dims = [0] : (tensor<4xf32>) -> tensor<4x1xf32>
+      %nb = stablehlo.broadcast_in_dim %n, dims = [] : (tensor<f32>) -> tensor<4x1xf32>
+      %m = stablehlo.divide %b, %nb : tensor<4x1xf32>"""
+
+
+def _kinds(fn, *args) -> list:
+    import jax
+    kinds = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            kinds.append(eqn.primitive.name)
+            for value in eqn.params.values():
+                inner = getattr(value, "jaxpr", value)
+                if hasattr(inner, "eqns"):
+                    walk(inner)
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return kinds
+
+
+@pytest.mark.parametrize("padding", [0, 40])
+def test_small_callees_are_inlined_and_what_they_compute_again_is_staged_once(padding):
+    """A helper of a few ops (an exporter's `_var`) recomputing its caller's mean: inlined,
+    the mean is one reduction in the jaxpr (and one cotangent path in reverse mode); a
+    callee above the size (padded with ops) stays a jitted call, traced once."""
+    import jax
+    import jax.numpy as jnp
+    pad = "".join(f"""
+      %p{i} = stablehlo.negate %{'m' if i == 0 else f'p{i - 1}'} : tensor<4x1xf32>"""
+                  for i in range(padding))
+    last = f"%p{padding - 1}" if padding else "%m"
+    program = shlo2jax.load(f"""
+    func.func private @mean(%x: tensor<4x8xf32>) -> tensor<4x1xf32> {{{_MEAN_OPS}{pad}
+      return {last} : tensor<4x1xf32>
+    }}
+    func.func @main(%x: tensor<4x8xf32>) -> (tensor<4x1xf32>, tensor<4x1xf32>) {{{_MEAN_OPS}
+      %0 = func.call @mean(%x) : (tensor<4x8xf32>) -> tensor<4x1xf32>
+      return %m, %0 : tensor<4x1xf32>, tensor<4x1xf32>
+    }}""")
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((4, 8)), jnp.float32)
+    kinds = _kinds(program, x)
+    assert kinds.count("reduce_sum") == (2 if padding else 1), kinds
+    assert ("jit" in kinds[1:]) == bool(padding), kinds  # (the first: the program's own jit)
+    mean = jnp.mean(x, axis=1, keepdims=True)
+    sign = (-1) ** padding
+    np.testing.assert_allclose(program(x)[0], mean, rtol=1e-6)
+    np.testing.assert_allclose(program(x)[1], sign * mean, rtol=1e-6)
+
+    def loss(f):
+        return lambda x: jnp.sum(f(x)[0] * 2.0 + f(x)[1] * 3.0)
+    np.testing.assert_allclose(
+        jax.grad(loss(program))(x),
+        jax.grad(loss(lambda x: (jnp.mean(x, 1, keepdims=True),
+                                 sign * jnp.mean(x, 1, keepdims=True))))(x), rtol=1e-6)
