@@ -442,7 +442,7 @@ def decode(attr, placeholder_rng=None, blobs: "ResourceBlobs | None" = None) -> 
 
 def decode_op_attributes(operation, placeholder_rng=None,
                          blobs: "ResourceBlobs | None" = None,
-                         cache: "dict | None" = None) -> dict:
+                         cache: "dict | None" = None, items: "list | None" = None) -> dict:
     """All attributes of an operation; a complex-valued dense attribute that the
     bindings cannot downcast is recovered from the op's printed form.
 
@@ -453,10 +453,11 @@ def decode_op_attributes(operation, placeholder_rng=None,
     context, so an equal attribute is the same one): the values that cannot change (numbers,
     strings, tuples and records of them) are decoded once per distinct attribute, not once per
     op (a 50k-op model holds ~28k attributes, ~200 of them distinct).
+
+    `items`: `compat.attribute_items(operation)`, where the caller read them already.
     """
     result = {}
-    attributes = operation.attributes
-    for name, attr in compat.attribute_items(operation):
+    for name, attr in compat.attribute_items(operation) if items is None else items:
         if attr is None:  # complex-valued dense data the bindings cannot read
             result[name] = _decode_from_asm(operation, name)
             continue
@@ -470,7 +471,7 @@ def decode_op_attributes(operation, placeholder_rng=None,
                 str(attr).startswith("dense_resource<__elided__>"):
             # Write the placeholder into the module too, so the loaded program's MLIR
             # (run by XLA directly or by the interpreter) computes on the same data.
-            attributes[name] = dense_attribute(value, attr.type)
+            operation.attributes[name] = dense_attribute(value, attr.type)
         elif cache is not None and _immutable(value):
             cache[attr] = value
         result[name] = value

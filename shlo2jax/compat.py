@@ -119,7 +119,7 @@ def attribute_names(operation) -> list:
     return [n if isinstance(n, str) else n.name for n in operation.attributes]
 
 
-def attribute_items(operation):
+def attribute_items(operation) -> list:
     """`(name, attribute)` for each attribute of `operation`, the attribute None where the
     bindings cannot read it (a complex-valued dense attribute: decode it from the op's printed
     form)."""
@@ -128,16 +128,54 @@ def attribute_items(operation):
         _NAMES_ITERATE = _iteration_yields_names()
     attributes = operation.attributes
     if _NAMES_ITERATE:
+        items = getattr(attributes, "items", None)
+        if items is not None:
+            try:  # (one call for them all: most ops of a large model hold no unreadable one)
+                return items()
+            except TypeError:  # one of them cannot be read: one by one below
+                pass
+        found = []
         for name in attributes:
             try:
-                yield name, attributes[name]
+                found.append((name, attributes[name]))
             except TypeError:
-                yield name, None
-        return
+                found.append((name, None))
+        return found
     named = list(attributes)
     unreadable = _complex_dense_names(operation, [n.name for n in named]) if named else ()
-    for item in named:
-        yield item.name, None if item.name in unreadable else item.attr
+    return [(item.name, None if item.name in unreadable else item.attr) for item in named]
+
+
+def walked_operations(operation) -> Optional[list]:
+    """`operation` and every op nested in it, in program order (an op before the ops of its
+    regions), each an `ir.Operation` (a block's operation list gives op views, a Python
+    object of the op's class made for each); None where the bindings cannot walk."""
+    walk = getattr(operation, "walk", None)
+    result = getattr(ir, "WalkResult", None)
+    if walk is None or result is None:
+        return None
+    found = []
+    append, advance = found.append, result.ADVANCE
+
+    def visit(op):
+        append(op)
+        return advance
+    walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def declares_no_regions(operation) -> bool:
+    """Whether no op of `operation`'s name has a region: a registered op (verified when parsed
+    or built) whose definition declares none (its generated op view class's
+    `_ODS_REGIONS`, `(count, whether exact)`); False where that is not known."""
+    try:
+        if not operation.context.is_registered_operation(operation.name):
+            return False
+        # (the generic OpView, the view of an op without a class of its own, says (0, True))
+        view = type(operation.opview)
+        return view is not ir.OpView and view.__dict__.get("_ODS_REGIONS") == (0, True)
+    except Exception:  # noqa: BLE001 - not known: the op's regions are read
+        return False
 
 
 def _complex_dense_names(operation, names) -> frozenset:

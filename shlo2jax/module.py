@@ -6,6 +6,7 @@ value ids, decoded attributes, result types and its resolved handler.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any, Callable, Optional
 
@@ -15,6 +16,7 @@ from shlo2jax import attributes
 from shlo2jax import outline
 from shlo2jax import registry
 from shlo2jax import types as T
+from shlo2jax.compat import attribute_items, declares_no_regions, walked_operations
 from shlo2jax.errors import ElidedDataError, LoadError, UnsupportedError
 from shlo2jax.registry import COMPOSITE_RULES
 
@@ -170,6 +172,28 @@ class _Decoder:
         self.untyped = False  # whether some type failed to parse (its value's type is None)
         # (ir.Operation, Op) of each constant of LARGE_CONSTANT_BYTES or more (shlo2jax.outline)
         self.large_constants: list = []
+        # The ops of the function being decoded, in the order the decode reads them (see
+        # `body`), or None: each block's ops are then read from the block.
+        self.walked = None
+        self.regionless: dict = {}  # op name -> whether its definition declares no region
+
+    def body(self, func_operation, op_name: str, location) -> Region:
+        """The body of a function. Its ops are listed by one walk of the function and read
+        from that list block by block, not from each block's operation list, whose items
+        are op views (a Python object of the op's class made for each op: ~0.4 us per op)."""
+        walked = walked_operations(func_operation.operation)
+        if walked is None:
+            return self.region(func_operation.regions[0], op_name, location)
+        self.walked = iter(walked)
+        next(self.walked)  # the function itself
+        try:
+            body = self.region(func_operation.regions[0], op_name, location)
+            left = next(self.walked, None)
+        finally:
+            self.walked = None
+        if left is not None:  # (the walk and the blocks disagree: never seen)
+            raise LoadError(f"{op_name}: {left.name} was left out of its decode")
+        return body
 
     def new_id(self, value) -> int:
         vid = self.next_id
@@ -202,6 +226,9 @@ class _Decoder:
         if len(blocks) != 1:
             self.problems.append((op_name, self.where(location),
                                   f"region with {len(blocks)} blocks (only single-block regions)"))
+            if self.walked is not None:  # its ops (nested ones included) are not decoded
+                for _ in range(_count_ops(mlir_region)):
+                    next(self.walked)
             return Region((), (), [], (), ())
         block = blocks[0]
         # Ids are handed out in program order, so every value defined in this region (nested
@@ -211,18 +238,21 @@ class _Decoder:
         args = tuple([self.new_id(a) for a in block.arguments])
         arg_types = tuple([self.parse_type(a.type, op_name, location) for a in block.arguments])
         self.carried.update(vid for vid, t in zip(args, arg_types) if _is_carried(t))
-        ops, outputs, used = [], (), set()
+        ops, outputs = [], ()
         value_ids = self.value_ids
-        for view in block.operations:
-            operation = view.operation
+        decode_op = self.op
+        walked = self.walked
+        for operation in itertools.islice(walked, len(block.operations)) if walked is not None \
+                else (view.operation for view in block.operations):
             name = operation.name
             if name in _TERMINATORS:
                 outputs = tuple([value_ids[v] for v in operation.operands])
-                used.update(outputs)
                 continue
-            op, op_used = self.op(operation, name)
-            ops.append(op)
-            used.update(op_used)
+            ops.append(decode_op(operation, name))
+        # The values used here: the ops' operands, the terminator's, and what the ops'
+        # regions capture (gathered at the end, one C-level union, not one update per op).
+        used = set(outputs).union(*[op.operands for op in ops],
+                                  *[r.captures for op in ops if op.regions for r in op.regions])
         captures = tuple(sorted([v for v in used if v < start]))
         return Region(args, arg_types, ops, outputs, captures)
 
@@ -235,14 +265,17 @@ class _Decoder:
             (value_ids[mlir_operands[0]], value_ids[mlir_operands[1]]) if count == 2 else \
             tuple(map(value_ids.__getitem__, mlir_operands))
         first = self.next_id
-        mlir_results = operation.results
-        if len(mlir_results) == 1:  # (most ops: one result, read once, its type from it)
+        try:  # (most ops: one result, read once, its type from it)
             result = operation.result
+        except ValueError:  # none, or several
+            result = None
+        if result is not None:
             mlir_type = result.type
             result_types = (self.types.get(mlir_type) or self.parse_type(mlir_type, name, location),)
             results = (first,)
             value_ids[result] = first
         else:
+            mlir_results = operation.results
             cached = self.types.get
             result_types = tuple([cached(t) or self.parse_type(t, name, location)
                                   for t in mlir_results.types])
@@ -253,40 +286,45 @@ class _Decoder:
         if carried:
             self.carried.update(results)
         attrs = {}
-        blobs_before = len(self.blobs.used) if self.blobs is not None else 0
+        blob = None
         undecodable = False
-        if len(operation.attributes):
+        items = attribute_items(operation)  # (one binding call where there are none)
+        if items:
+            blobs = self.blobs
+            blobs_before = len(blobs.used) if blobs is not None else 0
             try:
                 attrs = attributes.decode_op_attributes(operation, self.placeholder_rng,
-                                                        self.blobs, self.attributes)
+                                                        blobs, self.attributes, items)
             except ElidedDataError as e:
                 raise ElidedDataError(f"{name} at {self.where(location)}: {e}") from None
             except (ValueError, T.UnsupportedTypeError) as e:
                 self.problems.append((name, self.where(location), f"cannot decode attributes: {e}"))
                 undecodable = True
-        mlir_regions = operation.regions
-        regions = tuple([self.region(r, name, location) for r in mlir_regions]) \
-            if len(mlir_regions) else ()
+            if blobs is not None and len(blobs.used) > blobs_before:
+                blob = blobs.used[-1]
+        regionless = self.regionless.get(name)
+        if regionless is None:  # (once per op name: most ops are declared without regions)
+            regionless = self.regionless[name] = declares_no_regions(operation)
+        if regionless:
+            regions = ()
+        else:
+            mlir_regions = operation.regions
+            regions = tuple([self.region(r, name, location) for r in mlir_regions]) \
+                if len(mlir_regions) else ()
         op = Op(name, operands, results, result_types, attrs, regions, location, self.source_name)
         op.index = len(self.ops)
         self.ops.append(op)
-        if self.blobs is not None and len(self.blobs.used) > blobs_before:
-            self.resource_constants[op.index] = self.blobs.used[-1]
+        if blob is not None:
+            self.resource_constants[op.index] = blob
         if name in _CONSTANTS and type(attrs.get("value")) is np.ndarray and \
                 attrs["value"].nbytes >= outline.LARGE_CONSTANT_BYTES:
             self.large_constants.append((operation, op))
-        if regions:
-            used = set(operands)
-            for r in regions:
-                used.update(r.captures)
-        else:
-            used = operands
         if not carried and self.carried:  # a program with no such value skips the scan
             carried = not self.carried.isdisjoint(operands) or any(
                 _is_carried(t) for r in regions for t in r.arg_types)
         if not undecodable:  # (reported above; its rule would look for the attributes)
             self.resolve(op, carried)
-        return op, used
+        return op
 
     def resolve(self, op: Op, carried: bool = False):
         if op.name in _CUSTOM_CALLS:
@@ -387,8 +425,7 @@ def _function(decoder: _Decoder, func_op, with_body: bool = True) -> FunctionDef
 
     arg_attrs = per_value_attrs("arg_attrs", len(input_types))
     result_attrs = per_value_attrs("res_attrs", len(output_types))
-    body = decoder.region(operation.regions[0], f"func.func @{name}", location) \
-        if with_body else None
+    body = decoder.body(operation, f"func.func @{name}", location) if with_body else None
     blocks = operation.regions[0].blocks
     arg_locations = tuple(str(a.location) for a in blocks[0].arguments) if len(blocks) == 1 \
         else ()
@@ -398,6 +435,12 @@ def _function(decoder: _Decoder, func_op, with_body: bool = True) -> FunctionDef
                        location, arg_locations, entry_function)
 
 
+def _count_ops(mlir_region) -> int:
+    """The ops of an `ir.Region`, nested ones included."""
+    return sum(1 + sum(_count_ops(r) for r in view.operation.regions)
+               for block in mlir_region.blocks for view in block.operations)
+
+
 def _ops_of(region: Region):
     for op in region.ops:
         yield op
@@ -405,10 +448,12 @@ def _ops_of(region: Region):
             yield from _ops_of(inner)
 
 
-def _live_functions(functions: dict) -> set:
+def _live_functions(functions: dict, ops_of: Optional[dict] = None) -> set:
     """The functions that can run: the public ones (all, when none is public) and every
     function their ops name (callees, bodies, ...), except a composite's decomposition when a
-    JAX implementation is registered for the composite's name."""
+    JAX implementation is registered for the composite's name. `ops_of`: {function name: its
+    ops, nested ones included} where the decoder listed them (a flat list: the walk through
+    nested regions' generators was most of the time)."""
     live = set()
     stack = [n for n, f in functions.items() if f.public] or list(functions)
     reached = set(stack)  # (each runs: once all do, the rest of the walk finds nothing new)
@@ -417,7 +462,7 @@ def _live_functions(functions: dict) -> set:
         if name in live:
             continue
         live.add(name)
-        for op in _ops_of(functions[name].body):
+        for op in ops_of[name] if ops_of is not None else _ops_of(functions[name].body):
             attrs = op.attrs
             if not attrs or not isinstance(attrs, dict):
                 continue
@@ -460,13 +505,15 @@ def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool 
     name = module_attrs.get("sym_name")
     functions = {}
     problems_in = {}
+    ops_of = {}  # function name -> its ops (decoded one function after the other)
     for view in mlir_module.body.operations:
         if view.operation.name == "func.func":
-            before = len(decoder.problems)
+            before, first = len(decoder.problems), len(decoder.ops)
             fdef = _function(decoder, view)
             functions[fdef.name] = fdef
             problems_in[fdef.name] = decoder.problems[before:]
-    live = _live_functions(functions)
+            ops_of[fdef.name] = decoder.ops[first:]
+    live = _live_functions(functions, ops_of)
     # Ops that can never run: in functions no public function reaches, or reached only as
     # the decomposition of a composite whose registered JAX implementation runs instead.
     module = ModuleDef(name, functions, module_attrs, decoder.ops,

@@ -1,0 +1,106 @@
+"""shlo2jax.module: the decode's walk of a function (one walk listing its ops, read block by
+block) gives the records that reading each block's operation list gives."""
+
+import pytest
+from jaxlib.mlir import ir
+
+from shlo2jax import compat
+from shlo2jax import module as M
+
+# Ops of every arity of results (none, one, several), nested regions (a while whose body
+# holds a reduce), a region of two blocks in an unregistered op (reported, its ops skipped)
+# followed by ops that use values from before it, and an op without a Python class (its
+# regions are read: `shape.assuming`).
+_TEXT = """
+func.func @main(%a: tensor<4xf32>, %n: tensor<i32>) -> (tensor<4xf32>, tensor<i32>) {
+  %c = stablehlo.constant dense<1> : tensor<i32>
+  %w:2 = stablehlo.while(%i = %n, %x = %a) : tensor<i32>, tensor<4xf32>
+    cond {
+      %p = stablehlo.compare GT, %i, %c : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %z = stablehlo.constant dense<0.0> : tensor<f32>
+      %r = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0]
+        : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+      %b = stablehlo.broadcast_in_dim %r, dims = [] : (tensor<f32>) -> tensor<4xf32>
+      %s = stablehlo.subtract %i, %c : tensor<i32>
+      stablehlo.return %s, %b : tensor<i32>, tensor<4xf32>
+    }
+  %u = "foo.two_blocks"(%a) ({
+    ^bb0:
+      %q = stablehlo.add %a, %a : tensor<4xf32>
+      "foo.br"() [^bb1] : () -> ()
+    ^bb1:
+      "foo.yield"(%a) : (tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>) -> tensor<4xf32>
+  stablehlo.custom_call @nothing(%a) {has_side_effect = true} : (tensor<4xf32>) -> ()
+  %t = shape.const_witness true
+  %v = shape.assuming %t -> (tensor<4xf32>) {
+    %m = stablehlo.multiply %w#1, %a : tensor<4xf32>
+    shape.assuming_yield %m : tensor<4xf32>
+  }
+  %y = stablehlo.add %v, %a : tensor<4xf32>
+  return %y, %w#0 : tensor<4xf32>, tensor<i32>
+}
+"""
+
+
+def _records(module) -> list:
+    def region(r):
+        return (r.args, r.outputs, r.captures, [one(op) for op in r.ops])
+
+    def one(op):
+        return (op.name, op.operands, op.results, op.result_types, op.index,
+                [region(r) for r in op.regions])
+    return [(f.name, region(f.body)) for f in module.functions.values()] + \
+        [(p[0], p[2]) for p in module.problems]
+
+
+def _decoded(monkeypatch, walk: bool):
+    if not walk:
+        monkeypatch.setattr(M, "walked_operations", lambda operation: None)
+    with compat.make_ir_context() as context:
+        context.allow_unregistered_dialects = True
+        module = ir.Module.parse(_TEXT)
+        return M.decode_module(module, strict=False)
+
+
+def test_walk_decodes_as_the_blocks_do(monkeypatch):
+    walked = _decoded(monkeypatch, walk=True)
+    assert compat.walked_operations is M.walked_operations  # (the walk ran)
+    blocks = _decoded(monkeypatch, walk=False)
+    assert _records(walked) == _records(blocks)
+    problems = [(name, what) for name, _, what in walked.problems]
+    assert ("foo.two_blocks", "region with 2 blocks (only single-block regions)") in problems
+    main = walked.functions["main"].body
+    names = [op.name for op in main.ops]
+    assert names[-1] == "stablehlo.add" and "shape.assuming" in names
+    assigned = main.ops[names.index("shape.assuming")]
+    # the multiply inside shape.assuming reads the while's second result and an argument
+    multiply = assigned.regions[0].ops[0]
+    assert multiply.name == "stablehlo.multiply"
+    loop = main.ops[names.index("stablehlo.while")]
+    assert multiply.operands == (loop.results[1], main.args[0])
+    assert assigned.regions[0].captures == tuple(sorted(set(multiply.operands)))
+    assert main.ops[names.index("stablehlo.custom_call")].results == ()
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("stablehlo.add", "%0 = stablehlo.add %a, %a : tensor<f32>", True),
+    ("stablehlo.reduce", "%0 = stablehlo.reduce(%a init: %a) applies stablehlo.add across "
+                         "dimensions = [] : (tensor<f32>, tensor<f32>) -> tensor<f32>", False),
+    ("foo.bar", '%0 = "foo.bar"(%a) : (tensor<f32>) -> tensor<f32>', False),
+    ("shape.assuming", "%t = shape.const_witness true\n"
+                       "%0 = shape.assuming %t -> (tensor<f32>) {\n"
+                       "  shape.assuming_yield %a : tensor<f32>\n}", False),
+])
+def test_declares_no_regions(name, text, expected):
+    """Only a registered op whose own op view class declares no region counts as regionless
+    (an op without a class, or unregistered, has its regions read)."""
+    source = f"func.func @f(%a: tensor<f32>) -> tensor<f32> {{\n{text}\nreturn %a : tensor<f32>\n}}"
+    with compat.make_ir_context() as context:
+        context.allow_unregistered_dialects = True
+        module = ir.Module.parse(source)
+        ops = compat.walked_operations(module.operation)
+        (op,) = [op for op in ops if op.name == name]
+        assert compat.declares_no_regions(op) is expected
