@@ -40,7 +40,8 @@ def decode(mlir_module, source_name: str, options: LoadOptions) -> ModuleDef:
     # Collectives naming more processes than a plain call has run as a grid of processes
     # (spmd.run_spmd), so strict loads them; reported here, a plain call refuses them.
     module.problems += grid.plain_call_problems(module, mesh.num_partitions(module, mlir_module))
-    problems = manual_regions.rewrite_manual_regions(module)
+    # (a manual region begins with a custom call: a module without one has none to fold)
+    problems = manual_regions.rewrite_manual_regions(module) if module.custom_calls else []
     if problems:
         raise UnsupportedError(problems)
     return module

@@ -118,6 +118,9 @@ class ModuleDef:
         # (ir.Operation, Op) of its large constants, while the loader decides whether to
         # outline them (shlo2jax.outline); emptied then, so that no MLIR object stays here
         self.large_constants: list = []
+        # Whether any op is a custom call (decode_module counts them; True where not known):
+        # a module without one has no manual (shard_map) region to fold.
+        self.custom_calls: bool = True
 
     def op_histogram(self) -> dict:
         hist: dict = {}
@@ -176,6 +179,7 @@ class _Decoder:
         # `body`), or None: each block's ops are then read from the block.
         self.walked = None
         self.regionless: dict = {}  # op name -> whether its definition declares no region
+        self.custom_calls = 0  # the custom calls resolved
 
     def body(self, func_operation, op_name: str, location) -> Region:
         """The body of a function. Its ops are listed by one walk of the function and read
@@ -328,6 +332,7 @@ class _Decoder:
 
     def resolve(self, op: Op, carried: bool = False):
         if op.name in _CUSTOM_CALLS:
+            self.custom_calls += 1
             self.resolve_custom_call(op)
             return
         rule = registry.lookup(op.name)
@@ -522,6 +527,8 @@ def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool 
                                          for p in problems_in[f]])
     module.resource_constants = decoder.resource_constants
     module.large_constants = decoder.large_constants
+    # (an op whose attributes cannot be decoded is not resolved: it names no target either)
+    module.custom_calls = decoder.custom_calls > 0
     if strict and module.problems:
         raise UnsupportedError(module.problems)
     if not functions:

@@ -104,3 +104,18 @@ def test_declares_no_regions(name, text, expected):
         ops = compat.walked_operations(module.operation)
         (op,) = [op for op in ops if op.name == name]
         assert compat.declares_no_regions(op) is expected
+
+
+def test_custom_calls_counted():
+    """A module without a custom call has no manual region to fold (decoding skips the
+    rewrite's walk); one with a custom call, whatever its target, is walked."""
+    plain = M.ModuleDef("m", {}, {}, [])
+    assert plain.custom_calls  # (not known: walked)
+    with compat.make_ir_context() as context:
+        context.allow_unregistered_dialects = True
+        decoded = M.decode_module(ir.Module.parse(_TEXT), strict=False)
+        assert decoded.custom_calls
+        without = M.decode_module(ir.Module.parse(
+            "func.func @f(%a: tensor<f32>) -> tensor<f32> {\n"
+            "  %0 = stablehlo.add %a, %a : tensor<f32>\n  return %0 : tensor<f32>\n}"))
+        assert not without.custom_calls
