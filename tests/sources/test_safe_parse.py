@@ -316,7 +316,7 @@ def _vhlo_module(path: pathlib.Path, context) -> ir.Module:
 def test_a_vhlo_module_printed_through_a_file_is_printed_alike_and_left_alone(entry):
     """The checks' generic form of a VHLO module, printed by a pass manager into a file (no
     Python call per printed piece), is get_asm's text, and the pass it runs for that
-    (symbol-dce) changes nothing in a module of vhlo ops."""
+    (symbol-privatize) changes nothing in a module of vhlo ops."""
     context = make_ir_context()
     module = _vhlo_module(ROOT / "tests" / "corpus" / entry / "exported.bin", context)
     everything = dict(binary=True, enable_debug_info=True, print_generic_op_form=True)
@@ -332,7 +332,8 @@ def test_a_vhlo_module_printed_through_a_file_is_printed_alike_and_left_alone(en
 
 def test_a_module_printed_through_a_file_only_where_nothing_can_go_astray():
     """A module named with a path separator (the printer names its folder after it), or
-    holding an op that is not a vhlo op (symbol-dce could remove it), is printed as before."""
+    holding an op that is not a vhlo op (symbol-privatize could change it), is printed as
+    before."""
     context = make_ir_context()
     module = _vhlo_module(CONVNET, context)
     with context:
