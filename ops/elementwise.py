@@ -326,8 +326,10 @@ def add(ctx, op, x, y):
 
 @register_op("stablehlo.multiply", "mhlo.multiply", prepare=reject_unsupported_types)
 @planned(_by_finite_constants((0, 1)))
-@replayable(key=lambda op: op.params is True)
+@replayable(key=lambda op: (op.params is True, op.operands[0] == op.operands[1]))
 def multiply(ctx, op, x, y):
+    # (a square, one SSA value twice, reaches `math.mul` as one object: its own rule, so
+    # its replay key differs from a product of two values of the same types)
     if op.params is True:  # (a real floating constant factor)
         return lax.mul(x, y)
     return lax.bitwise_and(x, y) if _is_bool(x) else ctx.translator.math.mul(x, y)

@@ -40,7 +40,9 @@ def strong_zero_ops():
     A first-order product tests only the tangent for zero (one compare and a select in the
     backward, where testing both factors took two compares and an `or` more): a zero local
     derivative times a finite tangent is zero anyway, and times a non-finite one is what the
-    producer's own rule gives (NaN); the products of higher orders test both factors.
+    producer's own rule gives (NaN); the products of higher orders test both factors. A
+    square `x * x` (one value twice) makes one guarded product `t * x` and doubles it, where
+    `mul`'s rule makes `t * x` twice and adds them: the same values.
 
     Returns a namespace: `mul div exp expm1 log log1p sqrt rsqrt cbrt tan atan2 pow` (the
     primal ops) and `sz_mul sz_div` (the tangent products). Uses jax's primitive rule tables
@@ -114,6 +116,27 @@ def strong_zero_ops():
 
     ad.primitive_transposes[sz_div_p] = numerator_transpose("strong_zero_div", sz_div)
 
+    # -- a square's tangent product: t * x + t * x, the first-order rule of `mul(x, x)`,
+    # with one guarded product doubled (g + g == 2 * g exactly, overflow to inf included)
+    # where `mul`'s rule makes two. Its transpose doubles after the product too: doubling
+    # the cotangent first would overflow where t * x + t * x does not. Its derivatives are
+    # the two products `mul`'s rule has (second order: the same values, term for term).
+    sz_twice_p = new_primitive("strong_zero_twice_mul", lax_internal.mul_p, True)
+
+    def twice_tangent_mul(t, x):
+        """t * x + t * x, linear in t, 0 where t is 0."""
+        return sz_twice_p.bind(*auto_insert_reshard(t, x), **MUL_PARAMS)
+
+    def twice_value(t, x, **_):
+        product = sz_mul_value(t, x, guard="first")
+        return lax.add(product, product)
+
+    mlir.register_lowering(sz_twice_p, mlir.lower_fun(twice_value, multiple_results=False))
+    ad.defjvp(sz_twice_p, lambda g, t, x, **_: lax.add(sz_mul(g, x), sz_mul(g, x)),
+              lambda g, t, x, **_: lax.add(sz_mul(t, g), sz_mul(t, g)))
+    twice_transpose = numerator_transpose("strong_zero_twice_mul", twice_tangent_mul)
+    ad.primitive_transposes[sz_twice_p] = lambda ct, t, x, **_: twice_transpose(ct, t, x)
+
     # -- the primal ops: lax's values and lowering, strong-zero JVPs
     def wrap(source, example):
         params = _LAX_PARAMS.get(source.name, {})  # what lax's own function binds
@@ -139,6 +162,18 @@ def strong_zero_ops():
     tan_p, tan = wrap(L.tan_p, f1)
     atan2_p, atan2 = wrap(L.atan2_p, f2)
     pow_p, pow_ = wrap(L.pow_p, f2)
+
+    # x * x (a multiply whose operands are one value): `mul`'s value and derivatives, its
+    # first-order tangent one guarded product doubled (`twice_tangent_mul`)
+    square_p = new_primitive("square_strong_zero", L.mul_p, False)
+    square_p.def_effectful_abstract_eval(
+        lambda x, **params: L.mul_p.abstract_eval(x, x, **params))
+    mlir.register_lowering(square_p, mlir.lower_fun(
+        lambda x, **params: lax.mul(x, x), multiple_results=False))
+    ad.defjvp(square_p, lambda g, x, **_: twice_tangent_mul(g, x))
+
+    def square(x):
+        return square_p.bind(x, **MUL_PARAMS)
 
     one = lambda x: const(x, 1)
     # The formulas are lax's own (jax/_src/lax/lax.py), with every product of a tangent
@@ -177,9 +212,11 @@ def strong_zero_ops():
     def mul_by_constants(x, y):
         """x * y; lax's product where one factor is a constant that is finite and nonzero
         everywhere (its local derivative is finite: lax's derivative is the strong-zero one,
-        up to the sign of a zero)."""
+        up to the sign of a zero); `square` where x and y are one value."""
         if finite_nonzero_constant(x) or finite_nonzero_constant(y):
             return lax.mul(x, y)
+        if x is y:  # (one value: the translation passes a repeated operand as one object)
+            return square(x)
         return mul(x, y)
 
     def div_by_constants(x, y):

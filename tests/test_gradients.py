@@ -234,3 +234,98 @@ func.func @main(%x: tensor<3x7x5xf32>, %w: tensor<5x4xf32>) -> tensor<3x7x4xf32>
     np.testing.assert_allclose(
         jax.grad(lambda w: jnp.sum(program(x, w)))(w),
         jax.grad(lambda w: jnp.sum(jnp.sin(jnp.einsum("abk,kn->abn", x, w))))(w), rtol=1e-5)
+
+
+# ------------------------------------------------------------------ squares
+
+def _square_programs():
+    """(square, product): `(x - m) * (x - m)`, one SSA value twice, and the same product of
+    two values (`mul`'s rule: two guarded tangent products)."""
+    import shlo2jax
+    square = shlo2jax.load("""
+func.func @main(%x: tensor<12xf32>, %m: tensor<12xf32>) -> tensor<12xf32> {
+  %d = stablehlo.subtract %x, %m : tensor<12xf32>
+  %s = stablehlo.multiply %d, %d : tensor<12xf32>
+  return %s : tensor<12xf32>
+}""")
+    product = shlo2jax.load("""
+func.func @main(%x: tensor<12xf32>, %y: tensor<12xf32>, %m: tensor<12xf32>) -> tensor<12xf32> {
+  %d = stablehlo.subtract %x, %m : tensor<12xf32>
+  %e = stablehlo.subtract %y, %m : tensor<12xf32>
+  %s = stablehlo.multiply %d, %e : tensor<12xf32>
+  return %s : tensor<12xf32>
+}""")
+    return square, product
+
+
+_BIG = 3.0e38  # 2 * _BIG overflows; _BIG * 0.25 + _BIG * 0.25 does not
+_SQUARE_X = np.asarray([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 2.0e19, 0.25, 0.25,
+                        0.0, 1.0e-30], np.float32)
+_SQUARE_CT = np.asarray([1.0, 1.0, 0.0, -2.0, 0.0, 1.0, 0.0, 1.0, _BIG, -_BIG, _BIG, np.nan],
+                        np.float32)
+
+
+def _square_vjp(square, product):
+    """The cotangent of x for both programs at _SQUARE_X, _SQUARE_CT: the product's is the
+    sum of its two operands' (what `mul`'s rule gives a value used twice)."""
+    m = jnp.zeros(12, jnp.float32)
+    x, ct = jnp.asarray(_SQUARE_X), jnp.asarray(_SQUARE_CT)
+    _, vjp = jax.vjp(lambda x: square(x, m), x)
+    _, vjp2 = jax.vjp(lambda x, y: product(x, y, m), x, x)
+    (got,), (gx, gy) = vjp(ct), vjp2(ct)
+    return got, gx + gy
+
+
+def test_a_square_equals_two_products_values_and_gradient():
+    """Values and gradient bit for bit with `mul`'s two guarded products, at 0, inf, NaN,
+    a zero cotangent times an infinite or NaN factor (0), a cotangent whose double
+    overflows where its two products' sum does not."""
+    square, product = _square_programs()
+    m = jnp.zeros(12, jnp.float32)
+    x = jnp.asarray(_SQUARE_X)
+    np.testing.assert_array_equal(square(x, m), product(x, x, m))
+    got, want = _square_vjp(square, product)
+    np.testing.assert_array_equal(got, want)
+    assert got[4] == 0 and got[6] == 0 and np.isfinite(got[8]) and got[10] == 0, got
+    assert jnp.signbit(got[2]) == jnp.signbit(want[2])
+    # forward mode too
+    _, tangent = jax.jvp(lambda x: square(x, m), (x,), (jnp.asarray(_SQUARE_CT),))
+    _, tangent2 = jax.jvp(lambda x: product(x, x, m), (x,), (jnp.asarray(_SQUARE_CT),))
+    np.testing.assert_array_equal(tangent, tangent2)
+
+
+def test_a_square_has_one_guard():
+    """The square's backward is one compare-and-select, the product's two."""
+    square, product = _square_programs()
+    m = jnp.zeros(12, jnp.float32)
+    x = jnp.asarray(_SQUARE_X)
+
+    def selects(f, *args):
+        text = jax.jit(jax.grad(lambda x: jnp.sum(f(x, *args)))).lower(x).as_text()
+        return text.count("stablehlo.select")
+    assert "strong_zero_twice_mul" in _primitives(lambda x: square(x, m), x)
+    assert "strong_zero_mul" not in _primitives(lambda x: square(x, m), x)
+    assert selects(square, m) == 1
+    assert selects(lambda x, m: product(x, x, m), m) == 2
+
+
+def test_a_squares_higher_derivatives_equal_two_products():
+    square, product = _square_programs()
+    m = jnp.zeros(12, jnp.float32)
+    x = jnp.asarray(_SQUARE_X)
+    ct = jnp.asarray(np.where(np.isfinite(_SQUARE_CT), _SQUARE_CT, 0.0)
+                     / np.float32(1e30), jnp.float32)
+
+    def grad_of_grad(f):
+        inner = jax.grad(lambda x: jnp.sum(f(x) * ct))
+        return jax.grad(lambda x: jnp.sum(inner(x) * jnp.arange(12.0, dtype=jnp.float32)))(x)
+    got = grad_of_grad(lambda x: square(x, m))
+    np.testing.assert_array_equal(got, grad_of_grad(lambda x: product(x, x, m)))
+    finite = np.isfinite(_SQUARE_X)
+    np.testing.assert_allclose(np.asarray(got)[finite],
+                               (2 * np.asarray(ct) * np.arange(12.0))[finite], rtol=1e-6)
+    finite_x = jnp.arange(12.0, dtype=jnp.float32) - 5.0
+    np.testing.assert_array_equal(jax.hessian(lambda x: jnp.sum(square(x, m)))(finite_x),
+                                  2 * np.eye(12, dtype=np.float32))
+    np.testing.assert_array_equal(jax.vmap(jax.grad(lambda x: jnp.sum(square(x, m))))(
+        jnp.stack([finite_x, -finite_x])), jnp.stack([2 * finite_x, -2 * finite_x]))
