@@ -61,19 +61,23 @@ class Op:
 
     def replaced(self, **fields) -> "Op":
         """A shallow copy with some fields replaced: a view of the op for another rule (its
-        own `params`, other result types, ...). Its location is formatted: a view kept in a
-        rule's params must not hold the MLIR module's context (see shlo2jax.outline)."""
+        own `params`, other result types, ...). Its location is read from this op when first
+        asked for, not formatted now (the translation plans thousands of views; formatting
+        one costs ~20 us): a view holds no `ir.Location` of its own, so where the program
+        lets its MLIR module go, formatting the module's ops is enough (see shlo2jax.outline)."""
         view = Op.__new__(Op)
-        self.location  # noqa: B018 - formats it, once
         for slot in Op.__slots__:
             setattr(view, slot, fields[slot] if slot in fields else getattr(self, slot))
+        if type(view._location) is not str and "_location" not in fields:
+            view._location = self
         return view
 
     @property
     def location(self) -> str:
         location = self._location
         if type(location) is not str:
-            location = self._location = format_location(location, self._source)
+            location = self._location = (location.location if type(location) is Op
+                                         else format_location(location, self._source))
         return location
 
     @location.setter

@@ -119,3 +119,22 @@ def test_custom_calls_counted():
             "func.func @f(%a: tensor<f32>) -> tensor<f32> {\n"
             "  %0 = stablehlo.add %a, %a : tensor<f32>\n  return %0 : tensor<f32>\n}"), strict=False)
         assert not without.custom_calls
+
+
+def test_view_reads_its_location_from_the_op():
+    """A view (`Op.replaced`) holds no `ir.Location` of its own and formats nothing when made
+    (the translation plans thousands): its location is the op's, read when first asked for,
+    so formatting the module's ops (what a program letting its context go does) is enough."""
+    with compat.make_ir_context():
+        op = M.Op("stablehlo.add", (0, 0), (1,), (None,), {}, (),
+                  ir.Location.file("x.py", 3, 4))
+    view = op.replaced(params=True)
+    second = view.replaced(params=False)
+    assert isinstance(op._location, ir.Location)  # (nothing formatted yet)
+    assert not isinstance(view._location, ir.Location)
+    assert not isinstance(second._location, ir.Location)
+    op.location  # noqa: B018 - as outline.release formats the module's ops
+    assert second.location == view.location == op.location == "x.py:3:4"
+    assert type(view._location) is str and type(second._location) is str
+    assert op.replaced(params=1)._location == "x.py:3:4"
+    assert op.replaced(_location="elsewhere").location == "elsewhere"
