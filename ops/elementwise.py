@@ -19,6 +19,7 @@ from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.gradients import finite_nonzero_constant
+from shlo2jax.ops._ranges import finite_derivative, finite_factors, finite_quotient
 from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
                                   constant_elements, planned, reject_unsupported_types,
                                   replayable)
@@ -193,16 +194,36 @@ def imag(ctx, op, x):
 # Their values are lax's; their derivatives follow the program's gradient mode
 # (shlo2jax.options.LoadOptions.gradients): strong zeros by default.
 
+def _strong_zero_mode(translator, op) -> bool:
+    """Whether the op's derivative takes strong zeros (the mode's, a real floating type)."""
+    return translator.options.gradients != "lax" and T.is_float(op.result_types[0].dtype)
+
+
+def _by_finite_derivative(op, producer, translator):
+    """A `planned` view: params True where the op's local derivative (and its own) is finite
+    everywhere, from the ranges of its operand (ops._ranges): lax's rule then gives the
+    strong-zero values, up to the sign of a zero, with no zero test."""
+    if _strong_zero_mode(translator, op) and finite_derivative(op, producer, translator):
+        return op.replaced(params=True)
+    return op
+
+
+def _finite_key(op):
+    return op.params if op.params is True or type(op.params) is tuple else False
+
+
 @register_op("stablehlo.exponential", "mhlo.exponential", prepare=reject_unsupported_types)
-@replayable()
+@planned(_by_finite_derivative)
+@replayable(key=_finite_key)
 def exponential(ctx, op, x):
-    return ctx.translator.math.exp(x)
+    return lax.exp(x) if op.params is True else ctx.translator.math.exp(x)
 
 
 @register_op("stablehlo.log", "mhlo.log", prepare=reject_unsupported_types)
-@replayable()
+@planned(_by_finite_derivative)
+@replayable(key=_finite_key)
 def log(ctx, op, x):
-    return ctx.translator.math.log(x)
+    return lax.log(x) if op.params is True else ctx.translator.math.log(x)
 
 
 @register_op("stablehlo.log_plus_one", "mhlo.log_plus_one", prepare=reject_unsupported_types)
@@ -212,9 +233,10 @@ def log_plus_one(ctx, op, x):
 
 
 @register_op("stablehlo.rsqrt", "mhlo.rsqrt", prepare=reject_unsupported_types)
-@replayable()
+@planned(_by_finite_derivative)
+@replayable(key=_finite_key)
 def rsqrt(ctx, op, x):
-    return ctx.translator.math.rsqrt(x)
+    return lax.rsqrt(x) if op.params is True else ctx.translator.math.rsqrt(x)
 
 
 @register_op("stablehlo.tan", "mhlo.tan", prepare=reject_unsupported_types)
@@ -238,27 +260,37 @@ def _safe_divisor(x, y):
     return lax.select(special, lax.full_like(y, 1), y), by_zero
 
 
-def _by_finite_constants(positions, reciprocal=False):
+def _by_finite_factors(positions, reciprocal=False, ranges=None):
     """A `planned` view: the op with params True where an operand at one of `positions` is
     a module constant (through broadcasts, reshapes, transposes, converts) finite and
     nonzero everywhere (its reciprocal too, for a divisor): its local derivative is finite,
     so the product (quotient) takes lax's derivative, the strong-zero one up to the sign
-    of a zero, and its reverse mode needs no zero tests."""
+    of a zero, and its reverse mode needs no zero tests. Else, in the strong-zero mode,
+    `ranges(op, producer, translator)` (ops._ranges: which local derivatives are finite
+    everywhere, from the module) decides per side: params (first side's finite, second's),
+    True where both are."""
     def view(op, producer, translator):
         for i in positions:
             value = constant_elements(op.operands[i], producer, translator)
             if value is not None and finite_nonzero_constant(value, reciprocal):
                 return op.replaced(params=True)
-        return op
+        if not _strong_zero_mode(translator, op):
+            return op
+        sides = ranges(op, producer, translator)
+        if all(sides):
+            return op.replaced(params=True if not reciprocal else sides)
+        return op.replaced(params=sides) if any(sides) else op
     return view
 
 
 @register_op("stablehlo.divide", "mhlo.divide", prepare=reject_unsupported_types)
-@planned(_by_finite_constants((1,), reciprocal=True))
-@replayable(key=lambda op: op.params is True)
+@planned(_by_finite_factors((1,), reciprocal=True, ranges=finite_quotient))
+@replayable(key=_finite_key)
 def divide(ctx, op, x, y):
     if op.params is True:  # (a real floating constant divisor)
         return lax.div(x, y)
+    if type(op.params) is tuple:  # (some of its local derivatives are finite everywhere)
+        return ctx.translator.math.div_finite(x, y, op.params)
     if T.is_integer(x.dtype):
         # XLA: x / 0 is -1 (all bits set), INT_MIN / -1 is INT_MIN (x / 1 here).
         safe, by_zero = _safe_divisor(x, y)
@@ -325,13 +357,15 @@ def add(ctx, op, x, y):
 
 
 @register_op("stablehlo.multiply", "mhlo.multiply", prepare=reject_unsupported_types)
-@planned(_by_finite_constants((0, 1)))
-@replayable(key=lambda op: (op.params is True, op.operands[0] == op.operands[1]))
+@planned(_by_finite_factors((0, 1), ranges=finite_factors))
+@replayable(key=lambda op: (_finite_key(op), op.operands[0] == op.operands[1]))
 def multiply(ctx, op, x, y):
     # (a square, one SSA value twice, reaches `math.mul` as one object: its own rule, so
     # its replay key differs from a product of two values of the same types)
-    if op.params is True:  # (a real floating constant factor)
+    if op.params is True:  # (a finite factor: a real floating constant, or both)
         return lax.mul(x, y)
+    if type(op.params) is tuple:  # (one factor finite everywhere)
+        return ctx.translator.math.mul_finite(x, y, op.params)
     return lax.bitwise_and(x, y) if _is_bool(x) else ctx.translator.math.mul(x, y)
 
 

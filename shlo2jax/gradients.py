@@ -45,7 +45,9 @@ def strong_zero_ops():
     `mul`'s rule makes `t * x` twice and adds them: the same values.
 
     Returns a namespace: `mul div exp expm1 log log1p sqrt rsqrt cbrt tan atan2 pow` (the
-    primal ops) and `sz_mul sz_div` (the tangent products). Uses jax's primitive rule tables
+    primal ops), `mul_finite div_finite` (a product or quotient whose local derivatives are
+    finite on some sides, from the module's value ranges: ops._ranges) and `sz_mul sz_div`
+    (the tangent products). Uses jax's primitive rule tables
     (ad, batching, mlir lowering), `core.auto_insert_reshard` (shard_map's varying axes) and
     lax's own abstract evaluation and lowering rules of the wrapped primitives.
     """
@@ -175,6 +177,52 @@ def strong_zero_ops():
     def square(x):
         return square_p.bind(x, **MUL_PARAMS)
 
+    # -- a product (quotient) where some factors are finite everywhere (decided from the
+    # module, ops._ranges): the products with those factors take lax's rule, no zero test;
+    # the others stay strong-zero. `finite` = (x's, y's): for a product, x finite makes the
+    # y side's t * x plain; for a quotient, (1 / y finite: the numerator's t / y plain,
+    # x / y / y finite: the denominator's t * (ans / y) plain). Values and second order as
+    # `mul`/`div`.
+    def finite_product(t, factor, finite):
+        return lax.mul(t, factor) if finite else tangent_mul(t, factor)
+
+    def partly_finite(name, like, value):
+        prim = new_primitive(name, like, True)
+        prim.def_effectful_abstract_eval(
+            lambda x, y, finite, **params: like.abstract_eval(x, y, **params))
+        mlir.register_lowering(prim, mlir.lower_fun(
+            lambda x, y, finite, **_: value(x, y), multiple_results=False))
+        return prim
+
+    mul_finite_p = partly_finite("strong_zero_mul_finite", L.mul_p, lax.mul)
+    ad.defbilinear(
+        mul_finite_p,
+        lambda ct, x, y, finite, **_: unbroadcast(x.aval, finite_product(ct, y, finite[1])),
+        lambda ct, x, y, finite, **_: unbroadcast(y.aval, finite_product(ct, x, finite[0])))
+    ad.defjvp(mul_finite_p, lambda g, x, y, finite, **_: finite_product(g, y, finite[1]),
+              lambda g, x, y, finite, **_: finite_product(g, x, finite[0]))
+
+    div_finite_p = partly_finite("strong_zero_div_finite", L.div_p, lax.div)
+    ad.defjvp2(div_finite_p,
+               lambda g, ans, x, y, finite: (lax.div if finite[0] else sz_div)(g, y),
+               lambda g, ans, x, y, finite: lax.neg(finite_product(g, div(ans, y), finite[1])))
+    ad.primitive_transposes[div_finite_p] = lambda ct, x, y, finite: numerator_transpose(
+        "division", lax.div if finite[0] else sz_div)(ct, x, y)
+
+    def mul_finite(x, y, finite):
+        """x * y where `finite` = (x finite everywhere, y finite everywhere)."""
+        if all(finite):
+            return lax.mul(x, y)
+        if not any(finite):
+            return mul_by_constants(x, y)
+        return mul_finite_p.bind(*auto_insert_reshard(x, y), finite=tuple(finite), **MUL_PARAMS)
+
+    def div_finite(x, y, finite):
+        """x / y where `finite` = (1 / y finite everywhere, x / y / y finite everywhere)."""
+        if not any(finite):
+            return div_by_constants(x, y)
+        return div_finite_p.bind(*auto_insert_reshard(x, y), finite=tuple(finite))
+
     one = lambda x: const(x, 1)
     # The formulas are lax's own (jax/_src/lax/lax.py), with every product of a tangent
     # strong-zero and every residual computed by these ops (so higher orders are too).
@@ -229,7 +277,7 @@ def strong_zero_ops():
     return types.SimpleNamespace(
         mul=mul_by_constants, div=div_by_constants, exp=exp, expm1=expm1, log=log,
         log1p=log1p, sqrt=sqrt, rsqrt=rsqrt, cbrt=cbrt, tan=tan, atan2=atan2, pow=pow_,
-        sz_mul=sz_mul, sz_div=sz_div)
+        sz_mul=sz_mul, sz_div=sz_div, mul_finite=mul_finite, div_finite=div_finite)
 
 
 # Constants larger than this are not scanned (their products keep strong-zero derivatives).
@@ -264,8 +312,10 @@ _LAX_PARAMS = {"mul": MUL_PARAMS, "exp": {"accuracy": None},
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
     """`lax.dot_general`, the same op and value, whose cotangent for `rhs` contracts `lhs`
-    with the cotangent (`dot_general(lhs, ct)`), where lax's contracts the cotangent with
-    `lhs` (`dot_general(ct, lhs)`) and transposes the product.
+    with the cotangent (`dot_general(lhs, ct)`) when that product is `rhs` as laid out;
+    lax's contracts the cotangent with `lhs` (`dot_general(ct, lhs)`) and transposes the
+    product. Elsewhere each cotangent takes lax's order, or the other one where only that
+    one needs no transpose (attention's batched products).
 
     For a dense layer `x @ w` (x: [batch..., k], the cotangent: [batch..., n]) lax's order
     contracts the cotangent's leading dimensions, so XLA transposes the cotangent, and on
@@ -328,28 +378,51 @@ def _transposed(out, axes, dtype):
     return out if out.dtype == dtype else lax.convert_element_type(out, dtype)
 
 
+def _in_order(axes) -> bool:
+    return list(axes) == sorted(axes)
+
+
 def _dot_lhs_cotangent(ct, x, y, *, dimension_numbers, precision, preferred_element_type,
                        **_):
-    """lax's own: the cotangent's y dimensions contracted with y's kept ones."""
+    """lax's own (the cotangent's y dimensions contracted with y's kept ones), unless its
+    product needs a transpose into x's layout and the other order (y's kept dimensions
+    contracted with the cotangent's) gives that layout as it is."""
     (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
     x_kept, y_kept, (ans_batch, _, ans_y) = _dot_dims(
         dimension_numbers, len(x.aval.shape), np.ndim(y))
+    by_y = [x_contract[i] for i in np.argsort(y_contract)]
+    axes = list(x_batch) + x_kept + by_y
+    swapped = list(x_batch) + [x_contract[list(y_contract).index(c)]
+                               for c in sorted(y_contract)] + x_kept
+    if not _in_order(axes) and _in_order(swapped):
+        out = lax.dot_general(y, ct, ((tuple(y_kept), ans_y), (tuple(y_batch), ans_batch)),
+                              precision=precision, preferred_element_type=preferred_element_type)
+        return _transposed(out, swapped, x.aval.dtype)
     out = lax.dot_general(ct, y, ((ans_y, tuple(y_kept)), (ans_batch, tuple(y_batch))),
                           precision=precision, preferred_element_type=preferred_element_type)
-    by_y = [x_contract[i] for i in np.argsort(y_contract)]
-    return _transposed(out, list(x_batch) + x_kept + by_y, x.aval.dtype)
+    return _transposed(out, axes, x.aval.dtype)
 
 
 def _dot_rhs_cotangent(ct, x, y, *, dimension_numbers, precision, preferred_element_type,
                        **_):
-    """x's kept dimensions contracted with the cotangent's (lax: the cotangent with x's)."""
+    """x's kept dimensions contracted with the cotangent's (lax: the cotangent with x's)
+    where that product is y as laid out (a dense layer's weight); elsewhere lax's order.
+    Attention's batched products (scores x values, queries x keys) then take lax's: on the
+    searchless chess 9M gradient, 48 fewer fused HLO instructions and 8 fewer fusions than
+    this order everywhere, on the LM benchmark 60 and 4 (with the lhs rule above)."""
     (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
     x_kept, y_kept, (ans_batch, ans_x, _) = _dot_dims(
         dimension_numbers, np.ndim(x), len(y.aval.shape))
-    out = lax.dot_general(x, ct, ((tuple(x_kept), ans_x), (tuple(x_batch), ans_batch)),
-                          precision=precision, preferred_element_type=preferred_element_type)
     by_x = [y_contract[list(x_contract).index(c)] for c in sorted(x_contract)]
-    return _transposed(out, list(y_batch) + by_x + y_kept, y.aval.dtype)
+    axes = list(y_batch) + by_x + y_kept
+    if _in_order(axes):
+        out = lax.dot_general(x, ct, ((tuple(x_kept), ans_x), (tuple(x_batch), ans_batch)),
+                              precision=precision, preferred_element_type=preferred_element_type)
+        return _transposed(out, axes, y.aval.dtype)
+    out = lax.dot_general(ct, x, ((ans_x, tuple(x_kept)), (ans_batch, tuple(x_batch))),
+                          precision=precision, preferred_element_type=preferred_element_type)
+    return _transposed(out, list(y_batch) + y_kept + [y_contract[i] for i in np.argsort(x_contract)],
+                       y.aval.dtype)
 
 
 @functools.cache

@@ -329,3 +329,130 @@ def test_a_squares_higher_derivatives_equal_two_products():
                                   2 * np.eye(12, dtype=np.float32))
     np.testing.assert_array_equal(jax.vmap(jax.grad(lambda x: jnp.sum(square(x, m))))(
         jnp.stack([finite_x, -finite_x])), jnp.stack([2 * finite_x, -2 * finite_x]))
+
+
+# ------------------------------------------------------------------ factors finite by range
+
+def _layer_norm(eps_argument: bool):
+    """scale * rsqrt(mean(x * x) + eps): eps a module constant (the range analysis finds the
+    rsqrt in (0, 1/sqrt(eps)]) or an argument (unknown: every guard stays)."""
+    import shlo2jax
+    eps = ", %eps: tensor<f32>" if eps_argument else ""
+    constant = "" if eps_argument else \
+        "%eps = stablehlo.constant dense<1.0e-5> : tensor<f32>"
+    return shlo2jax.load(f"""
+func.func @main(%x: tensor<4x8xf32>, %s: tensor<4x8xf32>{eps}) -> tensor<4x8xf32> {{
+  {constant}
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %n = stablehlo.constant dense<8.0> : tensor<4xf32>
+  %sq = stablehlo.multiply %x, %x : tensor<4x8xf32>
+  %sum = stablehlo.reduce(%sq init: %zero) applies stablehlo.add across dimensions = [1]
+      : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+  %var = stablehlo.divide %sum, %n : tensor<4xf32>
+  %e = stablehlo.broadcast_in_dim %eps, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %v = stablehlo.add %var, %e : tensor<4xf32>
+  %r = stablehlo.rsqrt %v : tensor<4xf32>
+  %rb = stablehlo.broadcast_in_dim %r, dims = [0] : (tensor<4xf32>) -> tensor<4x8xf32>
+  %y = stablehlo.multiply %s, %rb : tensor<4x8xf32>
+  %xy = stablehlo.multiply %y, %x : tensor<4x8xf32>
+  return %xy : tensor<4x8xf32>
+}}""")
+
+
+def test_a_factor_finite_by_range_drops_its_guards_with_the_same_gradients():
+    """rsqrt(mean(x^2) + eps) is finite: rsqrt takes lax's rule and `s * rsqrt(...)` the
+    finite side's (no zero test); `s` and the other product's factors stay guarded. The
+    gradients equal the guarded program's (eps an argument), second order too."""
+    ranged, guarded = _layer_norm(False), _layer_norm(True)
+    eps = jnp.float32(1e-5)
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(4, 8)), jnp.float32).at[0].set(0.0)
+    s = jnp.asarray(rng.normal(size=(4, 8)), jnp.float32).at[1, 2].set(0.0)
+    prims = _primitives(lambda x: ranged(x, s), x)
+    assert "rsqrt_strong_zero" not in prims and "strong_zero_mul_finite" in prims
+    assert "rsqrt_strong_zero" in _primitives(lambda x: guarded(x, s, eps), x)
+    np.testing.assert_array_equal(ranged(x, s), guarded(x, s, eps))
+    ct = jnp.asarray(rng.normal(size=(4, 8)), jnp.float32).at[2].set(0.0)
+    got = jax.vjp(ranged, x, s)[1](ct)
+    want = jax.vjp(lambda x, s: guarded(x, s, eps), x, s)[1](ct)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+    def grad_of_grad(f):
+        inner = jax.grad(lambda x, s: jnp.sum(f(x, s) * ct), argnums=(0, 1))
+        return jax.grad(lambda x, s: sum(jnp.sum(g * g) for g in inner(x, s)),
+                        argnums=(0, 1))(x, s)
+    for g, w in zip(grad_of_grad(ranged), grad_of_grad(lambda x, s: guarded(x, s, eps))):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        assert np.all(np.isfinite(g))
+
+    def selects(f):
+        text = jax.jit(jax.grad(lambda x, s: jnp.sum(f(x, s)), argnums=(0, 1))).lower(
+            x, s).as_text()
+        return text.count("stablehlo.select")
+    assert selects(ranged) < selects(lambda x, s: guarded(x, s, eps))
+
+
+@pytest.mark.parametrize("factor", [
+    "%f = stablehlo.exponential %x : tensor<4xf32>",  # [0, inf]: exp(100) overflows
+    "%f = stablehlo.divide %one, %x : tensor<4xf32>",  # 1 / 0
+    "%f = stablehlo.rsqrt %x : tensor<4xf32>",  # rsqrt(0)
+])
+def test_a_factor_that_can_be_infinite_keeps_its_guard(factor):
+    """exp(x), 1/x, rsqrt(x) of an argument can be infinite: a product with them in a branch
+    `select` drops keeps a finite (zero) gradient there, which an unguarded product would
+    make NaN (0 * inf)."""
+    import shlo2jax
+    program = shlo2jax.load(f"""
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>, %p: tensor<4xi1>) -> tensor<4xf32> {{
+  %one = stablehlo.constant dense<1.0> : tensor<4xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<4xf32>
+  {factor}
+  %m = stablehlo.multiply %y, %f : tensor<4xf32>
+  %q = stablehlo.divide %y, %f : tensor<4xf32>
+  %s = stablehlo.add %m, %q : tensor<4xf32>
+  %out = stablehlo.select %p, %s, %zero : tensor<4xi1>, tensor<4xf32>
+  return %out : tensor<4xf32>
+}}""")
+    x = jnp.asarray([100.0, 0.0, 1.0, 2.0], jnp.float32)
+    y = jnp.asarray([1.0, 2.0, 3.0, 4.0], jnp.float32)
+    p = jnp.asarray([False, False, True, True])
+    gx, gy = jax.grad(lambda x, y: jnp.sum(program(x, y, p)), argnums=(0, 1))(x, y)
+    assert np.all(np.isfinite(gx)) and np.all(np.isfinite(gy)), (gx, gy)
+    assert gx[0] == gx[1] == gy[0] == gy[1] == 0
+
+
+def _sigmoid_product(one_argument: bool):
+    """x * (1 / (1 + exp(-x))): the quotient's denominator is in [1, inf] and its numerator
+    the constant 1 (or, `one_argument`, an argument: unknown, every guard stays)."""
+    import shlo2jax
+    head = ", %one: tensor<4xf32>" if one_argument else ""
+    one = "" if one_argument else "%one = stablehlo.constant dense<1.0> : tensor<4xf32>"
+    return shlo2jax.load(f"""
+func.func @main(%x: tensor<4xf32>{head}) -> tensor<4xf32> {{
+  {one}
+  %n = stablehlo.negate %x : tensor<4xf32>
+  %e = stablehlo.exponential %n : tensor<4xf32>
+  %d = stablehlo.add %one, %e : tensor<4xf32>
+  %sig = stablehlo.divide %one, %d : tensor<4xf32>
+  %out = stablehlo.multiply %x, %sig : tensor<4xf32>
+  return %out : tensor<4xf32>
+}}""")
+
+
+def test_a_sigmoids_quotient_and_product_take_lax_rules_on_their_finite_sides():
+    ranged, guarded = _sigmoid_product(False), _sigmoid_product(True)
+    one = jnp.ones(4, jnp.float32)
+    x = jnp.asarray([-100.0, 0.0, 1.5, 100.0], jnp.float32)
+    prims = _primitives(ranged, x)
+    assert {"strong_zero_div_finite", "strong_zero_mul_finite"} <= prims
+    np.testing.assert_array_equal(ranged(x), guarded(x, one))
+    for ct in (jnp.asarray([0.0, 1.0, 0.0, 2.0], jnp.float32), jnp.ones(4, jnp.float32)):
+        got = jax.vjp(ranged, x)[1](ct)[0]
+        want = jax.vjp(lambda x: guarded(x, one), x)[1](ct)[0]
+        np.testing.assert_array_equal(got, want)
+        assert np.all(np.isfinite(got))
+    finite_x = jnp.asarray([-3.0, 0.0, 1.5, 3.0], jnp.float32)
+    np.testing.assert_allclose(jax.hessian(lambda x: jnp.sum(ranged(x)))(finite_x),
+                               jax.hessian(lambda x: jnp.sum(guarded(x, one)))(finite_x),
+                               rtol=1e-6)

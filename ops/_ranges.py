@@ -1,0 +1,633 @@
+"""Value ranges read from the module at plan time: which factors of a product (divisors of a
+quotient, operands of rsqrt/sqrt/log/exp) are finite everywhere, so that their derivative
+needs no strong-zero guard (shlo2jax.gradients.strong_zero_ops).
+
+`value_range(vid, producer, translator)` is an interval (lo, hi) of float64 bounds that holds
+every element of the value, or None (unknown). The claim is made for programs whose
+arguments hold no NaN ("NaN aside": a NaN argument makes NaN values and NaN derivatives in the
+producer's own program too); infinite arguments are allowed, so an argument, a captured value,
+a loop-carried value or any op without a rule here is unknown. Every rule is conservative:
+a range that could hold a NaN made from non-NaN operands (inf - inf, 0 * inf, 0 / 0, the
+square root of a negative number, sin(inf)) is unknown, bounds are widened by a few ulp of
+the element type (rounding), past its largest finite value they become infinite, and a
+positive bound below its smallest normal becomes 0 (XLA on CPU flushes subnormals).
+
+The values of a function's arguments are known where it is private and every use of its
+name is a `func.call` (the union over those calls' operands: chess's `_var(x, ddof)` takes
+the constant 0 at every call), and a call's result is its callee's returned value.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Optional
+
+import ml_dtypes
+import numpy as np
+
+from shlo2jax import types as T
+from shlo2jax.ops._common import enum_value, ints
+
+Range = Optional[tuple]  # (lo, hi) floats, or None: unknown
+
+_INF = math.inf
+_DEPTH = 48              # ops followed back from a query (deeper: unknown)
+_CONSTANT_LIMIT = 1 << 16  # constants with more elements are not scanned
+
+_SAME = frozenset(f"{d}.{n}" for d in ("stablehlo", "mhlo") for n in (
+    "broadcast_in_dim", "broadcast", "reshape", "transpose", "slice", "reverse",
+    "dynamic_slice", "copy", "optimization_barrier"))
+
+
+def _names(*names):
+    return frozenset(f"{d}.{n}" for d in ("stablehlo", "mhlo") for n in names)
+
+
+def finite(r: Range) -> bool:
+    return r is not None and -_INF < r[0] and r[1] < _INF
+
+
+def away_from_zero(r: Range) -> bool:
+    return r is not None and (r[0] > 0 or r[1] < 0)
+
+
+def finite_factors(op, producer, translator) -> tuple:
+    """(x finite everywhere, y finite everywhere) for a real floating product x * y."""
+    x = value_range(op.operands[0], producer, translator)
+    if op.operands[1] == op.operands[0]:
+        return (finite(x),) * 2
+    return finite(x), finite(value_range(op.operands[1], producer, translator))
+
+
+def finite_quotient(op, producer, translator) -> tuple:
+    """(1 / y finite everywhere, x / y / y finite everywhere) for a real floating quotient
+    x / y: the local derivatives of its numerator and (up to sign) its denominator."""
+    dtype = op.result_types[0].dtype
+    y = value_range(op.operands[1], producer, translator)
+    if not away_from_zero(y):
+        return False, False
+    x = value_range(op.operands[0], producer, translator)
+    return (finite(_bounded(_div((1.0, 1.0), y), dtype)),
+            finite(_bounded(_div(_bounded(_div(x, y), dtype), y), dtype)))
+
+
+def finite_derivative(op, producer, translator) -> bool:
+    """Whether a real floating exp, log, sqrt or rsqrt has a finite local derivative
+    everywhere, its derivative's own too (lax's rules then give the strong-zero values)."""
+    dtype = op.result_types[0].dtype
+    x = value_range(op.operands[0], producer, translator)
+    if x is None:
+        return False
+    kind = op.name.split(".", 1)[1]
+    with np.errstate(all="ignore"):
+        if kind == "exponential":  # d = exp(x)
+            return finite(_bounded((_exp(x[0]), _exp(x[1])), dtype))
+        if not x[0] > 0:
+            return False
+        reciprocal = _bounded(_div((1.0, 1.0), x), dtype)  # 1 / x
+        if kind == "log":  # d = 1 / x, d' = -1 / x^2
+            return finite(_bounded(_mul(reciprocal, reciprocal), dtype))
+        root = _bounded((math.sqrt(x[0]), math.sqrt(x[1])), dtype)
+        if kind == "sqrt":  # d = 0.5 / sqrt(x), d' = -0.25 / sqrt(x)^3
+            inverse = _bounded(_div((1.0, 1.0), root), dtype)
+            return finite(_bounded(_mul(_mul(inverse, inverse), inverse), dtype))
+        if kind == "rsqrt":  # d = -0.5 rsqrt(x) / x, d' = 0.75 rsqrt(x) / x^2
+            d = _bounded(_mul(_div((1.0, 1.0), root), reciprocal), dtype)
+            return (finite(_bounded(_mul(d, reciprocal), dtype))
+                    and finite(_bounded(_mul(reciprocal, reciprocal), dtype)))
+    return False
+
+
+def value_range(vid, producer, translator) -> Range:
+    """The range of the value `vid` of the region `producer` maps (a `planned` view's
+    `producer`, ops._common.planned), or None."""
+    region = getattr(producer, "region", None)
+    analysis = _analysis(translator)
+    try:
+        if region is None:  # (a bare producer function: no memo across queries)
+            return _Query(analysis, _Scope(analysis, None, producer)).range(vid, 0)
+        return analysis.range(region, vid)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None  # (an op whose attributes these rules misread: unknown, guards stay)
+
+
+def region_range(translator, region, vid) -> Range:
+    """The range of the value `vid` defined in (or an argument of) `region`."""
+    return _analysis(translator).range(region, vid)
+
+
+_ANALYSES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _analysis(translator) -> "_Analysis":
+    found = _ANALYSES.get(translator)
+    if found is None:
+        found = _ANALYSES[translator] = _Analysis(translator)
+    return found
+
+
+class _Analysis:
+    """Per translator: each region's known ranges, and the module's call sites."""
+
+    def __init__(self, translator):
+        self.translator = translator
+        # constants lifted into parameters hold the call's values, not the module's
+        self.lifted = translator.mode.lifted is not None
+        self.scopes = {}    # id(region) -> _Scope
+        self._sites = None  # function name -> [(region, call op)], or None where it escapes
+        self._bodies = None  # id(body region) -> function name
+        # functions whose argument ranges / returned value are being computed (a call
+        # reached again meanwhile is unknown), and how often a walk was cut short so: what
+        # a cut walk found is kept for its query only
+        self.arguments_active, self.results_active = set(), set()
+        self.truncated = 0
+
+    def scope(self, region) -> "_Scope":
+        scope = self.scopes.get(id(region))
+        if scope is None or scope.region is not region:
+            scope = self.scopes[id(region)] = _Scope(self, region, None)
+        return scope
+
+    def range(self, region, vid) -> Range:
+        return _Query(self, self.scope(region)).range(vid, 0)
+
+    def _scan(self):
+        """Which private functions are used only by func.call, and their calls."""
+        functions = self.translator.module.functions
+        sites = {name: [] for name, f in functions.items() if not f.public}
+        self._bodies = {id(f.body): name for name, f in functions.items()}
+        pending = [f.body for f in functions.values()]
+        while pending:
+            region = pending.pop()
+            for op in region.ops:
+                pending.extend(op.regions)
+                callee = op.attrs.get("callee") if op.name == "func.call" else None
+                if callee is not None and sites.get(callee) is not None:
+                    sites[callee].append((region, op))
+                    continue
+                for value in op.attrs.values():  # a symbol named otherwise: escapes
+                    if type(value) is str and value in sites:
+                        sites[value] = None
+        self._sites = sites
+
+    def argument_range(self, region, vid) -> Range:
+        """A function argument's range: the union over its calls' operands."""
+        if self._sites is None:
+            self._scan()
+        name = self._bodies.get(id(region))
+        sites = self._sites.get(name) if name is not None else None
+        if not sites:
+            return None
+        if name in self.arguments_active:
+            self.truncated += 1
+            return None
+        index = region.args.index(vid)
+        self.arguments_active.add(name)
+        try:
+            found = None
+            for caller, op in sites:
+                r = self.range(caller, op.operands[index])
+                if r is None:
+                    return None
+                found = r if found is None else _union(found, r)
+            return found
+        finally:
+            self.arguments_active.discard(name)
+
+    def call_range(self, op) -> Range:
+        fdef = self.translator.module.functions.get(op.attrs.get("callee"))
+        if fdef is None or len(fdef.body.outputs) != 1:
+            return None
+        if fdef.name in self.results_active:
+            self.truncated += 1
+            return None
+        self.results_active.add(fdef.name)
+        try:
+            return self.range(fdef.body, fdef.body.outputs[0])
+        finally:
+            self.results_active.discard(fdef.name)
+
+
+class _Scope:
+    """One region: its producers and the ranges found so far."""
+
+    def __init__(self, analysis, region, producer):
+        self.region = region
+        if producer is None:
+            producers = {op.results[0]: op for op in region.ops if len(op.results) == 1}
+            producer = producers.get
+        self.producer = producer
+        self.known = {}  # vid -> Range, found without the depth bound
+
+
+class _Query:
+    def __init__(self, analysis, scope):
+        self.analysis, self.scope = analysis, scope
+        self.cut = {}  # vid -> Range found from a cut walk (this query only)
+
+    def range(self, vid, depth) -> Range:
+        known = self.scope.known
+        if vid in known:
+            return known[vid]
+        if vid in self.cut:
+            self.analysis.truncated += 1
+            return self.cut[vid]
+        op = self.scope.producer(vid)
+        if op is None:
+            region = self.scope.region
+            if region is None or vid not in region.args:
+                return None
+        elif depth >= _DEPTH:
+            self.analysis.truncated += 1
+            self.cut[vid] = None
+            return None
+        before = self.analysis.truncated
+        if op is None:
+            found = self.analysis.argument_range(self.scope.region, vid)
+        else:
+            found = _bounded(self._rule(op, depth + 1), op.result_types[0].dtype)
+        (known if self.analysis.truncated == before else self.cut)[vid] = found
+        return found
+
+    def _rule(self, op, depth) -> Range:
+        name = op.name
+        dtype = getattr(op.result_types[0], "dtype", None)
+        if dtype is None or not (T.is_float(dtype) or T.is_integer(dtype) or dtype == np.bool_):
+            return None
+        if name in _CONSTANT:
+            return None if self.analysis.lifted else _constant_range(op.params)
+        if name == "func.call":
+            return self.analysis.call_range(op)
+        rule = _RULES.get(name)
+        if rule is None:
+            return None
+        return rule(self, op, depth)
+
+    def of(self, op, depth, i=0) -> Range:
+        return self.range(op.operands[i], depth)
+
+
+def _bounded(r: Range, dtype) -> Range:
+    """r widened to what the element type `dtype` can hold after rounding."""
+    if r is None:
+        return None
+    lo, hi = r
+    if math.isnan(lo) or math.isnan(hi):
+        return None
+    if dtype == np.bool_:
+        return (max(lo, 0.0), min(hi, 1.0))
+    if T.is_integer(dtype):
+        info = ml_dtypes.iinfo(dtype)
+        return (lo, hi) if info.min <= lo and hi <= info.max else None  # (wraps: unknown)
+    info = ml_dtypes.finfo(dtype)
+    slack = 4 * float(info.eps)
+    biggest, tiny = float(info.max), float(info.smallest_normal)
+    if -_INF < lo < _INF:
+        lo = lo - abs(lo) * slack
+    if -_INF < hi < _INF:
+        hi = hi + abs(hi) * slack
+    lo = -_INF if lo < -biggest else (_INF if lo > biggest else lo)
+    hi = _INF if hi > biggest else (-_INF if hi < -biggest else hi)
+    if 0 < lo < tiny:
+        lo = 0.0
+    if -tiny < hi < 0:
+        hi = 0.0
+    return (lo, hi)
+
+
+def _constant_range(value) -> Range:
+    if type(value) is not np.ndarray or value.size == 0 or value.size > _CONSTANT_LIMIT:
+        return None
+    if not (T.is_float(value.dtype) or T.is_integer(value.dtype) or value.dtype == np.bool_):
+        return None
+    with np.errstate(all="ignore"):
+        values = value.astype(np.float64)
+    if np.isnan(values).any():
+        return None
+    return (float(values.min()), float(values.max()))
+
+
+def _union(a: Range, b: Range) -> Range:
+    if a is None or b is None:
+        return None
+    return (min(a[0], b[0]), max(a[1], b[1]))
+
+
+def _checked(*bounds) -> Range:
+    if any(math.isnan(b) for b in bounds):
+        return None
+    return (min(bounds), max(bounds))
+
+
+def _mul(a: Range, b: Range) -> Range:
+    if a is None or b is None:
+        return None
+    if _holds_zero(a) and math.isinf(max(-b[0], b[1])) or \
+            _holds_zero(b) and math.isinf(max(-a[0], a[1])):
+        return None  # (0 * inf)
+    with np.errstate(all="ignore"):
+        products = [float(np.float64(x) * np.float64(y)) for x in a for y in b]
+    return _checked(*products)
+
+
+def _holds_zero(r) -> bool:
+    return r[0] <= 0 <= r[1]
+
+
+def _div(a: Range, b: Range) -> Range:
+    if a is None or not away_from_zero(b):
+        return None
+    with np.errstate(all="ignore"):
+        quotients = [float(np.float64(x) / np.float64(y)) for x in a for y in b]
+    return _checked(*quotients)
+
+
+def _add(a: Range, b: Range) -> Range:
+    if a is None or b is None:
+        return None
+    return _checked(a[0] + b[0], a[1] + b[1]) if not _opposite_infinities(a, b) else None
+
+
+def _opposite_infinities(a, b):
+    return (a[0] == -_INF and b[1] == _INF) or (a[1] == _INF and b[0] == -_INF)
+
+
+def _neg(a: Range) -> Range:
+    return None if a is None else (-a[1], -a[0])
+
+
+def _monotone(fn, lo_ok=-_INF):
+    """A rule for an increasing function defined on [lo_ok, inf]: unknown where the operand
+    may lie outside."""
+    def rule(query, op, depth):
+        r = query.of(op, depth)
+        if r is None and lo_ok == -_INF:  # (NaN aside: any value)
+            r = (-_INF, _INF)
+        if r is None or r[0] < lo_ok:
+            return None
+        with np.errstate(all="ignore"):
+            return _checked(fn(r[0]), fn(r[1]))
+    return rule
+
+
+def _exp(v):
+    return math.exp(v) if v < 710 else _INF
+
+
+def _log(v):
+    return -_INF if v == 0 else math.log(v)
+
+
+def _logistic(v):
+    return 0.0 if v == -_INF else (1.0 if v == _INF else 1 / (1 + _exp(-v)))
+
+
+def _rsqrt(query, op, depth):
+    r = query.of(op, depth)
+    if r is None or not r[0] > 0:  # (rsqrt(-0) is -inf)
+        return None
+    return (1 / math.sqrt(r[1]) if r[1] < _INF else 0.0, 1 / math.sqrt(r[0]))
+
+
+def _binary(fn):
+    return lambda query, op, depth: fn(query.of(op, depth, 0), query.of(op, depth, 1))
+
+
+def _multiply(query, op, depth):
+    a = query.of(op, depth, 0)
+    if op.operands[0] == op.operands[1]:  # a square: >= 0
+        if a is None:
+            return (0.0, _INF)
+        with np.errstate(all="ignore"):
+            squares = (a[0] * a[0], a[1] * a[1])
+        return (0.0 if a[0] <= 0 <= a[1] else min(squares), max(squares))
+    return _mul(a, query.of(op, depth, 1))
+
+
+def _divide(query, op, depth):
+    if T.is_integer(op.result_types[0].dtype):
+        return None  # (XLA's x / 0 and truncation: not followed)
+    return _div(query.of(op, depth, 0), query.of(op, depth, 1))
+
+
+def _subtract(query, op, depth):
+    if _below_own_maximum(query, op):
+        return (-_INF, 0.0)
+    return _add(query.of(op, depth, 0), _neg(query.of(op, depth, 1)))
+
+
+def _below_own_maximum(query, op) -> bool:
+    """x - broadcast(max over some dims of x): <= 0 where x is not NaN (a softmax's shift).
+    The maximum may be taken again with anything (`max(-inf, m)` >= m)."""
+    x, producer = op.operands[0], query.scope.producer
+    dims = None  # the dims of x the broadcasts map the maximum's dims to, composed
+    m = producer(op.operands[1])
+    for _ in range(8):
+        if m is None:
+            return False
+        if m.name in _BROADCAST_IN_DIM:
+            mapped = ints(m.attrs["broadcast_dimensions"])
+            dims = mapped if dims is None else tuple(dims[d] for d in mapped)
+            m = producer(m.operands[0])
+        elif m.name in _MAXIMUM:
+            sources = [producer(v) for v in m.operands]
+            reduces = [s for s in sources if s is not None and s.name in _REDUCE]
+            if len(reduces) != 1:
+                return False
+            m = reduces[0]
+        elif m.name in _REDUCE:
+            if m.operands[0] != x or len(m.operands) != 2 or _body_op(m) not in _MAXIMUM:
+                return False
+            reduced = set(ints(m.attrs["dimensions"]))
+            shape = m.result_types[0].shape
+            kept = tuple(d for d in range(len(op.result_types[0].shape)) if d not in reduced)
+            if dims is None or len(dims) != len(shape):
+                return False
+            return dims == kept
+        else:
+            return False
+    return False
+
+
+def _body_op(reduce_op):
+    """The name of a reduce body's one op where it combines the two block arguments."""
+    (body,) = reduce_op.regions
+    if len(body.ops) != 1 or len(body.args) != 2:
+        return None
+    (inner,) = body.ops
+    if set(inner.operands) != set(body.args) or body.outputs != inner.results:
+        return None
+    return inner.name
+
+
+def _reduce(query, op, depth):
+    if len(op.operands) != 2:
+        return None
+    body = _body_op(op)
+    x, init = query.of(op, depth, 0), query.of(op, depth, 1)
+    if x is None or init is None:
+        return None
+    if body in _MAXIMUM or body in _MINIMUM:  # (each result is the init or an element)
+        return _union(x, init)
+    dtype = op.result_types[0].dtype
+    if body in _ADD and T.is_float(dtype):
+        n = _reduced_count(query, op)
+        if n is None:
+            return None
+        # n terms in [lo, hi] sum to within [n lo, n hi], give or take n roundings
+        slack = 1 + 2 * n * float(ml_dtypes.finfo(dtype).eps)
+        with np.errstate(all="ignore"):
+            low, high = (x[0] * n, x[1] * n) if n else (0.0, 0.0)
+            low = low * slack if low < 0 else low / slack
+            high = high * slack if high > 0 else high / slack
+        return _add(init, (low, high))
+    return None
+
+
+def _reduced_count(query, op):
+    """How many elements each result element of a reduce sums."""
+    dims = ints(op.attrs["dimensions"])
+    operand = query.scope.producer(op.operands[0])
+    shape = None
+    if operand is not None:
+        shape = operand.result_types[0].shape
+    elif query.scope.region is not None and op.operands[0] in query.scope.region.args:
+        region = query.scope.region
+        shape = region.arg_types[region.args.index(op.operands[0])].shape
+    if shape is None or None in shape:
+        return None
+    return math.prod(shape[d] for d in dims)
+
+
+def _convert(query, op, depth):
+    r = query.of(op, depth)
+    out = op.result_types[0].dtype
+    dtype = _operand_dtype(query, op)
+    exact = dtype is not None and (T.is_integer(dtype) or dtype == np.bool_)
+    if r is None and exact:  # an integer's range is its type's
+        info = ml_dtypes.iinfo(dtype) if dtype != np.bool_ else None
+        r = (0.0, 1.0) if info is None else (float(info.min), float(info.max))
+    if T.is_float(out) and (exact or dtype is not None and T.is_float(dtype)):
+        return r  # (rounded monotonically: _bounded widens it)
+    if T.is_integer(out) and exact:
+        return r  # (_bounded: unknown where it would wrap)
+    return None  # (float -> int: XLA's own saturation, not followed)
+
+
+def _operand_dtype(query, op):
+    source = query.scope.producer(op.operands[0])
+    if source is not None:
+        return getattr(source.result_types[0], "dtype", None)
+    region = query.scope.region
+    if region is not None and op.operands[0] in region.args:
+        return getattr(region.arg_types[region.args.index(op.operands[0])], "dtype", None)
+    return None
+
+
+def _same(query, op, depth):
+    return query.of(op, depth)
+
+
+def _union_all(query, op, depth):
+    found = query.of(op, depth, 0)
+    for i in range(1, len(op.operands)):
+        found = _union(found, query.of(op, depth, i))
+    return found
+
+
+def _pad(query, op, depth):
+    return _union(query.of(op, depth, 0), query.of(op, depth, 1))
+
+
+def _select(query, op, depth):
+    pred = query.of(op, depth, 0)
+    if pred is not None and pred[0] >= 1:
+        return query.of(op, depth, 1)
+    if pred is not None and pred[1] <= 0:
+        return query.of(op, depth, 2)
+    return _union(query.of(op, depth, 1), query.of(op, depth, 2))
+
+
+def _compare(query, op, depth):
+    a, b = query.of(op, depth, 0), query.of(op, depth, 1)
+    if a is None or b is None:
+        return (0.0, 1.0)
+    direction = enum_value(op.attrs.get("comparison_direction"))
+    if direction in ("LT", "GT"):
+        if direction == "GT":
+            a, b = b, a
+        return (1.0, 1.0) if a[1] < b[0] else ((0.0, 0.0) if a[0] >= b[1] else (0.0, 1.0))
+    if direction in ("LE", "GE"):
+        if direction == "GE":
+            a, b = b, a
+        return (1.0, 1.0) if a[1] <= b[0] and not (a[1] == b[0] == 0) else (
+            (0.0, 0.0) if a[0] > b[1] else (0.0, 1.0))
+    if direction in ("EQ", "NE") and (a[1] < b[0] or b[1] < a[0]):
+        return (0.0, 0.0) if direction == "EQ" else (1.0, 1.0)
+    return (0.0, 1.0)
+
+
+def _abs(query, op, depth):
+    r = query.of(op, depth)
+    if r is None or T.is_integer(op.result_types[0].dtype):
+        return None
+    return (0.0 if r[0] <= 0 <= r[1] else min(abs(r[0]), abs(r[1])), max(abs(r[0]), abs(r[1])))
+
+
+def _extreme(pick):
+    def rule(query, op, depth):
+        a, b = query.of(op, depth, 0), query.of(op, depth, 1)
+        return None if a is None or b is None else (pick(a[0], b[0]), pick(a[1], b[1]))
+    return rule
+
+
+def _clamp(query, op, depth):
+    lo, x, hi = (query.of(op, depth, i) for i in range(3))
+    if lo is None or x is None or hi is None:
+        return None
+    low = min(max(x[0], lo[0]), hi[0])
+    high = min(max(x[1], lo[1]), hi[1])
+    return (min(low, high), max(low, high))
+
+
+def _bounded_by(lo, hi, finite_operand=False):
+    def rule(query, op, depth):
+        if finite_operand and not finite(query.of(op, depth)):
+            return None  # (sin(inf) is NaN)
+        return (lo, hi)
+    return rule
+
+
+_CONSTANT = _names("constant")
+_BROADCAST_IN_DIM = _names("broadcast_in_dim")
+_MAXIMUM = _names("maximum")
+_MINIMUM = _names("minimum")
+_ADD = _names("add")
+_REDUCE = _names("reduce")
+
+_RULES = {
+    **{name: _same for name in _SAME},
+    **{name: _union_all for name in _names("concatenate")},
+    **{name: _pad for name in _names("pad")},
+    **{name: _convert for name in _names("convert")},
+    **{name: _select for name in _names("select")},
+    **{name: _compare for name in _names("compare")},
+    **{name: _binary(_add) for name in _ADD},
+    **{name: _subtract for name in _names("subtract")},
+    **{name: lambda q, op, d: _neg(q.of(op, d)) for name in _names("negate")},
+    **{name: _multiply for name in _names("multiply")},
+    **{name: _divide for name in _names("divide")},
+    **{name: _abs for name in _names("abs")},
+    **{name: _extreme(max) for name in _MAXIMUM},
+    **{name: _extreme(min) for name in _MINIMUM},
+    **{name: _clamp for name in _names("clamp")},
+    **{name: _reduce for name in _REDUCE},
+    **{name: _monotone(_exp) for name in _names("exponential")},
+    **{name: _monotone(_log, 0.0) for name in _names("log")},
+    **{name: _monotone(math.sqrt, 0.0) for name in _names("sqrt")},
+    **{name: _rsqrt for name in _names("rsqrt")},
+    **{name: _monotone(_logistic) for name in _names("logistic")},
+    **{name: _bounded_by(-1.0, 1.0) for name in _names("tanh")},
+    **{name: _bounded_by(-1.0, 1.0, True) for name in _names("sine", "cosine")},
+}

@@ -1,0 +1,176 @@
+"""ops._ranges: value ranges read from the module at plan time (which local derivatives are
+finite everywhere, so that strong-zero guards can go)."""
+
+import math
+
+import pytest
+
+import shlo2jax
+from shlo2jax.ops._ranges import region_range
+
+
+def _ranges(text: str, function: str = "main") -> dict:
+    """Each single-result op's range in `function`, by the first word of its location-free
+    name: the op names are unique in these programs."""
+    program = shlo2jax.load(text)
+    translator = program.translator
+    body = translator.module.functions[function].body
+    return {op.name.split(".", 1)[1]: region_range(translator, body, op.results[0])
+            for op in body.ops if len(op.results) == 1}
+
+
+def _near(found, lo, hi) -> bool:
+    """`found` is (lo, hi), give or take the few ulp the analysis widens bounds by."""
+    return found is not None and all(
+        a == b if math.isinf(b) or b == 0 else math.isclose(a, b, rel_tol=1e-5)
+        for a, b in zip(found, (lo, hi)))
+
+
+_LAYER_NORM = """
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x1xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %n = stablehlo.constant dense<8.0> : tensor<f32>
+  %eps = stablehlo.constant dense<1.0e-5> : tensor<f32>
+  %sq = stablehlo.multiply %x, %x : tensor<4x8xf32>
+  %sum = stablehlo.reduce(%sq init: %zero) applies stablehlo.add across dimensions = [1]
+      : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+  %var = call @var(%sum, %n) : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %e = stablehlo.broadcast_in_dim %eps, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %v = stablehlo.add %var, %e : tensor<4xf32>
+  %r = stablehlo.rsqrt %v : tensor<4xf32>
+  %out = stablehlo.reshape %r : (tensor<4xf32>) -> tensor<4x1xf32>
+  return %out : tensor<4x1xf32>
+}
+func.func private @var(%s: tensor<4xf32>, %n: tensor<f32>) -> tensor<4xf32> {
+  %nb = stablehlo.broadcast_in_dim %n, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %q = stablehlo.divide %s, %nb : tensor<4xf32>
+  return %q : tensor<4xf32>
+}
+"""
+
+
+def test_a_layer_norms_reciprocal_deviation_is_finite():
+    """A square is >= 0 (an argument's too), a sum of them too; a private function's argument
+    is what its calls pass; rsqrt of var + eps is within (0, 1/sqrt(eps)]."""
+    found = _ranges(_LAYER_NORM)
+    assert found["multiply"] == (0.0, math.inf)
+    assert found["reduce"] == (0.0, math.inf)
+    assert found["call"] == (0.0, math.inf)
+    lo, hi = found["rsqrt"]
+    assert lo == 0.0 and 316.2 < hi < 316.3
+    assert found["constant"] is not None
+
+
+def test_arguments_and_unknown_ops_are_unknown():
+    found = _ranges("""
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = stablehlo.exponential %x : tensor<4xf32>
+  %l = stablehlo.log %x : tensor<4xf32>
+  %s = stablehlo.sine %x : tensor<4xf32>
+  %c = stablehlo.cosine %e : tensor<4xf32>
+  %t = stablehlo.tanh %x : tensor<4xf32>
+  %a = stablehlo.add %e, %t : tensor<4xf32>
+  return %a : tensor<4xf32>
+}""")
+    assert found["exponential"] == (0.0, math.inf)  # (exp of anything: unbounded)
+    assert found["log"] is None  # (log of a negative number is NaN)
+    assert found["sine"] is None  # (sin(inf) is NaN)
+    assert found["cosine"] is None
+    assert _near(found["tanh"], -1.0, 1.0)
+    assert _near(found["add"], -1.0, math.inf)
+
+
+def test_nan_infinite_and_zero_crossing_results_are_unknown():
+    found = _ranges("""
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %nan = stablehlo.constant dense<[1.0, 0x7FC00000, 2.0, 3.0]> : tensor<4xf32>
+  %one = stablehlo.constant dense<1.0> : tensor<4xf32>
+  %span = stablehlo.constant dense<[-1.0, 1.0, 2.0, 3.0]> : tensor<4xf32>
+  %q = stablehlo.divide %one, %span : tensor<4xf32>
+  %e = stablehlo.exponential %x : tensor<4xf32>
+  %z = stablehlo.multiply %e, %span : tensor<4xf32>
+  %big = stablehlo.constant dense<3.0e38> : tensor<4xf32>
+  %o = stablehlo.maximum %big, %span : tensor<4xf32>
+  %p = stablehlo.power %o, %o : tensor<4xf32>
+  %s = stablehlo.add %o, %o : tensor<4xf32>
+  return %s : tensor<4xf32>
+}""")
+    assert found["divide"] is None  # (1 / [-1, 3]: crosses zero)
+    assert found["multiply"] is None  # ([0, inf] * [-1, 3]: 0 * inf)
+    assert found["power"] is None  # (no rule)
+    assert found["add"][1] == math.inf  # (6e38 overflows f32)
+
+
+_CALL = "call @f({}) : (tensor<f32>) -> tensor<f32>"
+
+
+@pytest.mark.parametrize("callers", [
+    f"%a = {_CALL.format('%c')}\n  %b = {_CALL.format('%x')}",
+    f"%a = {_CALL.format('%c')}\n  %b = {_CALL.format('%c')}",
+])
+def test_a_functions_argument_is_known_only_where_every_call_passes_a_known_value(callers):
+    text = f"""
+func.func @main(%x: tensor<f32>) -> tensor<f32> {{
+  %c = stablehlo.constant dense<2.0> : tensor<f32>
+  {callers}
+  %s = stablehlo.add %a, %b : tensor<f32>
+  return %s : tensor<f32>
+}}
+func.func private @f(%y: tensor<f32>) -> tensor<f32> {{
+  %n = stablehlo.negate %y : tensor<f32>
+  return %n : tensor<f32>
+}}"""
+    found = _ranges(text, "f")
+    if "%x" in callers:
+        assert found["negate"] is None
+    else:
+        assert _near(found["negate"], -2.0, -2.0)
+
+
+def test_a_public_functions_arguments_are_unknown():
+    found = _ranges("""
+func.func @main(%x: tensor<f32>) -> tensor<f32> {
+  %c = stablehlo.constant dense<2.0> : tensor<f32>
+  %a = call @f(%c) : (tensor<f32>) -> tensor<f32>
+  return %a : tensor<f32>
+}
+func.func public @f(%y: tensor<f32>) -> tensor<f32> {
+  %n = stablehlo.negate %y : tensor<f32>
+  return %n : tensor<f32>
+}""", "f")
+    assert found["negate"] is None
+
+
+def test_a_softmax_shift_is_at_most_zero_and_a_select_on_a_known_predicate_one_branch():
+    found = _ranges("""
+func.func @main(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %nan = stablehlo.constant dense<0x7FC00000> : tensor<3x5xf32>
+  %c = stablehlo.constant dense<1.0> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1]
+      : (tensor<3x5xf32>, tensor<f32>) -> tensor<3xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<3xf32>) -> tensor<3x5xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<3x5xf32>
+  %e = stablehlo.exponential %d : tensor<3x5xf32>
+  %p = stablehlo.compare GT, %c, %zero, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+  %s = stablehlo.select %p, %e, %nan : tensor<i1>, tensor<3x5xf32>
+  return %s : tensor<3x5xf32>
+}""")
+    assert found["subtract"] == (-math.inf, 0.0)
+    assert _near(found["exponential"], 0.0, 1.0)
+    assert found["compare"] == (1.0, 1.0)
+    assert _near(found["select"], 0.0, 1.0)
+
+
+def test_a_shift_by_another_values_maximum_is_unknown():
+    found = _ranges("""
+func.func @main(%x: tensor<3x5xf32>, %y: tensor<3x5xf32>) -> tensor<3x5xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %m = stablehlo.reduce(%y init: %ninf) applies stablehlo.maximum across dimensions = [1]
+      : (tensor<3x5xf32>, tensor<f32>) -> tensor<3xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<3xf32>) -> tensor<3x5xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<3x5xf32>
+  return %d : tensor<3x5xf32>
+}""")
+    assert found["subtract"] is None
