@@ -731,6 +731,19 @@ _BIND_CANONICAL = _bind_canonicalizer()
 _typeof = getattr(core, "typeof", None) or core.get_aval
 
 
+class _Aliased(tuple):
+    """An operand order (see EquationReplay._operand_order) that holds only where each
+    argument j of `aliases` (j, first) is the same object as argument `first`."""
+
+    def __new__(cls, order, aliases):
+        self = super().__new__(cls, order)
+        self.aliases = tuple(aliases)
+        return self
+
+    def holds(self, args) -> bool:
+        return all(args[j] is args[first] for j, first in self.aliases)
+
+
 class EquationReplay:
     """Stages again the one equation a pure lax call made, without running the call.
 
@@ -773,6 +786,8 @@ class EquationReplay:
             if entry is None:
                 return None
         order = entry[4]
+        if order is not None and type(order) is _Aliased and not order.holds(args):
+            return None
         return trace.emit_eqn(list(args) if order is None else [args[j] for j in order],
                               entry[2], entry[0], entry[1], core.no_effects,
                               source_info_util.current())[0]
@@ -812,6 +827,8 @@ class EquationReplay:
                 return None
         source_info = source_info_util.current()
         order = entry[4]
+        if order is not None and type(order) is _Aliased and not order.holds(args):
+            return None
         tracers = [a if type(a) is _JaxprTracer else
                    trace.to_jaxpr_tracer(_BIND_CANONICAL(a), source_info)
                    for a in (args if order is None else [args[j] for j in order])]
@@ -827,19 +844,32 @@ class EquationReplay:
         """For each operand of the equation, the index of the argument it is (lax.select
         stages (pred, on_false, on_true)); None where some operand is no argument, or could be
         more than one (the same value passed twice: the order is learned from other calls),
-        or a traced argument is not used."""
+        or a traced argument is not used. Except: an equation of fewer operands than arguments
+        on one value passed several times (strong-zero `x * x` is one `square` of x: its key
+        says its operands are one value, so no other call teaches it) uses the first; the
+        others must be that same value whenever it is replayed (an `_Aliased` order)."""
         order = []
         for t in in_tracers:
             found = [j for j, a in enumerate(args) if t is a or (
                 constants and type(a) is np.ndarray and self._staged_constant(t, a, trace))]
+            if len(found) > 1 and len(in_tracers) < len(args) and all(
+                    args[j] is args[found[0]] for j in found):
+                found = found[:1]
             if len(found) != 1:
                 return None
             order.append(found[0])
         used = set(order)
-        if len(used) != len(order) or any(
-                type(a) is not np.ndarray for j, a in enumerate(args) if j not in used):
-            return None  # (an unused constant is part of the key: reduce's identity init)
-        return tuple(order)
+        if len(used) != len(order):
+            return None
+        aliases = []
+        for j, a in enumerate(args):
+            if j in used or type(a) is np.ndarray:
+                continue  # (an unused constant is part of the key: reduce's identity init)
+            first = next((u for u in order if args[u] is a), None)
+            if first is None:
+                return None
+            aliases.append((j, first))
+        return _Aliased(order, aliases) if aliases else tuple(order)
 
     def _staged_constant(self, tracer, arg, trace) -> bool:
         """Whether `tracer` (an equation's operand) is what bind staged for the numpy `arg`."""
