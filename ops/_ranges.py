@@ -412,42 +412,9 @@ def _divide(query, op, depth):
 
 
 def _subtract(query, op, depth):
-    if _below_own_maximum(query, op):
-        return (-_INF, 0.0)
+    # (no relational rule: a softmax's shift x - max(x) is NaN on a row all -inf, a fully
+    # masked attention row, which the producer's program then selects away)
     return _add(query.of(op, depth, 0), _neg(query.of(op, depth, 1)))
-
-
-def _below_own_maximum(query, op) -> bool:
-    """x - broadcast(max over some dims of x): <= 0 where x is not NaN (a softmax's shift).
-    The maximum may be taken again with anything (`max(-inf, m)` >= m)."""
-    x, producer = op.operands[0], query.scope.producer
-    dims = None  # the dims of x the broadcasts map the maximum's dims to, composed
-    m = producer(op.operands[1])
-    for _ in range(8):
-        if m is None:
-            return False
-        if m.name in _BROADCAST_IN_DIM:
-            mapped = ints(m.attrs["broadcast_dimensions"])
-            dims = mapped if dims is None else tuple(dims[d] for d in mapped)
-            m = producer(m.operands[0])
-        elif m.name in _MAXIMUM:
-            sources = [producer(v) for v in m.operands]
-            reduces = [s for s in sources if s is not None and s.name in _REDUCE]
-            if len(reduces) != 1:
-                return False
-            m = reduces[0]
-        elif m.name in _REDUCE:
-            if m.operands[0] != x or len(m.operands) != 2 or _body_op(m) not in _MAXIMUM:
-                return False
-            reduced = set(ints(m.attrs["dimensions"]))
-            shape = m.result_types[0].shape
-            kept = tuple(d for d in range(len(op.result_types[0].shape)) if d not in reduced)
-            if dims is None or len(dims) != len(shape):
-                return False
-            return dims == kept
-        else:
-            return False
-    return False
 
 
 def _body_op(reduce_op):
@@ -600,7 +567,6 @@ def _bounded_by(lo, hi, finite_operand=False):
 
 
 _CONSTANT = _names("constant")
-_BROADCAST_IN_DIM = _names("broadcast_in_dim")
 _MAXIMUM = _names("maximum")
 _MINIMUM = _names("minimum")
 _ADD = _names("add")

@@ -141,7 +141,9 @@ func.func public @f(%y: tensor<f32>) -> tensor<f32> {
     assert found["negate"] is None
 
 
-def test_a_softmax_shift_is_at_most_zero_and_a_select_on_a_known_predicate_one_branch():
+def test_a_softmax_shift_is_unknown_and_a_select_on_a_known_predicate_one_branch():
+    """x - max(x) is NaN on a row all -inf (a fully masked attention row: torch/hf_llama_sdpa
+    selects it away), so its exp keeps its guard."""
     found = _ranges("""
 func.func @main(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
   %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
@@ -152,25 +154,11 @@ func.func @main(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
       : (tensor<3x5xf32>, tensor<f32>) -> tensor<3xf32>
   %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<3xf32>) -> tensor<3x5xf32>
   %d = stablehlo.subtract %x, %mb : tensor<3x5xf32>
-  %e = stablehlo.exponential %d : tensor<3x5xf32>
+  %t = stablehlo.tanh %d : tensor<3x5xf32>
   %p = stablehlo.compare GT, %c, %zero, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
-  %s = stablehlo.select %p, %e, %nan : tensor<i1>, tensor<3x5xf32>
+  %s = stablehlo.select %p, %t, %nan : tensor<i1>, tensor<3x5xf32>
   return %s : tensor<3x5xf32>
 }""")
-    assert found["subtract"] == (-math.inf, 0.0)
-    assert _near(found["exponential"], 0.0, 1.0)
-    assert found["compare"] == (1.0, 1.0)
-    assert _near(found["select"], 0.0, 1.0)
-
-
-def test_a_shift_by_another_values_maximum_is_unknown():
-    found = _ranges("""
-func.func @main(%x: tensor<3x5xf32>, %y: tensor<3x5xf32>) -> tensor<3x5xf32> {
-  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
-  %m = stablehlo.reduce(%y init: %ninf) applies stablehlo.maximum across dimensions = [1]
-      : (tensor<3x5xf32>, tensor<f32>) -> tensor<3xf32>
-  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<3xf32>) -> tensor<3x5xf32>
-  %d = stablehlo.subtract %x, %mb : tensor<3x5xf32>
-  return %d : tensor<3x5xf32>
-}""")
     assert found["subtract"] is None
+    assert found["compare"] == (1.0, 1.0)
+    assert _near(found["select"], -1.0, 1.0)
