@@ -115,3 +115,17 @@ def test_complex_nonfinite_literal():
     }"""
     out = shlo2jax.load(text)()
     np.testing.assert_array_equal(out, np.array([complex(np.inf, -1.5), complex(2.0, -np.inf)], np.complex64))
+
+
+def test_integer_and_unsigned_kinds():
+    """is_integer / is_unsigned: numpy's integers and ml_dtypes' sub-byte ones (kind "V",
+    like its floats), nothing else."""
+    integers = [np.int8, np.int32, np.uint8, np.uint64, ml_dtypes.int2, ml_dtypes.int4,
+                ml_dtypes.uint2, ml_dtypes.uint4]
+    others = [np.float32, np.float16, np.complex64, np.bool_, ml_dtypes.bfloat16,
+              ml_dtypes.float8_e4m3fn, ml_dtypes.float4_e2m1fn]
+    assert all(T.is_integer(d) for d in integers)
+    assert not any(T.is_integer(d) for d in others)
+    assert [d for d in integers if T.is_unsigned(d)] == [np.uint8, np.uint64, ml_dtypes.uint2,
+                                                        ml_dtypes.uint4]
+    assert not any(T.is_unsigned(d) for d in others)
