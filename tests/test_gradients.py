@@ -456,3 +456,37 @@ def test_a_sigmoids_quotient_and_product_take_lax_rules_on_their_finite_sides():
     np.testing.assert_allclose(jax.hessian(lambda x: jnp.sum(ranged(x)))(finite_x),
                                jax.hessian(lambda x: jnp.sum(guarded(x, one)))(finite_x),
                                rtol=1e-6)
+
+
+def test_a_quotient_by_a_value_bounded_away_from_zero_takes_lax_rules_on_both_sides():
+    """x / (c + exp(z)), c = 1 a constant (the divisor in [1, inf]: its reciprocal and
+    x / d / d finite where x is: x = tanh) or an argument (every guard stays): the same
+    gradients for both operands, in reverse and forward mode."""
+    import shlo2jax
+
+    def program(c_argument):
+        head = ", %c: tensor<4xf32>" if c_argument else ""
+        c = "" if c_argument else "%c = stablehlo.constant dense<1.0> : tensor<4xf32>"
+        return shlo2jax.load(f"""
+func.func @main(%x: tensor<4xf32>, %z: tensor<4xf32>{head}) -> tensor<4xf32> {{
+  {c}
+  %t = stablehlo.tanh %x : tensor<4xf32>
+  %e = stablehlo.exponential %z : tensor<4xf32>
+  %d = stablehlo.add %c, %e : tensor<4xf32>
+  %q = stablehlo.divide %t, %d : tensor<4xf32>
+  return %q : tensor<4xf32>
+}}""")
+    ranged, guarded = program(False), program(True)
+    c = jnp.ones(4, jnp.float32)
+    x = jnp.asarray([0.0, 1.0, -2.0, 0.5], jnp.float32)
+    z = jnp.asarray([-100.0, 0.0, 1.5, 100.0], jnp.float32)
+    assert "strong_zero_div_finite" in _primitives(lambda x: ranged(x, z), x)
+    ct = jnp.asarray([1.0, 0.0, 2.0, 1.0], jnp.float32)
+    got = jax.vjp(ranged, x, z)[1](ct)
+    want = jax.vjp(lambda x, z: guarded(x, z, c), x, z)[1](ct)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        assert np.all(np.isfinite(g))
+    tangents = (jnp.asarray([1.0, 0.0, 0.5, 2.0], jnp.float32), ct)
+    np.testing.assert_array_equal(jax.jvp(ranged, (x, z), tangents)[1],
+                                  jax.jvp(lambda x, z: guarded(x, z, c), (x, z), tangents)[1])
