@@ -490,3 +490,20 @@ func.func @main(%x: tensor<4xf32>, %z: tensor<4xf32>{head}) -> tensor<4xf32> {{
     tangents = (jnp.asarray([1.0, 0.0, 0.5, 2.0], jnp.float32), ct)
     np.testing.assert_array_equal(jax.jvp(ranged, (x, z), tangents)[1],
                                   jax.jvp(lambda x, z: guarded(x, z, c), (x, z), tangents)[1])
+
+
+def test_products_finite_by_range_batch():
+    """vmap of the gradient and of the hessian through the one-side-guarded products and
+    quotients (their batching rules) equals the guarded program's."""
+    ranged, guarded = _layer_norm(False), _layer_norm(True)
+    xs = jnp.asarray(np.random.default_rng(1).normal(size=(3, 4, 8)), jnp.float32)
+    s, eps = jnp.ones((4, 8), jnp.float32), jnp.float32(1e-5)
+    np.testing.assert_array_equal(
+        jax.vmap(jax.grad(lambda x: jnp.sum(ranged(x, s))))(xs),
+        jax.vmap(jax.grad(lambda x: jnp.sum(guarded(x, s, eps))))(xs))
+    sig, sig_guarded = _sigmoid_product(False), _sigmoid_product(True)
+    x, one = jnp.asarray(np.random.default_rng(2).normal(size=(5, 4)), jnp.float32), \
+        jnp.ones(4, jnp.float32)
+    np.testing.assert_array_equal(
+        jax.vmap(jax.hessian(lambda x: jnp.sum(sig(x))))(x),
+        jax.vmap(jax.hessian(lambda x: jnp.sum(sig_guarded(x, one))))(x))
