@@ -120,10 +120,19 @@ def region_range(translator, region, vid) -> Range:
 _ANALYSES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+# The last analysis asked for (a translator plans its regions in a row), held weakly: a
+# dropped program's module must not stay alive here.
+_LAST = [lambda: None]
+
+
 def _analysis(translator) -> "_Analysis":
+    last = _LAST[0]()
+    if last is not None and last.owner() is translator:
+        return last
     found = _ANALYSES.get(translator)
     if found is None:
         found = _ANALYSES[translator] = _Analysis(translator)
+    _LAST[0] = weakref.ref(found)
     return found
 
 
@@ -131,22 +140,26 @@ class _Analysis:
     """Per translator: each region's known ranges, and the module's call sites."""
 
     def __init__(self, translator):
-        self.translator = translator
+        # (the module, not the translator: the translator keys this analysis weakly)
+        self.owner, self.module = weakref.ref(translator), translator.module
         # constants lifted into parameters hold the call's values, not the module's
         self.lifted = translator.mode.lifted is not None
         self.scopes = {}    # id(region) -> _Scope
+        self._last = None
         self._sites = None  # function name -> [(region, call op)], or None where it escapes
         self._bodies = None  # id(body region) -> function name
         # functions whose argument ranges / returned value are being computed (a call
-        # reached again meanwhile is unknown), and how often a walk was cut short so: what
-        # a cut walk found is kept for its query only
+        # reached again meanwhile is unknown)
         self.arguments_active, self.results_active = set(), set()
-        self.truncated = 0
 
     def scope(self, region) -> "_Scope":
+        last = self._last
+        if last is not None and last.region is region:
+            return last
         scope = self.scopes.get(id(region))
         if scope is None or scope.region is not region:
             scope = self.scopes[id(region)] = _Scope(self, region, None)
+        self._last = scope  # (a region's ops are planned one after another)
         return scope
 
     def range(self, region, vid) -> Range:
@@ -154,7 +167,7 @@ class _Analysis:
 
     def _scan(self):
         """Which private functions are used only by func.call, and their calls."""
-        functions = self.translator.module.functions
+        functions = self.module.functions
         sites = {name: [] for name, f in functions.items() if not f.public}
         self._bodies = {id(f.body): name for name, f in functions.items()}
         pending = [f.body for f in functions.values()]
@@ -180,7 +193,6 @@ class _Analysis:
         if not sites:
             return None
         if name in self.arguments_active:
-            self.truncated += 1
             return None
         index = region.args.index(vid)
         self.arguments_active.add(name)
@@ -196,11 +208,10 @@ class _Analysis:
             self.arguments_active.discard(name)
 
     def call_range(self, op) -> Range:
-        fdef = self.translator.module.functions.get(op.attrs.get("callee"))
+        fdef = self.module.functions.get(op.attrs.get("callee"))
         if fdef is None or len(fdef.body.outputs) != 1:
             return None
         if fdef.name in self.results_active:
-            self.truncated += 1
             return None
         self.results_active.add(fdef.name)
         try:
@@ -222,38 +233,34 @@ class _Scope:
 
 
 class _Query:
+    """One walk back from a value. What it finds is kept for the region, a walk cut short
+    (depth, a call reached again) included: unknown at the cut is sound, only less precise,
+    and each value is then walked once per region."""
+
     def __init__(self, analysis, scope):
         self.analysis, self.scope = analysis, scope
-        self.cut = {}  # vid -> Range found from a cut walk (this query only)
 
     def range(self, vid, depth) -> Range:
         known = self.scope.known
         if vid in known:
             return known[vid]
-        if vid in self.cut:
-            self.analysis.truncated += 1
-            return self.cut[vid]
         op = self.scope.producer(vid)
         if op is None:
             region = self.scope.region
             if region is None or vid not in region.args:
                 return None
+            found = self.analysis.argument_range(region, vid)
         elif depth >= _DEPTH:
-            self.analysis.truncated += 1
-            self.cut[vid] = None
-            return None
-        before = self.analysis.truncated
-        if op is None:
-            found = self.analysis.argument_range(self.scope.region, vid)
+            return None  # (not kept: a later walk from nearer may find it)
         else:
             found = _bounded(self._rule(op, depth + 1), op.result_types[0].dtype)
-        (known if self.analysis.truncated == before else self.cut)[vid] = found
+        known[vid] = found
         return found
 
     def _rule(self, op, depth) -> Range:
         name = op.name
         dtype = getattr(op.result_types[0], "dtype", None)
-        if dtype is None or not (T.is_float(dtype) or T.is_integer(dtype) or dtype == np.bool_):
+        if dtype is None or _kind(dtype)[0] is None:
             return None
         if name in _CONSTANT:
             return None if self.analysis.lifted else _constant_range(op.params)
@@ -268,6 +275,27 @@ class _Query:
         return self.range(op.operands[i], depth)
 
 
+_KINDS: dict = {}  # dtype -> ("bool" | "int" | "float" | None, its limits)
+
+
+def _kind(dtype) -> tuple:
+    found = _KINDS.get(dtype)
+    if found is None:
+        if dtype == np.bool_:
+            found = ("bool", None)
+        elif T.is_integer(dtype):
+            info = ml_dtypes.iinfo(dtype)
+            found = ("int", (float(info.min), float(info.max)))
+        elif T.is_float(dtype):
+            info = ml_dtypes.finfo(dtype)
+            found = ("float", (4 * float(info.eps), float(info.max),
+                               float(info.smallest_normal)))
+        else:
+            found = (None, None)
+        _KINDS[dtype] = found
+    return found
+
+
 def _bounded(r: Range, dtype) -> Range:
     """r widened to what the element type `dtype` can hold after rounding."""
     if r is None:
@@ -275,14 +303,12 @@ def _bounded(r: Range, dtype) -> Range:
     lo, hi = r
     if math.isnan(lo) or math.isnan(hi):
         return None
-    if dtype == np.bool_:
+    kind, limits = _kind(dtype)
+    if kind == "bool":
         return (max(lo, 0.0), min(hi, 1.0))
-    if T.is_integer(dtype):
-        info = ml_dtypes.iinfo(dtype)
-        return (lo, hi) if info.min <= lo and hi <= info.max else None  # (wraps: unknown)
-    info = ml_dtypes.finfo(dtype)
-    slack = 4 * float(info.eps)
-    biggest, tiny = float(info.max), float(info.smallest_normal)
+    if kind == "int":
+        return (lo, hi) if limits[0] <= lo and hi <= limits[1] else None  # (wraps: unknown)
+    slack, biggest, tiny = limits
     if -_INF < lo < _INF:
         lo = lo - abs(lo) * slack
     if -_INF < hi < _INF:
@@ -391,7 +417,10 @@ def _rsqrt(query, op, depth):
 
 
 def _binary(fn):
-    return lambda query, op, depth: fn(query.of(op, depth, 0), query.of(op, depth, 1))
+    def rule(query, op, depth):
+        a = query.of(op, depth, 0)
+        return None if a is None else fn(a, query.of(op, depth, 1))
+    return rule
 
 
 def _multiply(query, op, depth):
@@ -402,19 +431,21 @@ def _multiply(query, op, depth):
         with np.errstate(all="ignore"):
             squares = (a[0] * a[0], a[1] * a[1])
         return (0.0 if a[0] <= 0 <= a[1] else min(squares), max(squares))
-    return _mul(a, query.of(op, depth, 1))
+    return None if a is None else _mul(a, query.of(op, depth, 1))
 
 
 def _divide(query, op, depth):
     if T.is_integer(op.result_types[0].dtype):
         return None  # (XLA's x / 0 and truncation: not followed)
-    return _div(query.of(op, depth, 0), query.of(op, depth, 1))
+    a = query.of(op, depth, 0)
+    return None if a is None else _div(a, query.of(op, depth, 1))
 
 
 def _subtract(query, op, depth):
     # (no relational rule: a softmax's shift x - max(x) is NaN on a row all -inf, a fully
     # masked attention row, which the producer's program then selects away)
-    return _add(query.of(op, depth, 0), _neg(query.of(op, depth, 1)))
+    a = query.of(op, depth, 0)
+    return None if a is None else _add(a, _neg(query.of(op, depth, 1)))
 
 
 def _body_op(reduce_op):

@@ -162,3 +162,25 @@ func.func @main(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
     assert found["subtract"] is None
     assert found["compare"] == (1.0, 1.0)
     assert _near(found["select"], -1.0, 1.0)
+
+
+def test_a_dropped_programs_translator_and_analysis_are_freed():
+    """The analyses are keyed weakly by translator and hold its module, not the translator:
+    a dropped program's memory comes back."""
+    import gc
+    import weakref
+
+    import jax.numpy as jnp
+    from shlo2jax.ops import _ranges
+    program = shlo2jax.load("""
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = stablehlo.exponential %x : tensor<4xf32>
+  %m = stablehlo.multiply %x, %e : tensor<4xf32>
+  return %m : tensor<4xf32>
+}""")
+    program(jnp.ones(4, jnp.float32))  # planned: the views asked for ranges
+    translator = weakref.ref(program.translator)
+    assert translator() in _ranges._ANALYSES
+    del program
+    gc.collect()
+    assert translator() is None
