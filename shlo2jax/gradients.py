@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import types
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -284,10 +285,28 @@ def strong_zero_ops():
 _CONSTANT_SCAN_LIMIT = 1 << 20
 
 
+# (id(array), reciprocal) -> (a weak reference to the array, the answer), while it lives: the
+# translation's plan asks again of a constant each product by it (a shared scalar or weight
+# can be the factor of thousands; the diffusion sampler's plan 0.215 -> 0.165 CPU s).
+_SCANNED: dict = {}
+
+
 def finite_nonzero_constant(value, reciprocal: bool = False) -> bool:
     """Whether `value` is a module constant (the translation holds them as numpy arrays) of
     a real floating type whose elements (or their reciprocals) are all finite and nonzero:
     a factor whose products (and quotients, by its reciprocal) need no strong zeros."""
+    if type(value) is not np.ndarray:
+        return _finite_nonzero(value, reciprocal)
+    key = (id(value), reciprocal)
+    hit = _SCANNED.get(key)
+    if hit is not None and hit[0]() is value:
+        return hit[1]
+    found = _finite_nonzero(value, reciprocal)
+    _SCANNED[key] = (weakref.ref(value, lambda _, key=key: _SCANNED.pop(key, None)), found)
+    return found
+
+
+def _finite_nonzero(value, reciprocal: bool) -> bool:
     if not isinstance(value, (np.ndarray, np.generic)) or value.size > _CONSTANT_SCAN_LIMIT:
         return False
     if not jnp.issubdtype(value.dtype, jnp.floating):

@@ -515,3 +515,29 @@ def test_monoid_reduce_stages_what_lax_reduce_stages():
             lambda x, i: compat.monoid_reduce(x, i, lax.add, (1,)))(
                 jax.ShapeDtypeStruct((3, 4), np.float32), traced))
     assert cases == 240
+
+
+def test_a_constant_factor_is_scanned_once_while_it_lives(monkeypatch):
+    """The plan asks whether a constant is finite and nonzero of every product by it
+    (gradients.finite_nonzero_constant): an array is scanned once per question while it
+    lives (by identity), an equal array again; the answer goes with the array."""
+    import gc
+    from shlo2jax import gradients
+    scans = []
+    scan = gradients._finite_nonzero
+    monkeypatch.setattr(gradients, "_finite_nonzero",
+                        lambda value, reciprocal: scans.append(reciprocal) or scan(value, reciprocal))
+    factor = np.full((4,), 0.5, np.float32)
+    with_zero = np.array([0.5, 0.0], np.float32)
+    answers = [gradients.finite_nonzero_constant(v, r)
+               for v, r in [(factor, False), (factor, False), (factor, True), (factor, True),
+                            (with_zero, False), (with_zero, False), (factor.copy(), False)]]
+    assert answers == [True, True, True, True, False, False, True]
+    assert scans == [False, True, False, False]
+    assert gradients.finite_nonzero_constant(np.float32(2)) and len(scans) == 5  # (a scalar)
+    keys = {(id(factor), False), (id(factor), True)}
+    assert keys <= gradients._SCANNED.keys()
+    del factor
+    gc.collect()
+    assert not keys & gradients._SCANNED.keys()
+    assert (id(with_zero), False) in gradients._SCANNED
