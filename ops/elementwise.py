@@ -333,8 +333,6 @@ def atan2(ctx, op, x, y):
 
 _BINARY = {
     ("stablehlo.subtract", "mhlo.subtract"): lax.sub,
-    ("stablehlo.maximum", "mhlo.maximum"): lax.max,
-    ("stablehlo.minimum", "mhlo.minimum"): lax.min,
     ("stablehlo.and", "mhlo.and"): lax.bitwise_and,
     ("stablehlo.or", "mhlo.or"): lax.bitwise_or,
     ("stablehlo.xor", "mhlo.xor"): lax.bitwise_xor,
@@ -347,6 +345,57 @@ _BINARY = {
 
 for _names, _fn in _BINARY.items():
     _register_simple(_names, _fn)
+
+
+def _identity_of_bound(bound):
+    """A `planned` view: maximum (bound -1: the type's lowest value) or minimum (+1: its
+    highest) where one operand is a module constant (through broadcasts, reshapes,
+    transposes, converts) that is that value everywhere: the result is the other operand
+    bit for bit (NaN propagates, -0 stays), so the op is that operand (params: its
+    position). Its derivative is then 1, where lax.max's splits a tie in halves: a
+    softmax exported without its stop_gradient on the row max computes
+    max(-inf, reduce_max(x)), and lax's rule made two compares, two selects and a divide
+    per softmax in the backward pass (14 fused instructions each on searchless chess)."""
+    def view(op, producer, translator):
+        dtype = getattr(op.result_types[0], "dtype", None)
+        if dtype is None or getattr(op.result_types[0], "quant", None) is not None:
+            return op
+        if T.is_float(dtype) and not T.is_complex(dtype):
+            extreme = np.inf * bound
+        elif T.is_integer(dtype) and dtype != np.bool_:
+            info = ml_dtypes.iinfo(dtype)
+            extreme = info.min if bound < 0 else info.max
+        else:
+            return op
+        for i in (0, 1):
+            value = constant_elements(op.operands[i], producer, translator)
+            if value is not None and value.dtype == dtype and value.size and bool(
+                    np.all(value == extreme)):
+                return op.replaced(params=("identity", 1 - i))
+        return op
+    return view
+
+
+def _identity_key(op):
+    return op.params if type(op.params) is tuple else None
+
+
+@register_op("stablehlo.maximum", "mhlo.maximum", prepare=reject_unsupported_types)
+@planned(_identity_of_bound(-1))
+@replayable(key=_identity_key)
+def maximum(ctx, op, x, y):
+    if type(op.params) is tuple:  # (the other operand is the type's lowest value)
+        return (x, y)[op.params[1]]
+    return lax.max(x, y)
+
+
+@register_op("stablehlo.minimum", "mhlo.minimum", prepare=reject_unsupported_types)
+@planned(_identity_of_bound(+1))
+@replayable(key=_identity_key)
+def minimum(ctx, op, x, y):
+    if type(op.params) is tuple:  # (the other operand is the type's highest value)
+        return (x, y)[op.params[1]]
+    return lax.min(x, y)
 
 
 @register_op("stablehlo.add", "mhlo.add", prepare=reject_unsupported_types)

@@ -7,9 +7,12 @@ past the bit width, integer power with a negative exponent), the expected
 values are XLA's, as documented in the test.
 """
 
+import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from jax import lax
 
 import shlo2jax
 from shlo2jax import compat
@@ -303,6 +306,55 @@ def test_min_max_propagate_nan(dtype):
                    np.array([np.nan, np.nan, -1.0, 5.0, 0.0]).astype(dtype))
     assert_bitwise(run("stablehlo.minimum", x, y),
                    np.array([np.nan, np.nan, -2.0, 4.0, -np.inf]).astype(dtype))
+
+
+def _bounded_by_constant(name, dtype, constant, first=True):
+    """`name`(x, broadcast(constant)) (the constant first where `first`), then its result
+    times 3 (a use whose derivative is finite), as a loaded program of one f32[5]/i32[5]."""
+    ty, scalar = tensor((5,), dtype), tensor((), dtype)
+    pair = "%b, %x" if first else "%x, %b"
+    return shlo2jax.load(f"""
+func.func @main(%x: {ty}) -> {ty} {{
+  %c = stablehlo.constant dense<{constant}> : {scalar}
+  %b = stablehlo.broadcast_in_dim %c, dims = [] : ({scalar}) -> {ty}
+  %m = stablehlo.{name} {pair} : {ty}
+  %k = stablehlo.constant dense<{3 if np.dtype(dtype).kind == "i" else 3.0}> : {ty}
+  %r = stablehlo.multiply %m, %k : {ty}
+  return %r : {ty}
+}}""")
+
+
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("name, constant, lax_fn", [
+    ("maximum", "0xFF800000", lax.max), ("minimum", "0x7F800000", lax.min)])
+def test_min_max_with_infinite_bound_is_the_other_operand(name, constant, lax_fn, first):
+    # max(x, -inf) is x bit for bit (NaN, -0 and -inf included): the translation uses x
+    # itself, so its derivative is 1 everywhere (lax's splits the tie at x = -inf in halves)
+    f = _bounded_by_constant(name, np.float32, constant, first)
+    x = np.array([-np.inf, -0.0, np.nan, 2.5, np.inf], np.float32)
+    bound = np.float32(-np.inf if name == "maximum" else np.inf)
+    assert_bitwise(np.asarray(f(x)), np.asarray(lax_fn(x, bound) * np.float32(3)))
+    jaxpr = str(jax.make_jaxpr(jax.grad(lambda v: f(v).sum()))(x))
+    assert "max" not in jaxpr and "min[" not in jaxpr and "select" not in jaxpr, jaxpr
+    np.testing.assert_array_equal(jax.grad(lambda v: f(v).sum())(x), np.full(5, 3, np.float32))
+
+
+def test_integer_min_max_with_extreme_bound():
+    x = np.array([-2**31, -1, 0, 7, 2**31 - 1], np.int32)
+    assert_bitwise(_bounded_by_constant("maximum", np.int32, -2**31)(x), x * 3)
+    assert_bitwise(_bounded_by_constant("minimum", np.int32, 2**31 - 1, first=False)(x), x * 3)
+
+
+@pytest.mark.parametrize("constant", ["-3.0e+38", "0x7F800000"])
+def test_max_with_other_constant_keeps_lax_rule(constant):
+    # a finite bound, or the wrong infinity, is a real max: lax's rule (ties split in halves)
+    f = _bounded_by_constant("maximum", np.float32, constant)
+    x = np.array([-3.0e38, -1.0, 0.0, 2.5, 4.0], np.float32)
+    expected = jax.grad(lambda v: (lax.max(v, jnp.full_like(v, np.float32(constant)
+                                                              if constant[0] == "-" else np.inf))
+                                   * 3).sum())(x)
+    np.testing.assert_array_equal(jax.grad(lambda v: f(v).sum())(x), expected)
+    assert "max" in str(jax.make_jaxpr(f)(x))
 
 
 def test_complex_min_max_are_lexicographic():
