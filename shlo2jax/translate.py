@@ -273,7 +273,14 @@ def _planned(translator: Translator, producers: _Producers, op: Op) -> Op:
     """`op`, or where its handler is marked `planned` (ops._common.planned), the view of it
     the mark makes from the ops that produce its operands, decided once per region."""
     mark = getattr(op.handler, "planned", None)
-    return op if mark is None else mark(op, producers, translator)
+    if mark is None:
+        return op
+    try:
+        return mark(op, producers, translator)
+    except Exception as e:  # (as in evaluate: a rule's failure is reported against its op)
+        if _says_where(e):
+            raise
+        raise TranslationError(op.name, op.location, f"{type(e).__name__}: {e}") from e
 
 
 def _replay_key(translator: Translator, op: Op):

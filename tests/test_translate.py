@@ -9,6 +9,7 @@ import pytest
 
 import shlo2jax
 from shlo2jax import registry
+from shlo2jax.errors import TranslationError
 from shlo2jax.translate import gc_paused
 
 
@@ -541,3 +542,22 @@ def test_a_constant_factor_is_scanned_once_while_it_lives(monkeypatch):
     gc.collect()
     assert not keys & gradients._SCANNED.keys()
     assert (id(with_zero), False) in gradients._SCANNED
+
+
+def test_a_failing_plan_time_view_is_reported_against_its_op(monkeypatch):
+    # A `planned` view runs once per region before any op is evaluated; a bug in one (here
+    # the range analysis, on whatever a malformed module holds) is the op's TranslationError,
+    # as a handler's failure is, never a plain Python exception.
+    import shlo2jax.ops._ranges as ranges
+
+    def broken(*args, **kwargs):
+        raise TypeError("broken range rule")
+    monkeypatch.setattr(ranges, "value_range", broken)
+    program = shlo2jax.load("""
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %m = stablehlo.multiply %x, %y : tensor<4xf32> loc("the_product")
+  return %m : tensor<4xf32>
+}""")
+    with pytest.raises(TranslationError, match="stablehlo.multiply.*broken range rule") as info:
+        program(np.ones(4, np.float32), np.ones(4, np.float32))
+    assert "the_product" in str(info.value)
