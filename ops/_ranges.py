@@ -3,14 +3,17 @@ quotient, operands of rsqrt/sqrt/log/exp) are finite everywhere, so that their d
 needs no strong-zero guard (shlo2jax.gradients.strong_zero_ops).
 
 `value_range(vid, producer, translator)` is an interval (lo, hi) of float64 bounds that holds
-every element of the value, or None (unknown). The claim is made for programs whose
-arguments hold no NaN ("NaN aside": a NaN argument makes NaN values and NaN derivatives in the
-producer's own program too); infinite arguments are allowed, so an argument, a captured value,
-a loop-carried value or any op without a rule here is unknown. Every rule is conservative:
-a range that could hold a NaN made from non-NaN operands (inf - inf, 0 * inf, 0 / 0, the
-square root of a negative number, sin(inf)) is unknown, bounds are widened by a few ulp of
-the element type (rounding), past its largest finite value they become infinite, and a
-positive bound below its smallest normal becomes 0 (XLA on CPU flushes subnormals).
+every element of the value, or None (unknown: any value, NaN included). The claim is made
+for programs whose arguments hold no NaN ("NaN aside": a NaN argument makes NaN values and NaN
+derivatives in the producer's own program too); infinite arguments are allowed, so a public
+function's argument is (-inf, inf), and a captured value, a loop-carried value or any op
+without a rule here is unknown. Every rule is conservative: a range that could hold a NaN made
+from non-NaN operands (inf - inf, 0 * inf, 0 / 0, the square root of a negative number,
+sin(inf)) is unknown, a function bounded for every number (tanh, logistic) is unknown on an
+unknown operand (it may be NaN: a fully masked attention row's x - max(x)), bounds are
+widened by a few ulp of the element type (rounding), past its largest finite value they
+become infinite, and a positive bound below its smallest normal becomes 0 (XLA on CPU
+flushes subnormals).
 
 The values of a function's arguments are known where it is private and every use of its
 name is a `func.call` (the union over those calls' operands: chess's `_var(x, ddof)` takes
@@ -189,6 +192,8 @@ class _Analysis:
         if self._sites is None:
             self._scan()
         name = self._bodies.get(id(region))
+        if name is not None and name not in self._sites:
+            return (-_INF, _INF)  # (a public function's: any value, NaN aside)
         sites = self._sites.get(name) if name is not None else None
         if not sites:
             return None
@@ -388,8 +393,6 @@ def _monotone(fn, lo_ok=-_INF):
     may lie outside."""
     def rule(query, op, depth):
         r = query.of(op, depth)
-        if r is None and lo_ok == -_INF:  # (NaN aside: any value)
-            r = (-_INF, _INF)
         if r is None or r[0] < lo_ok:
             return None
         with np.errstate(all="ignore"):
@@ -591,7 +594,8 @@ def _clamp(query, op, depth):
 
 def _bounded_by(lo, hi, finite_operand=False):
     def rule(query, op, depth):
-        if finite_operand and not finite(query.of(op, depth)):
+        r = query.of(op, depth)
+        if r is None or finite_operand and not finite(r):
             return None  # (sin(inf) is NaN)
         return (lo, hi)
     return rule

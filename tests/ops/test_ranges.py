@@ -121,13 +121,15 @@ func.func private @f(%y: tensor<f32>) -> tensor<f32> {{
   return %n : tensor<f32>
 }}"""
     found = _ranges(text, "f")
-    if "%x" in callers:
-        assert found["negate"] is None
+    if "%x" in callers:  # (main's argument: any value, NaN aside)
+        assert found["negate"] == (-math.inf, math.inf)
     else:
         assert _near(found["negate"], -2.0, -2.0)
 
 
-def test_a_public_functions_arguments_are_unknown():
+def test_a_public_functions_arguments_are_any_value_not_the_callers():
+    # (a public function is called from outside too: what @main passes says nothing; its
+    # arguments are any value, NaN aside, as @main's are)
     found = _ranges("""
 func.func @main(%x: tensor<f32>) -> tensor<f32> {
   %c = stablehlo.constant dense<2.0> : tensor<f32>
@@ -138,12 +140,12 @@ func.func public @f(%y: tensor<f32>) -> tensor<f32> {
   %n = stablehlo.negate %y : tensor<f32>
   return %n : tensor<f32>
 }""", "f")
-    assert found["negate"] is None
+    assert found["negate"] == (-math.inf, math.inf)
 
 
 def test_a_softmax_shift_is_unknown_and_a_select_on_a_known_predicate_one_branch():
     """x - max(x) is NaN on a row all -inf (a fully masked attention row: torch/hf_llama_sdpa
-    selects it away), so its exp keeps its guard."""
+    selects it away), so its exp, tanh or logistic keeps its guard."""
     found = _ranges("""
 func.func @main(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
   %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
@@ -154,12 +156,15 @@ func.func @main(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
       : (tensor<3x5xf32>, tensor<f32>) -> tensor<3xf32>
   %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<3xf32>) -> tensor<3x5xf32>
   %d = stablehlo.subtract %x, %mb : tensor<3x5xf32>
-  %t = stablehlo.tanh %d : tensor<3x5xf32>
+  %u = stablehlo.logistic %d : tensor<3x5xf32>
+  %t = stablehlo.tanh %x : tensor<3x5xf32>
   %p = stablehlo.compare GT, %c, %zero, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
   %s = stablehlo.select %p, %t, %nan : tensor<i1>, tensor<3x5xf32>
   return %s : tensor<3x5xf32>
 }""")
     assert found["subtract"] is None
+    # (and what is bounded for every value is not bounded for a NaN: logistic(NaN) is NaN)
+    assert found["logistic"] is None
     assert found["compare"] == (1.0, 1.0)
     assert _near(found["select"], -1.0, 1.0)
 
