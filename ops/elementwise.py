@@ -380,22 +380,23 @@ def _identity_key(op):
     return op.params if type(op.params) is tuple else None
 
 
+def _identity_or(fn, op, x, y):
+    """The operand the view chose (the other is the type's extreme value), else fn(x, y)."""
+    return (x, y)[op.params[1]] if type(op.params) is tuple else fn(x, y)
+
+
 @register_op("stablehlo.maximum", "mhlo.maximum", prepare=reject_unsupported_types)
 @planned(_identity_of_bound(-1))
 @replayable(key=_identity_key)
 def maximum(ctx, op, x, y):
-    if type(op.params) is tuple:  # (the other operand is the type's lowest value)
-        return (x, y)[op.params[1]]
-    return lax.max(x, y)
+    return _identity_or(lax.max, op, x, y)
 
 
 @register_op("stablehlo.minimum", "mhlo.minimum", prepare=reject_unsupported_types)
 @planned(_identity_of_bound(+1))
 @replayable(key=_identity_key)
 def minimum(ctx, op, x, y):
-    if type(op.params) is tuple:  # (the other operand is the type's highest value)
-        return (x, y)[op.params[1]]
-    return lax.min(x, y)
+    return _identity_or(lax.min, op, x, y)
 
 
 @register_op("stablehlo.add", "mhlo.add", prepare=reject_unsupported_types)
