@@ -10,7 +10,7 @@ from jax import lax
 
 from shlo2jax import types as T
 from shlo2jax.errors import TranslationError
-from shlo2jax.ops._common import ints, replayable, result_shape
+from shlo2jax.ops._common import ints, planned, replayable, result_shape
 from shlo2jax.registry import register_op
 
 _CONCATENATED_AS = {T.ELEMENT_DTYPES["i2"]: np.dtype(np.int8),
@@ -49,8 +49,36 @@ def bitcast(ctx, op, x):
     return lax.transpose(memory, tuple(int(i) for i in np.argsort(result_major)))
 
 
+_BROADCASTS_IN_DIM = frozenset(("stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim"))
+
+
+def _composed_broadcasts(op, producer, translator):
+    """A `planned` view: a broadcast of a broadcast (what `expand_dims` then jnp's
+    broadcasting export: `[b, s] -> [b, s, 1] -> [b, s, d]`) is one broadcast of the first
+    operand, the dimensions composed; the inner one, where nothing else reads it, is then dead
+    and not staged (shlo2jax.translate._plan). The same elements in the same places: each of
+    the operand's dimensions is 1 or the size it lands on, through both broadcasts. One
+    equation fewer to trace, differentiate and transpose per pair (searchless chess: 100 of
+    its 733 forward equations)."""
+    dims, inner = op.params, producer(op.operands[0])
+    while (inner is not None and inner.name in _BROADCASTS_IN_DIM and _plain(inner)
+           and _plain(op)):
+        dims = tuple(dims[d] for d in inner.params)
+        op = op.replaced(operands=inner.operands, params=dims)
+        inner = producer(inner.operands[0])
+    return op
+
+
+def _plain(op) -> bool:
+    """A broadcast of static shapes between unquantized tensors."""
+    rtype = op.result_types[0]
+    return (type(rtype) is T.TensorType and rtype.quant is None and None not in rtype.shape
+            and type(op.params) is tuple)
+
+
 @register_op("stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim",
              prepare=lambda op: ints(op.attrs["broadcast_dimensions"]))
+@planned(_composed_broadcasts)
 @replayable(key=lambda op: (op.params, result_shape(op)), constants=False)
 def broadcast_in_dim(ctx, op, x):
     if isinstance(x, np.ndarray):

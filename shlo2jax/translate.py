@@ -245,14 +245,36 @@ def _plan(translator: Translator, region: Region) -> tuple:
         return entry[1]
     refused = _refused(translator.module)
     producers = _Producers(region)
+    ops = list(map(functools.partial(_planned, translator, producers), region.ops))
+    if translator.mode.observer is None:
+        ops = _live(ops, region)
     plan = tuple(
         (_refusing(op, refused) if op.name in refused else op, op.operands,
          op.results[0] if len(op.results) == 1 else None,
          _expected(op.result_types[0]) if len(op.results) == 1 else None,
          _replay_key(translator, op))
-        for op in map(functools.partial(_planned, translator, producers), region.ops))
+        for op in ops)
     plans[id(region)] = (region, plan)
     return plan
+
+
+def _live(ops: list, region: Region) -> list:
+    """The planned ops less those whose result nothing reads where staging it has no effect
+    (a `replayable` handler: one lax call): what a view left dead (the inner one of two
+    composed broadcasts) is not traced, differentiated and transposed for nothing. Observed
+    translations (shlo2jax.probe) keep every op."""
+    read = set(region.outputs)
+    kept = []
+    for op in reversed(ops):
+        if (len(op.results) == 1 and op.results[0] not in read
+                and getattr(op.handler, "replayable", None) is not None):
+            continue
+        kept.append(op)
+        read.update(op.operands)
+        for inner in op.regions:
+            read.update(inner.captures)
+    kept.reverse()
+    return kept
 
 
 class _Producers:

@@ -176,3 +176,18 @@ def test_tuples_are_reported_as_skipped():
     _, records = probe(program, np.array(2.0, np.float32))
     assert {k.name for k in records.skipped} == {"stablehlo.tuple"}
     assert [float(v) for v in _by_name(records, "stablehlo.get_tuple_element")] == [2.0]
+
+
+def test_probes_see_the_ops_a_run_leaves_out():
+    # an op nothing reads is not staged in a plain run (translate._live), but a probe is the
+    # op-by-op view of the module: it still records it
+    program = shlo2jax.load("""func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %unread = stablehlo.exponential %x : tensor<3xf32>
+  %n = stablehlo.negate %x : tensor<3xf32>
+  func.return %n : tensor<3xf32>
+}""")
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    out, records = probe(program, x, values="all")
+    np.testing.assert_array_equal(out, -x)
+    np.testing.assert_allclose(_by_name(records, "stablehlo.exponential")[0], np.exp(x),
+                               rtol=1e-6)

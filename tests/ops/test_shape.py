@@ -299,3 +299,58 @@ def test_shape_operands_of_type_index():
     assert_same_bits(a, np.stack([x, x]))
     assert_same_bits(b, x.reshape(3, 1))
     assert T.parse_type("tensor<2xindex>").dtype == np.int64
+
+
+def _broadcast_chain(middle_read: bool):
+    import shlo2jax
+    results = "tensor<2x3x4xf32>, tensor<2x3x1xf32>" if middle_read else "tensor<2x3x4xf32>"
+    text = f"""func.func @main(%x: tensor<2x3xf32>) -> ({results}) {{
+  %m = stablehlo.broadcast_in_dim %x, dims = [0, 1] : (tensor<2x3xf32>) -> tensor<2x3x1xf32>
+  %b = stablehlo.broadcast_in_dim %m, dims = [0, 1, 2] : (tensor<2x3x1xf32>) -> tensor<2x3x4xf32>
+  %n = stablehlo.negate %m : tensor<2x3x1xf32>
+  %z = stablehlo.negate %x : tensor<2x3xf32>
+  return %b{", %n" if middle_read else ""} : {results}
+}}"""
+    return shlo2jax.load(text)
+
+
+def _staged(program, *args):
+    """The equations the program's translation stages (inside its own jit)."""
+    import jax
+    jaxpr = jax.make_jaxpr(program.entry)(*args).jaxpr
+    while len(jaxpr.eqns) == 1 and "jaxpr" in jaxpr.eqns[0].params:
+        jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
+    return jaxpr
+
+
+@pytest.mark.parametrize("middle_read", [False, True])
+def test_a_broadcast_of_a_broadcast_is_one_broadcast(middle_read):
+    # [2, 3] -> [2, 3, 1] -> [2, 3, 4] (expand_dims, then jnp's broadcasting) stages one
+    # broadcast of x; the middle value is staged only where something reads it, and the
+    # negate of x nothing reads is not staged at all (translate._live)
+    program = _broadcast_chain(middle_read)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = program(x)
+    wide = out[0] if middle_read else out
+    np.testing.assert_array_equal(wide, np.broadcast_to(x[:, :, None], (2, 3, 4)))
+    if middle_read:
+        np.testing.assert_array_equal(out[1], -x[:, :, None])
+    jaxpr = _staged(program, x)
+    broadcasts = [e for e in jaxpr.eqns if e.primitive.name == "broadcast_in_dim"]
+    assert len(broadcasts) == (2 if middle_read else 1), jaxpr
+    assert all(e.invars[0] is jaxpr.invars[0] for e in broadcasts), jaxpr
+    assert [e.primitive.name for e in jaxpr.eqns].count("neg") == int(middle_read), jaxpr
+
+
+def test_composed_broadcast_dimensions_in_any_order():
+    # the outer broadcast puts the middle value's dimensions out of order: the composition
+    # maps each of x's dimensions through both
+    import shlo2jax
+    text = """func.func @main(%x: tensor<2x3xf32>) -> tensor<3x4x2xf32> {
+  %m = stablehlo.broadcast_in_dim %x, dims = [0, 1] : (tensor<2x3xf32>) -> tensor<2x3x1xf32>
+  %b = stablehlo.broadcast_in_dim %m, dims = [2, 0, 1] : (tensor<2x3x1xf32>) -> tensor<3x4x2xf32>
+  return %b : tensor<3x4x2xf32>
+}"""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    expected = np.broadcast_to(np.transpose(x[:, :, None], (1, 2, 0)), (3, 4, 2))
+    np.testing.assert_array_equal(shlo2jax.load(text)(x), expected)
