@@ -230,3 +230,58 @@ def test_narrow_float_compare_every_pair_of_bit_patterns(element):
         np.testing.assert_array_equal(out, fn(wx, wy))
     for out, (d, fn) in zip(outs[6:], DIRECTIONS.items()):
         np.testing.assert_array_equal(out, fn(key(kx), key(ky)), err_msg=d)
+
+
+_VARIANCE = """func.func @main(%x: tensor<4x3xf32>) -> tensor<4xf32> {{
+  %n = stablehlo.constant dense<3.0> : tensor<f32>
+  %ddof = stablehlo.constant dense<{ddof}> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %nan = stablehlo.constant dense<0x7FC00000> : tensor<4xf32>
+  %sq = stablehlo.multiply %x, %x : tensor<4x3xf32>
+  %s = stablehlo.reduce(%sq init: %zero) applies stablehlo.add across dimensions = [1]
+      : (tensor<4x3xf32>, tensor<f32>) -> tensor<4xf32>
+  %count = stablehlo.subtract %n, %ddof : tensor<f32>
+  %positive = stablehlo.compare GT, %count, %zero : (tensor<f32>, tensor<f32>) -> tensor<i1>
+  %c = stablehlo.broadcast_in_dim %count, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %v = stablehlo.divide %s, %c : tensor<4xf32>
+  %r = stablehlo.select %positive, %v, %nan : tensor<i1>, tensor<4xf32>
+  return %r : tensor<4xf32>
+}}"""
+
+
+def _staged_names(program, *args):
+    import jax
+    jaxpr = jax.make_jaxpr(program.entry)(*args).jaxpr
+    while len(jaxpr.eqns) == 1 and "jaxpr" in jaxpr.eqns[0].params:
+        jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
+    return [e.primitive.name for e in jaxpr.eqns]
+
+
+@pytest.mark.parametrize("ddof, picked", [("0.0", "sum"), ("4.0", "nan")])
+def test_select_decided_by_constants_is_the_operand_it_picks(ddof, picked):
+    # a torch variance's `n - ddof > 0 ? s / (n - ddof) : nan`: the predicate is one value,
+    # computed from constants, so the select and its predicate's ops are not staged
+    import jax
+    program = shlo2jax.load(_VARIANCE.format(ddof=ddof))
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    expected = (x * x).sum(1) / np.float32(3) if picked == "sum" else np.full(4, np.nan)
+    np.testing.assert_allclose(program(x), expected.astype(np.float32), rtol=1e-6)
+    names = _staged_names(program, x)
+    assert "select_n" not in names and "gt" not in names, names
+    g = jax.grad(lambda v: program.entry(v).sum())(x)
+    np.testing.assert_allclose(g, 2 * x / 3 if picked == "sum" else np.zeros_like(x), rtol=1e-6)
+
+
+def test_select_on_an_argument_stays_a_select():
+    # x > -inf is true for every number but not for NaN: a predicate that reads an argument
+    # is not decided (the NaN the ranges leave aside would change the value)
+    program = shlo2jax.load("""func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %lo = stablehlo.constant dense<0xFF800000> : tensor<3xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<3xf32>
+  %p = stablehlo.compare GE, %x, %lo : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xi1>
+  %r = stablehlo.select %p, %x, %zero : tensor<3xi1>, tensor<3xf32>
+  return %r : tensor<3xf32>
+}""")
+    x = np.array([np.nan, -np.inf, 2.0], np.float32)
+    np.testing.assert_array_equal(program(x), np.array([0.0, -np.inf, 2.0], np.float32))
+    assert "select_n" in _staged_names(program, x)
