@@ -264,15 +264,19 @@ def _live(ops: list, region: Region) -> list:
     composed broadcasts) is not traced, differentiated and transposed for nothing. Observed
     translations (shlo2jax.probe) keep every op."""
     read = set(region.outputs)
+    update = read.update
     kept = []
+    keep = kept.append
     for op in reversed(ops):
-        if (len(op.results) == 1 and op.results[0] not in read
+        results = op.results
+        if (len(results) == 1 and results[0] not in read
                 and getattr(op.handler, "replayable", None) is not None):
             continue
-        kept.append(op)
-        read.update(op.operands)
-        for inner in op.regions:
-            read.update(inner.captures)
+        keep(op)
+        update(op.operands)
+        if op.regions:
+            for inner in op.regions:
+                update(inner.captures)
     kept.reverse()
     return kept
 
