@@ -83,22 +83,21 @@ def finite_derivative(op, producer, translator) -> bool:
     if x is None:
         return False
     kind = op.name.split(".", 1)[1]
-    with np.errstate(all="ignore"):
-        if kind == "exponential":  # d = exp(x)
-            return finite(_bounded((_exp(x[0]), _exp(x[1])), dtype))
-        if not x[0] > 0:
-            return False
-        reciprocal = _bounded(_div((1.0, 1.0), x), dtype)  # 1 / x
-        if kind == "log":  # d = 1 / x, d' = -1 / x^2
-            return finite(_bounded(_mul(reciprocal, reciprocal), dtype))
-        root = _bounded((math.sqrt(x[0]), math.sqrt(x[1])), dtype)
-        if kind == "sqrt":  # d = 0.5 / sqrt(x), d' = -0.25 / sqrt(x)^3
-            inverse = _bounded(_div((1.0, 1.0), root), dtype)
-            return finite(_bounded(_mul(_mul(inverse, inverse), inverse), dtype))
-        if kind == "rsqrt":  # d = -0.5 rsqrt(x) / x, d' = 0.75 rsqrt(x) / x^2
-            d = _bounded(_mul(_div((1.0, 1.0), root), reciprocal), dtype)
-            return (finite(_bounded(_mul(d, reciprocal), dtype))
-                    and finite(_bounded(_mul(reciprocal, reciprocal), dtype)))
+    if kind == "exponential":  # d = exp(x)
+        return finite(_bounded((_exp(x[0]), _exp(x[1])), dtype))
+    if not x[0] > 0:
+        return False
+    reciprocal = _bounded(_div((1.0, 1.0), x), dtype)  # 1 / x
+    if kind == "log":  # d = 1 / x, d' = -1 / x^2
+        return finite(_bounded(_mul(reciprocal, reciprocal), dtype))
+    root = _bounded((math.sqrt(x[0]), math.sqrt(x[1])), dtype)
+    if kind == "sqrt":  # d = 0.5 / sqrt(x), d' = -0.25 / sqrt(x)^3
+        inverse = _bounded(_div((1.0, 1.0), root), dtype)
+        return finite(_bounded(_mul(_mul(inverse, inverse), inverse), dtype))
+    if kind == "rsqrt":  # d = -0.5 rsqrt(x) / x, d' = 0.75 rsqrt(x) / x^2
+        d = _bounded(_mul(_div((1.0, 1.0), root), reciprocal), dtype)
+        return (finite(_bounded(_mul(d, reciprocal), dtype))
+                and finite(_bounded(_mul(reciprocal, reciprocal), dtype)))
     return False
 
 
@@ -109,8 +108,8 @@ def value_range(vid, producer, translator) -> Range:
     analysis = _analysis(translator)
     try:
         if region is None:  # (a bare producer function: no memo across queries)
-            return _Query(analysis, _Scope(analysis, None, producer)).range(vid, 0)
-        return analysis.range(region, vid)
+            return _Scope(analysis, None, producer).range(vid, 0)
+        return analysis.scope(region, producer).range(vid, 0)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None  # (an op whose attributes these rules misread: unknown, guards stay)
 
@@ -155,46 +154,58 @@ class _Analysis:
         # reached again meanwhile is unknown)
         self.arguments_active, self.results_active = set(), set()
 
-    def scope(self, region) -> "_Scope":
+    def scope(self, region, producer=None) -> "_Scope":
+        """The region's scope; `producer`, where given, is the region's own value id ->
+        producer map (a planned view's: translate._Producers), used rather than a copy."""
         last = self._last
         if last is not None and last.region is region:
             return last
         scope = self.scopes.get(id(region))
         if scope is None or scope.region is not region:
-            scope = self.scopes[id(region)] = _Scope(self, region, None)
+            scope = self.scopes[id(region)] = _Scope(self, region, producer)
         self._last = scope  # (a region's ops are planned one after another)
         return scope
 
     def range(self, region, vid) -> Range:
-        return _Query(self, self.scope(region)).range(vid, 0)
+        return self.scope(region).range(vid, 0)
 
     def _scan(self):
-        """Which private functions are used only by func.call, and their calls."""
+        """Which private functions are used only by func.call, and their calls (a walk
+        over every op of the module: made once, where a private function's argument is
+        first asked for)."""
         functions = self.module.functions
         sites = {name: [] for name, f in functions.items() if not f.public}
-        self._bodies = {id(f.body): name for name, f in functions.items()}
         pending = [f.body for f in functions.values()]
         while pending:
             region = pending.pop()
             for op in region.ops:
-                pending.extend(op.regions)
-                callee = op.attrs.get("callee") if op.name == "func.call" else None
+                if op.regions:
+                    pending.extend(op.regions)
+                attrs = op.attrs
+                if not attrs:
+                    continue
+                callee = attrs.get("callee") if op.name == "func.call" else None
                 if callee is not None and sites.get(callee) is not None:
                     sites[callee].append((region, op))
                     continue
-                for value in op.attrs.values():  # a symbol named otherwise: escapes
+                for value in attrs.values():  # a symbol named otherwise: escapes
                     if type(value) is str and value in sites:
                         sites[value] = None
         self._sites = sites
 
     def argument_range(self, region, vid) -> Range:
-        """A function argument's range: the union over its calls' operands."""
+        """A block argument's range: a public function's is any value (NaN aside), a
+        private function's the union over its calls' operands, any other unknown."""
+        if self._bodies is None:
+            self._bodies = {id(f.body): name for name, f in self.module.functions.items()}
+        name = self._bodies.get(id(region))
+        if name is None:
+            return None  # (a nested region's: a loop's carry, a reduction's operands)
+        if self.module.functions[name].public:
+            return (-_INF, _INF)
         if self._sites is None:
             self._scan()
-        name = self._bodies.get(id(region))
-        if name is not None and name not in self._sites:
-            return (-_INF, _INF)  # (a public function's: any value, NaN aside)
-        sites = self._sites.get(name) if name is not None else None
+        sites = self._sites[name]
         if not sites:
             return None
         if name in self.arguments_active:
@@ -225,59 +236,51 @@ class _Analysis:
             self.results_active.discard(fdef.name)
 
 
+_MISSING = object()
+
+
 class _Scope:
-    """One region: its producers and the ranges found so far."""
+    """One region: its producers and the ranges found so far. A walk back from a value
+    keeps what it finds for the region, a walk cut short (depth, a call reached again)
+    included: unknown at the cut is sound, only less precise, and each value is then walked
+    once per region."""
+    __slots__ = ("analysis", "region", "producer", "known")
 
     def __init__(self, analysis, region, producer):
-        self.region = region
+        # (a proxy: the analysis holds its scopes, and a cycle would keep a dropped
+        # program's module alive until the cyclic collector's next full pass)
+        self.analysis, self.region = weakref.proxy(analysis), region
         if producer is None:
-            producers = {op.results[0]: op for op in region.ops if len(op.results) == 1}
-            producer = producers.get
+            producer = {op.results[0]: op for op in region.ops if len(op.results) == 1}.get
         self.producer = producer
         self.known = {}  # vid -> Range, found without the depth bound
 
-
-class _Query:
-    """One walk back from a value. What it finds is kept for the region, a walk cut short
-    (depth, a call reached again) included: unknown at the cut is sound, only less precise,
-    and each value is then walked once per region."""
-
-    def __init__(self, analysis, scope):
-        self.analysis, self.scope = analysis, scope
-
     def range(self, vid, depth) -> Range:
-        known = self.scope.known
-        if vid in known:
-            return known[vid]
-        op = self.scope.producer(vid)
+        # (the hot path of the analysis: one memo lookup per operand reached, and per value
+        # one rule; its rules call this directly)
+        known = self.known
+        found = known.get(vid, _MISSING)
+        if found is not _MISSING:
+            return found
+        op = self.producer(vid)
         if op is None:
-            region = self.scope.region
+            region = self.region
             if region is None or vid not in region.args:
                 return None
             found = self.analysis.argument_range(region, vid)
         elif depth >= _DEPTH:
             return None  # (not kept: a later walk from nearer may find it)
         else:
-            found = _bounded(self._rule(op, depth + 1), op.result_types[0].dtype)
+            dtype = op.result_types[0].dtype  # (a token's or tuple's: AttributeError)
+            kind = _KINDS.get(dtype) or _kind(dtype)
+            rule = _RULES.get(op.name) if kind[0] is not None else None
+            found = None
+            if rule is not None:
+                found = rule(self, op, depth + 1)
+                if found is not None:
+                    found = _fit(found, kind)
         known[vid] = found
         return found
-
-    def _rule(self, op, depth) -> Range:
-        name = op.name
-        dtype = getattr(op.result_types[0], "dtype", None)
-        if dtype is None or _kind(dtype)[0] is None:
-            return None
-        if name in _CONSTANT:
-            return None if self.analysis.lifted else _constant_range(op.params)
-        if name == "func.call":
-            return self.analysis.call_range(op)
-        rule = _RULES.get(name)
-        if rule is None:
-            return None
-        return rule(self, op, depth)
-
-    def of(self, op, depth, i=0) -> Range:
-        return self.range(op.operands[i], depth)
 
 
 _KINDS: dict = {}  # dtype -> ("bool" | "int" | "float" | None, its limits)
@@ -303,16 +306,23 @@ def _kind(dtype) -> tuple:
 
 def _bounded(r: Range, dtype) -> Range:
     """r widened to what the element type `dtype` can hold after rounding."""
+    return _fit(r, _kind(dtype))
+
+
+def _fit(r: Range, kind: tuple) -> Range:
+    """r widened to what an element type of `kind` (_kind's) can hold after rounding."""
     if r is None:
         return None
     lo, hi = r
     if math.isnan(lo) or math.isnan(hi):
         return None
-    kind, limits = _kind(dtype)
+    kind, limits = kind
     if kind == "bool":
         return (max(lo, 0.0), min(hi, 1.0))
     if kind == "int":
         return (lo, hi) if limits[0] <= lo and hi <= limits[1] else None  # (wraps: unknown)
+    if kind is None:
+        return None
     slack, biggest, tiny = limits
     if -_INF < lo < _INF:
         lo = lo - abs(lo) * slack
@@ -346,8 +356,9 @@ def _union(a: Range, b: Range) -> Range:
 
 
 def _checked(*bounds) -> Range:
-    if any(math.isnan(b) for b in bounds):
-        return None
+    for b in bounds:
+        if b != b:  # (NaN)
+            return None
     return (min(bounds), max(bounds))
 
 
@@ -357,9 +368,7 @@ def _mul(a: Range, b: Range) -> Range:
     if _holds_zero(a) and math.isinf(max(-b[0], b[1])) or \
             _holds_zero(b) and math.isinf(max(-a[0], a[1])):
         return None  # (0 * inf)
-    with np.errstate(all="ignore"):
-        products = [float(np.float64(x) * np.float64(y)) for x in a for y in b]
-    return _checked(*products)
+    return _checked(*[x * y for x in a for y in b])
 
 
 def _holds_zero(r) -> bool:
@@ -369,9 +378,7 @@ def _holds_zero(r) -> bool:
 def _div(a: Range, b: Range) -> Range:
     if a is None or not away_from_zero(b):
         return None
-    with np.errstate(all="ignore"):
-        quotients = [float(np.float64(x) / np.float64(y)) for x in a for y in b]
-    return _checked(*quotients)
+    return _checked(*[x / y for x in a for y in b])  # (b's bounds are nonzero)
 
 
 def _add(a: Range, b: Range) -> Range:
@@ -391,12 +398,11 @@ def _neg(a: Range) -> Range:
 def _monotone(fn, lo_ok=-_INF):
     """A rule for an increasing function defined on [lo_ok, inf]: unknown where the operand
     may lie outside."""
-    def rule(query, op, depth):
-        r = query.of(op, depth)
+    def rule(scope, op, depth):
+        r = scope.range(op.operands[0], depth)
         if r is None or r[0] < lo_ok:
             return None
-        with np.errstate(all="ignore"):
-            return _checked(fn(r[0]), fn(r[1]))
+        return _checked(fn(r[0]), fn(r[1]))
     return rule
 
 
@@ -412,43 +418,42 @@ def _logistic(v):
     return 0.0 if v == -_INF else (1.0 if v == _INF else 1 / (1 + _exp(-v)))
 
 
-def _rsqrt(query, op, depth):
-    r = query.of(op, depth)
+def _rsqrt(scope, op, depth):
+    r = scope.range(op.operands[0], depth)
     if r is None or not r[0] > 0:  # (rsqrt(-0) is -inf)
         return None
     return (1 / math.sqrt(r[1]) if r[1] < _INF else 0.0, 1 / math.sqrt(r[0]))
 
 
 def _binary(fn):
-    def rule(query, op, depth):
-        a = query.of(op, depth, 0)
-        return None if a is None else fn(a, query.of(op, depth, 1))
+    def rule(scope, op, depth):
+        a = scope.range(op.operands[0], depth)
+        return None if a is None else fn(a, scope.range(op.operands[1], depth))
     return rule
 
 
-def _multiply(query, op, depth):
-    a = query.of(op, depth, 0)
+def _multiply(scope, op, depth):
+    a = scope.range(op.operands[0], depth)
     if op.operands[0] == op.operands[1]:  # a square: >= 0
         if a is None:
             return (0.0, _INF)
-        with np.errstate(all="ignore"):
-            squares = (a[0] * a[0], a[1] * a[1])
+        squares = (a[0] * a[0], a[1] * a[1])
         return (0.0 if a[0] <= 0 <= a[1] else min(squares), max(squares))
-    return None if a is None else _mul(a, query.of(op, depth, 1))
+    return None if a is None else _mul(a, scope.range(op.operands[1], depth))
 
 
-def _divide(query, op, depth):
+def _divide(scope, op, depth):
     if T.is_integer(op.result_types[0].dtype):
         return None  # (XLA's x / 0 and truncation: not followed)
-    a = query.of(op, depth, 0)
-    return None if a is None else _div(a, query.of(op, depth, 1))
+    a = scope.range(op.operands[0], depth)
+    return None if a is None else _div(a, scope.range(op.operands[1], depth))
 
 
-def _subtract(query, op, depth):
+def _subtract(scope, op, depth):
     # (no relational rule: a softmax's shift x - max(x) is NaN on a row all -inf, a fully
     # masked attention row, which the producer's program then selects away)
-    a = query.of(op, depth, 0)
-    return None if a is None else _add(a, _neg(query.of(op, depth, 1)))
+    a = scope.range(op.operands[0], depth)
+    return None if a is None else _add(a, _neg(scope.range(op.operands[1], depth)))
 
 
 def _body_op(reduce_op):
@@ -462,49 +467,48 @@ def _body_op(reduce_op):
     return inner.name
 
 
-def _reduce(query, op, depth):
+def _reduce(scope, op, depth):
     if len(op.operands) != 2:
         return None
     body = _body_op(op)
-    x, init = query.of(op, depth, 0), query.of(op, depth, 1)
+    x, init = scope.range(op.operands[0], depth), scope.range(op.operands[1], depth)
     if x is None or init is None:
         return None
     if body in _MAXIMUM or body in _MINIMUM:  # (each result is the init or an element)
         return _union(x, init)
     dtype = op.result_types[0].dtype
     if body in _ADD and T.is_float(dtype):
-        n = _reduced_count(query, op)
+        n = _reduced_count(scope, op)
         if n is None:
             return None
         # n terms in [lo, hi] sum to within [n lo, n hi], give or take n roundings
         slack = 1 + 2 * n * float(ml_dtypes.finfo(dtype).eps)
-        with np.errstate(all="ignore"):
-            low, high = (x[0] * n, x[1] * n) if n else (0.0, 0.0)
-            low = low * slack if low < 0 else low / slack
-            high = high * slack if high > 0 else high / slack
+        low, high = (x[0] * n, x[1] * n) if n else (0.0, 0.0)
+        low = low * slack if low < 0 else low / slack
+        high = high * slack if high > 0 else high / slack
         return _add(init, (low, high))
     return None
 
 
-def _reduced_count(query, op):
+def _reduced_count(scope, op):
     """How many elements each result element of a reduce sums."""
     dims = ints(op.attrs["dimensions"])
-    operand = query.scope.producer(op.operands[0])
+    operand = scope.producer(op.operands[0])
     shape = None
     if operand is not None:
         shape = operand.result_types[0].shape
-    elif query.scope.region is not None and op.operands[0] in query.scope.region.args:
-        region = query.scope.region
+    elif scope.region is not None and op.operands[0] in scope.region.args:
+        region = scope.region
         shape = region.arg_types[region.args.index(op.operands[0])].shape
     if shape is None or None in shape:
         return None
     return math.prod(shape[d] for d in dims)
 
 
-def _convert(query, op, depth):
-    r = query.of(op, depth)
+def _convert(scope, op, depth):
+    r = scope.range(op.operands[0], depth)
     out = op.result_types[0].dtype
-    dtype = _operand_dtype(query, op)
+    dtype = _operand_dtype(scope, op)
     exact = dtype is not None and (T.is_integer(dtype) or dtype == np.bool_)
     if r is None and exact:  # an integer's range is its type's
         info = ml_dtypes.iinfo(dtype) if dtype != np.bool_ else None
@@ -516,42 +520,42 @@ def _convert(query, op, depth):
     return None  # (float -> int: XLA's own saturation, not followed)
 
 
-def _operand_dtype(query, op):
-    source = query.scope.producer(op.operands[0])
+def _operand_dtype(scope, op):
+    source = scope.producer(op.operands[0])
     if source is not None:
         return getattr(source.result_types[0], "dtype", None)
-    region = query.scope.region
+    region = scope.region
     if region is not None and op.operands[0] in region.args:
         return getattr(region.arg_types[region.args.index(op.operands[0])], "dtype", None)
     return None
 
 
-def _same(query, op, depth):
-    return query.of(op, depth)
+def _same(scope, op, depth):
+    return scope.range(op.operands[0], depth)
 
 
-def _union_all(query, op, depth):
-    found = query.of(op, depth, 0)
+def _union_all(scope, op, depth):
+    found = scope.range(op.operands[0], depth)
     for i in range(1, len(op.operands)):
-        found = _union(found, query.of(op, depth, i))
+        found = _union(found, scope.range(op.operands[i], depth))
     return found
 
 
-def _pad(query, op, depth):
-    return _union(query.of(op, depth, 0), query.of(op, depth, 1))
+def _pad(scope, op, depth):
+    return _union(scope.range(op.operands[0], depth), scope.range(op.operands[1], depth))
 
 
-def _select(query, op, depth):
-    pred = query.of(op, depth, 0)
+def _select(scope, op, depth):
+    pred = scope.range(op.operands[0], depth)
     if pred is not None and pred[0] >= 1:
-        return query.of(op, depth, 1)
+        return scope.range(op.operands[1], depth)
     if pred is not None and pred[1] <= 0:
-        return query.of(op, depth, 2)
-    return _union(query.of(op, depth, 1), query.of(op, depth, 2))
+        return scope.range(op.operands[2], depth)
+    return _union(scope.range(op.operands[1], depth), scope.range(op.operands[2], depth))
 
 
-def _compare(query, op, depth):
-    a, b = query.of(op, depth, 0), query.of(op, depth, 1)
+def _compare(scope, op, depth):
+    a, b = scope.range(op.operands[0], depth), scope.range(op.operands[1], depth)
     if a is None or b is None:
         return (0.0, 1.0)
     direction = enum_value(op.attrs.get("comparison_direction"))
@@ -569,22 +573,22 @@ def _compare(query, op, depth):
     return (0.0, 1.0)
 
 
-def _abs(query, op, depth):
-    r = query.of(op, depth)
+def _abs(scope, op, depth):
+    r = scope.range(op.operands[0], depth)
     if r is None or T.is_integer(op.result_types[0].dtype):
         return None
     return (0.0 if r[0] <= 0 <= r[1] else min(abs(r[0]), abs(r[1])), max(abs(r[0]), abs(r[1])))
 
 
 def _extreme(pick):
-    def rule(query, op, depth):
-        a, b = query.of(op, depth, 0), query.of(op, depth, 1)
+    def rule(scope, op, depth):
+        a, b = scope.range(op.operands[0], depth), scope.range(op.operands[1], depth)
         return None if a is None or b is None else (pick(a[0], b[0]), pick(a[1], b[1]))
     return rule
 
 
-def _clamp(query, op, depth):
-    lo, x, hi = (query.of(op, depth, i) for i in range(3))
+def _clamp(scope, op, depth):
+    lo, x, hi = (scope.range(op.operands[i], depth) for i in range(3))
     if lo is None or x is None or hi is None:
         return None
     low = min(max(x[0], lo[0]), hi[0])
@@ -593,8 +597,8 @@ def _clamp(query, op, depth):
 
 
 def _bounded_by(lo, hi, finite_operand=False):
-    def rule(query, op, depth):
-        r = query.of(op, depth)
+    def rule(scope, op, depth):
+        r = scope.range(op.operands[0], depth)
         if r is None or finite_operand and not finite(r):
             return None  # (sin(inf) is NaN)
         return (lo, hi)
@@ -607,7 +611,18 @@ _MINIMUM = _names("minimum")
 _ADD = _names("add")
 _REDUCE = _names("reduce")
 
+def _constant(scope, op, depth):
+    # (constants lifted into parameters hold the call's values, not the module's)
+    return None if scope.analysis.lifted else _constant_range(op.params)
+
+
+def _call(scope, op, depth):
+    return scope.analysis.call_range(op)
+
+
 _RULES = {
+    **{name: _constant for name in _CONSTANT},
+    "func.call": _call,
     **{name: _same for name in _SAME},
     **{name: _union_all for name in _names("concatenate")},
     **{name: _pad for name in _names("pad")},
@@ -616,7 +631,7 @@ _RULES = {
     **{name: _compare for name in _names("compare")},
     **{name: _binary(_add) for name in _ADD},
     **{name: _subtract for name in _names("subtract")},
-    **{name: lambda q, op, d: _neg(q.of(op, d)) for name in _names("negate")},
+    **{name: lambda s, op, d: _neg(s.range(op.operands[0], d)) for name in _names("negate")},
     **{name: _multiply for name in _names("multiply")},
     **{name: _divide for name in _names("divide")},
     **{name: _abs for name in _names("abs")},
