@@ -314,27 +314,27 @@ def _fit(r: Range, kind: tuple) -> Range:
     if r is None:
         return None
     lo, hi = r
-    if math.isnan(lo) or math.isnan(hi):
+    if lo != lo or hi != hi:  # (NaN)
         return None
     kind, limits = kind
+    if kind == "float":
+        slack, biggest, tiny = limits
+        if -_INF < lo < _INF:
+            lo = lo - abs(lo) * slack
+        if -_INF < hi < _INF:
+            hi = hi + abs(hi) * slack
+        lo = -_INF if lo < -biggest else (_INF if lo > biggest else lo)
+        hi = _INF if hi > biggest else (-_INF if hi < -biggest else hi)
+        if 0 < lo < tiny:
+            lo = 0.0
+        if -tiny < hi < 0:
+            hi = 0.0
+        return (lo, hi)
     if kind == "bool":
         return (max(lo, 0.0), min(hi, 1.0))
     if kind == "int":
         return (lo, hi) if limits[0] <= lo and hi <= limits[1] else None  # (wraps: unknown)
-    if kind is None:
-        return None
-    slack, biggest, tiny = limits
-    if -_INF < lo < _INF:
-        lo = lo - abs(lo) * slack
-    if -_INF < hi < _INF:
-        hi = hi + abs(hi) * slack
-    lo = -_INF if lo < -biggest else (_INF if lo > biggest else lo)
-    hi = _INF if hi > biggest else (-_INF if hi < -biggest else hi)
-    if 0 < lo < tiny:
-        lo = 0.0
-    if -tiny < hi < 0:
-        hi = 0.0
-    return (lo, hi)
+    return None
 
 
 def _constant_range(value) -> Range:
