@@ -310,6 +310,51 @@ def _inline(inline: bool) -> dict:
     return {"inline": inline} if "inline" in _params(mlir.register_lowering) else {}
 
 
+# A primitive's direct linearization (`ad.primitive_linearizations`, what reverse mode uses
+# where `jax_use_direct_linearize` is on: the default from 0.7, off in 0.6, where the rules
+# are registered but only the JVP runs) is called by `LinearizeTrace.process_primitive` as
+# `rule(is_vjp, nonzeros, *primals, **params)` (jax >= 0.9) or `rule(nonzeros, *primals,
+# **params)` (0.6-0.8); both return `(primal_out, out_nonzero, residuals, linearized)` and
+# call `linearized(residuals, *tangents)` under the tangent trace. Which one is read from the
+# positional parameters of jax's own fallback rule (`fallback_linearize_rule(prim, [is_vjp,]
+# nonzeros, *primals)`), which `process_primitive` calls the same way; with neither (a jax
+# that moved them) nothing is registered and the JVPs run.
+def _linearize_convention():
+    table = getattr(ad, "primitive_linearizations", None)
+    fallback = getattr(ad, "fallback_linearize_rule", None)
+    if not isinstance(table, dict) or fallback is None:
+        return None
+    positional = [p for p in inspect.signature(fallback).parameters.values()
+                  if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    return {3: "is_vjp", 2: "nonzeros"}.get(len(positional))
+
+
+_LINEARIZE = _linearize_convention()
+
+
+def _linearize_point() -> str:
+    if _LINEARIZE is None:
+        raise AttributeError("no ad.primitive_linearizations convention known: JVPs run")
+    return {"is_vjp": "rule(is_vjp, nonzeros, *primals) (>= 0.9)",
+            "nonzeros": "rule(nonzeros, *primals) (<= 0.8)"}[_LINEARIZE]
+
+
+_point("linearization rules")(_linearize_point)
+
+
+def register_linearization(prim, rule) -> None:
+    """Registers `rule(nonzeros, *primals, **params) -> (primal_out, out_nonzero, residuals,
+    linearized)` as `prim`'s direct linearization: jax's reverse mode calls it with the
+    primals under the primal trace, then `linearized(residuals, *tangents)` under the tangent
+    trace (a tangent whose flag in `nonzeros` is False arrives as `ad.Zero`), where without it
+    jax traces `prim`'s JVP into a jaxpr and partially evaluates it at every equation."""
+    if _LINEARIZE == "is_vjp":
+        ad.primitive_linearizations[prim] = (
+            lambda is_vjp, nonzeros, *primals, **params: rule(nonzeros, *primals, **params))
+    elif _LINEARIZE == "nonzeros":
+        ad.primitive_linearizations[prim] = rule
+
+
 def lower_jaxpr(ctx, jaxpr, consts, *args):
     """Lowers `jaxpr` (with its constants' IR values) at the insertion point of a lowering
     rule's context `ctx`: the outputs' IR values."""

@@ -1,6 +1,9 @@
 """shlo2jax.gradients.dot_general: lax.dot_general's value, with the rhs cotangent computed
 as lhs contracted with the cotangent (what makes a dense layer's weight gradient cheap on CPU)."""
 
+import contextlib
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -507,3 +510,131 @@ def test_products_finite_by_range_batch():
     np.testing.assert_array_equal(
         jax.vmap(jax.hessian(lambda x: jnp.sum(sig(x))))(x),
         jax.vmap(jax.hessian(lambda x: jnp.sum(sig_guarded(x, one))))(x))
+
+
+# ------------------------------------------------------------------ direct linearizations
+
+def _linearized_cases():
+    """name -> f(x, y): each of shlo2jax's primitives with a linearization rule, on values
+    with zeros, infinities, NaN and negatives (the strong-zero guards' cases)."""
+    from shlo2jax.gradients import strong_zero_ops
+    sz = strong_zero_ops()
+    dims = (((1,), (0,)), ((), ()))
+    return {
+        "mul": sz.mul, "div": sz.div, "atan2": sz.atan2, "pow": sz.pow,
+        "exp": lambda x, y: sz.exp(x) * y, "expm1": lambda x, y: sz.expm1(x) * y,
+        "log": lambda x, y: sz.log(x) * y, "log1p": lambda x, y: sz.log1p(x) * y,
+        "sqrt": lambda x, y: sz.sqrt(x) * y, "rsqrt": lambda x, y: sz.rsqrt(x) * y,
+        "cbrt": lambda x, y: sz.cbrt(x) * y, "tan": lambda x, y: sz.tan(x) * y,
+        "square": lambda x, y: sz.mul(x, x) * y,
+        "sz_mul": sz.sz_mul, "sz_div": sz.sz_div,
+        "mul_finite_x": lambda x, y: sz.mul_finite(x, y, (True, False)),
+        "mul_finite_y": lambda x, y: sz.mul_finite(x, y, (False, True)),
+        "div_finite_reciprocal": lambda x, y: sz.div_finite(x, y, (True, False)),
+        "div_finite_quotient": lambda x, y: sz.div_finite(x, y, (False, True)),
+        "dot_general": lambda x, y: dot_general(
+            jnp.reshape(x, (2, 4)), jnp.reshape(y, (4, 2)), dims).reshape(4) * x[:4],
+    }
+
+
+_LIN_X = np.asarray([0.0, 1.5, -2.0, np.inf, 0.25, 3.0, np.nan, -0.0], np.float32)
+_LIN_Y = np.asarray([2.0, 0.0, 0.5, 1.0, -np.inf, 4.0, 1.0, 3.0], np.float32)
+_LIN_CT = np.asarray([1.0, 0.0, -2.0, 0.0, 1.0, 0.5, 0.0, 1.0], np.float32)
+
+
+def _derivatives(f):
+    """Reverse mode of f at _LIN_X, _LIN_Y: the cotangents with both, with each operand
+    alone (a rule with one zero tangent) and the gradient of a gradient (the tangent
+    products' own rules), as numpy arrays."""
+    x, y, ct = map(jnp.asarray, (_LIN_X, _LIN_Y, _LIN_CT))
+    n = f(x, y).shape[0]
+    ct = ct[:n]
+
+    def loss(x, y):
+        return jnp.sum(f(x, y) * ct)
+    first = jax.grad(loss, argnums=(0, 1))(x, y)
+    alone = jax.grad(loss, argnums=0)(x, y), jax.grad(loss, argnums=1)(x, y)
+    weights = jnp.arange(8.0, dtype=jnp.float32) - 3.0
+    second = jax.grad(lambda x, y: jnp.sum(jax.grad(loss)(x, y) * weights),
+                      argnums=(0, 1))(x, y)
+    return [np.asarray(a) for a in (*first, *alone, *second)]
+
+
+@contextlib.contextmanager
+def _direct_linearize(on: bool):
+    """jax's reverse mode with direct linearization (the rules; the default from jax 0.7) or
+    through JVPs (partial evaluation of the JVP rules, no linearization rules)."""
+    before = jax.config.jax_use_direct_linearize
+    jax.config.update("jax_use_direct_linearize", on)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_use_direct_linearize", before)
+
+
+@pytest.fixture
+def jvp_path():
+    with _direct_linearize(True):  # (what the tests compare with it, on every jax)
+        yield functools.partial(_direct_linearize, False)
+
+
+@pytest.mark.parametrize("name", sorted(_linearized_cases()))
+def test_linearizations_give_the_jvps_gradients(name, jvp_path):
+    """Each rule's reverse mode, first and second order, is the JVP path's bit for bit (NaN
+    where it is NaN): a rule that routed a residual to the wrong tangent, or computed a
+    tangent other than its JVP's, fails here."""
+    f = _linearized_cases()[name]
+    got = _derivatives(f)
+    with jvp_path():
+        want = _derivatives(f)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("name", sorted(_linearized_cases()))
+def test_linearizations_stage_the_jvps_equations(name, monkeypatch):
+    """The gradient's jaxpr with a rule is the one jax builds from the JVP without it (the
+    same primitives in the same order, so transposes and higher orders are unchanged), and
+    no equation of shlo2jax's primitives goes through jax's fallback (the per-equation
+    tracing of its JVP that the rules save)."""
+    from shlo2jax.compat import ad
+    f = _linearized_cases()[name]
+    x, y = jnp.asarray(_LIN_X), jnp.asarray(_LIN_Y)
+
+    def staged():
+        grad = jax.grad(lambda x, y: jnp.sum(f(x, y)), argnums=(0, 1))
+        return str(jax.make_jaxpr(grad)(x, y))
+
+    fallback = ad.fallback_linearize_rule
+    through_fallback = []
+
+    def spy(prim, *args, **params):
+        through_fallback.append(prim.name)
+        return fallback(prim, *args, **params)
+    monkeypatch.setattr(ad, "fallback_linearize_rule", spy)
+    with _direct_linearize(True):  # (jax 0.6's default is off)
+        with_rules = staged()
+        ours = [p for p in ad.primitive_linearizations if _shlo2jax_primitive(p.name)]
+        assert ours and not [n for n in through_fallback if _shlo2jax_primitive(n)]
+        for prim in ours:
+            monkeypatch.delitem(ad.primitive_linearizations, prim)
+        assert staged() == with_rules
+    assert any(_shlo2jax_primitive(n) for n in through_fallback)
+
+
+def _shlo2jax_primitive(name: str) -> bool:
+    return "strong_zero" in name or name == "dot_general_lhs_contracted"
+
+
+def test_linearizations_batch(jvp_path):
+    """vmap of the gradient through the rules equals the JVP path's."""
+    f = _linearized_cases()["rsqrt"]
+    ys = jnp.stack([jnp.asarray(_LIN_Y), 2 * jnp.asarray(_LIN_Y)])
+
+    def batched():
+        return jax.vmap(jax.grad(lambda x, y: jnp.sum(f(x, y))), in_axes=(None, 0))(
+            jnp.asarray(_LIN_X), ys)
+    got = batched()
+    with jvp_path():
+        np.testing.assert_array_equal(got, batched())
