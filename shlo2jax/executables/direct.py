@@ -47,7 +47,7 @@ from shlo2jax import types as T
 from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
                              stable_custom_call_targets)
 from shlo2jax.errors import Shlo2JaxError
-from shlo2jax.executables.islands import Island, Islands, Outline, references
+from shlo2jax.executables.islands import Islands, Outline, references
 from shlo2jax.executables.islands import outline as outline_islands
 from shlo2jax.module import format_location
 
@@ -174,7 +174,7 @@ class DirectScan:
     def decoded_islands(self, program) -> Optional[Islands]:
         """The islands of `program` decoded (once: its functions share them); None where none."""
         if self.island_outline is not None and self._decoded is None:
-            names = frozenset(island.op for island in self.islands)
+            names = frozenset(self.island_outline.ops)
             # the program's context while it holds its module (a new one costs ~6 ms)
             context = None if program.released_mlir_module else program.mlir_module.context
             self._decoded = Islands(self.island_outline,
@@ -188,7 +188,8 @@ class DirectScan:
         islands."""
         if self.kernel_outline is None:
             return None
-        names = frozenset(island.op for island in self.islands)  # (their kernels are theirs)
+        # (the islands' kernels are theirs)
+        names = frozenset(self.island_outline.ops if self.island_outline is not None else ())
         return Islands(self.kernel_outline, lambda module: _Classifier().find(module, names)[1],
                        program.source_name, program.options)
 
@@ -416,9 +417,8 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
         return DirectScan(blocker, targets)
 
     def outlined(pairs):
-        ops = [op for op, _ in pairs]
-        return outline_islands(ops, [Island(op.name, format_location(op.location, source_name),
-                                            why) for op, why in pairs], mlir_module)
+        return outline_islands([op for op, _ in pairs], [why for _, why in pairs], mlir_module,
+                               source_name)
 
     islands = [pair for f in kept for pair in f.islands]
     kernels = [pair for f in kept for pair in f.kernels]

@@ -16,7 +16,8 @@ At load, `outline` copies the first op of each distinct island into a small modu
 (one public function per island, and the functions the islands refer to: a composite's
 decomposition, a custom call's called computations); `Islands` decodes it. At each lowering,
 `Islands.lower_into` finds the islands again in the module being lowered (the same walk finds
-them in the same order) and replaces each by its call.
+them in the same order) and replaces each by its call. The islands' locations are formatted
+when first read (`Outline.records`), not at load.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from jaxlib.mlir.dialects import func as func_dialect
 from shlo2jax import compat, decoding
 from shlo2jax.compat import attribute_items
 from shlo2jax.errors import Shlo2JaxError
+from shlo2jax.module import format_location
 from shlo2jax.outline import write_bytecode
 from shlo2jax.translate import Translator, gc_paused
 
@@ -130,18 +132,47 @@ def _referenced_functions(operations, symbol_table) -> list:
     return seen
 
 
-class Outline(NamedTuple):
+class Outline:
     """Ops of a module copied into a module of their own (`outline`)."""
-    records: tuple  # an `Island` per op, in walk order
-    bytecode: bytes  # one public function `<prefix><slot>` per distinct op, and the functions
-    # they refer to
-    slots: tuple  # for each op, the slot of its function
-    prefix: str  # `shlo2jax_island_`, unless a function they refer to is named so
+    __slots__ = ("ops", "bytecode", "slots", "prefix", "_whys", "_source_name", "_records")
+
+    def __init__(self, ops: tuple, whys: tuple, bytecode: bytes, slots: tuple, prefix: str,
+                 source_name: str):
+        self.ops = ops  # each op's name, in walk order
+        # one public function `<prefix><slot>` per distinct op, the functions they refer to,
+        # and the ops' locations (`records`)
+        self.bytecode = bytecode
+        self.slots = slots  # for each op, the slot of its function
+        self.prefix = prefix  # `shlo2jax_island_`, unless a function they refer to is named so
+        self._whys, self._source_name, self._records = whys, source_name, None
+
+    @property
+    def carrier(self) -> str:
+        """The private function of the module whose arguments are located where the ops are."""
+        return f"{self.prefix}locations"
+
+    @property
+    def records(self) -> tuple:
+        """An `Island` per op, in walk order. Their locations are formatted here, when first
+        read, from the module's copy of them (in a context of its own: an `ir.Location` kept
+        from the load would keep the program's context, and its weights): printing a location
+        (a long call-site chain) costs about as much as outlining the op, and most programs
+        never read them."""
+        if self._records is None:
+            with compat.make_ir_context():
+                module = ir.Module.parse(self.bytecode)
+                carrier = ir.SymbolTable(module.operation)[self.carrier]
+                locations = [format_location(argument.location, self._source_name)
+                             for argument in carrier.regions[0].blocks[0].arguments]
+            self._records = tuple(Island(*record)
+                                  for record in zip(self.ops, locations, self._whys))
+        return self._records
 
 
-def outline(operations, records: tuple, mlir_module) -> Outline:
-    """The `Outline` of `operations` (ops of `mlir_module`, in walk order; `records`, an
-    `Island` for each). Raises where the ops cannot be copied into a module that verifies."""
+def outline(operations, whys: tuple, mlir_module, source_name: str = "") -> Outline:
+    """The `Outline` of `operations` (ops of `mlir_module`, in walk order; `whys`, why each
+    cannot lower as itself; `source_name`, what their locations name as `-`). Raises where
+    the ops cannot be copied into a module that verifies."""
     keys: dict = {}
     firsts, slots = [], []
     for operation in operations:
@@ -169,9 +200,18 @@ def outline(operations, records: tuple, mlir_module) -> Outline:
                         for i, argument in enumerate(block.arguments):
                             copy.operands[i] = argument
                         func_dialect.ReturnOp(list(copy.results))
+            # the ops' locations, kept unformatted as those of a function's arguments (one
+            # binding call: see `Outline.records`)
+            carrier = func_dialect.FuncOp(
+                f"{prefix}locations",
+                ir.FunctionType.get([ir.IntegerType.get_signless(1)] * len(operations), []),
+                visibility="private")
+            with ir.InsertionPoint(carrier.add_entry_block([op.location for op in operations])):
+                func_dialect.ReturnOp([])
         if not module.operation.verify():  # (raises, where the bindings report it so)
             raise ValueError("the module of the islands does not verify")
-        return Outline(tuple(records), write_bytecode(module), tuple(slots), prefix)
+        return Outline(tuple(op.name for op in operations), tuple(whys), write_bytecode(module),
+                       tuple(slots), prefix, source_name)
 
 
 class Islands:
@@ -181,10 +221,12 @@ class Islands:
     def __init__(self, outlined: Outline, find, source_name: str, options, context=None):
         """`find(mlir_module)`: the outlined ops of a module, in walk order. `context`: the MLIR
         context to parse them in (the program's, while it holds its module; else a new one)."""
-        self.records, self.slots, self._find = outlined.records, outlined.slots, find
+        self._outlined, self.slots, self._find = outlined, outlined.slots, find
         self._prefix = outlined.prefix
         with context or compat.make_ir_context():
             module = ir.Module.parse(outlined.bytecode)
+            # (the locations' carrier is no function of the program: not decoded)
+            ir.SymbolTable(module.operation)[outlined.carrier].operation.erase()
         # strict options (the default): what the translation lacks is an UnsupportedError now
         self.module = decoding.decode(module, source_name, options)
         # No record refers to the context after this (as `outline.release` leaves a program):
@@ -193,6 +235,9 @@ class Islands:
         for op in self.module.ops:
             op.location  # noqa: B018 - formats it: an ir.Location holds the context
         self.translator = Translator(self.module, options)
+
+    records = property(lambda self: self._outlined.records,
+                       doc="An `Island` per op, in walk order (`Outline.records`).")
 
     def _signature(self, slot: int) -> tuple:
         fdef = self.module.functions[f"{self._prefix}{slot}"]

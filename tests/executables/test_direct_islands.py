@@ -260,6 +260,36 @@ def test_identical_islands_share_one_function():
                                jax.lax.erf(x) + jax.lax.erf(x + 1), rtol=1e-6)
 
 
+def test_island_locations_are_formatted_when_first_read(monkeypatch):
+    """Loading formats no island's location (printing a long call-site chain costs about as
+    much as outlining the op); reading `Function.islands` formats each, the text of the op's
+    own location, those of islands sharing one function included, and the program lowers as
+    before."""
+    from shlo2jax.executables import direct, islands
+    formatted = []
+
+    def counting(real):
+        return lambda loc, source_name: formatted.append(loc) or real(loc, source_name)
+    for where in (direct, islands):
+        if hasattr(where, "format_location"):
+            monkeypatch.setattr(where, "format_location", counting(where.format_location))
+    text = """func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @mhlo.erf(%x) : (tensor<4xf32>) -> tensor<4xf32> loc("a.py":3:5)
+  %1 = stablehlo.custom_call @mhlo.erf(%y) : (tensor<4xf32>) -> tensor<4xf32> loc("b"("a.py":4:7))
+  %2 = stablehlo.add %0, %1 : tensor<4xf32>
+  return %2 : tensor<4xf32>
+}"""
+    program = shlo2jax.load(text, lowering="direct")
+    fn = program.entry
+    assert fn.lowering == "direct" and not formatted
+    assert [(i.op, i.location) for i in fn.islands] == [
+        ("stablehlo.custom_call", "a.py:3:5"), ("stablehlo.custom_call", "a.py:4:7 (b)")]
+    assert len(formatted) == 2 and fn.islands is fn.islands  # (formatted once)
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(program(x, x + 1)),
+                               jax.lax.erf(x) + jax.lax.erf(x + 1), rtol=1e-6)
+
+
 def test_what_islands_cannot_express_still_runs_translated():
     """An op whose translation depends on more than its operands, side effects or a type a
     function signature cannot hold keeps the whole function translated, and says why."""
@@ -377,7 +407,7 @@ def test_islands_that_cannot_be_outlined_leave_the_function_translated(monkeypat
     input the walk let through), the whole function is translated, and the note says so."""
     from shlo2jax.executables import direct
 
-    def refuse(operations, records, mlir_module):
+    def refuse(*args):
         raise ValueError("the module of the islands does not verify")
     monkeypatch.setattr(direct, "outline_islands", refuse)
     text = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
