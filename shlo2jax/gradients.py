@@ -36,7 +36,7 @@ def define_jvp(prim, *rules) -> None:
     linearization instead: the residuals with the value, under the primal trace, and the
     tangents later, under the tangent trace. Without it jax finds that split itself at every
     equation, tracing the JVP into a jaxpr and partially evaluating it (0.2-0.5 ms an
-    equation; on the chess gradient, 0.08 s of its 0.27 s trace went to these primitives).
+    equation; on the chess gradient, about 0.07 s of its 0.27 s trace went to these primitives).
     The two run the same ops on the same values, so gradients, transposes and higher orders
     are the JVP's. Uses `ad.defjvp2` and `compat.register_linearization`."""
     ad.defjvp2(prim, *[_jvp_rule(residual, tangent) for residual, tangent in rules])
