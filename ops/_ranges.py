@@ -104,8 +104,21 @@ def finite_derivative(op, producer, translator) -> bool:
 def value_range(vid, producer, translator) -> Range:
     """The range of the value `vid` of the region `producer` maps (a `planned` view's
     `producer`, ops._common.planned), or None."""
+    return _query(_analysis(translator), vid, producer)
+
+
+def exact_range(vid, producer, translator) -> Range:
+    """As `value_range`, for every argument value, NaN included: a public function's
+    arguments are unknown. What a view may rely on to change values (not only derivatives):
+    a range found here depends on constants (through private functions' calls) alone."""
+    analysis = _EXACT.get(translator)
+    if analysis is None:
+        analysis = _EXACT[translator] = _Analysis(translator, public_arguments=None)
+    return _query(analysis, vid, producer)
+
+
+def _query(analysis, vid, producer) -> Range:
     region = getattr(producer, "region", None)
-    analysis = _analysis(translator)
     try:
         if region is None:  # (a bare producer function: no memo across queries)
             return _Scope(analysis, None, producer).range(vid, 0)
@@ -120,6 +133,7 @@ def region_range(translator, region, vid) -> Range:
 
 
 _ANALYSES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_EXACT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # (exact_range's)
 
 
 # The last analysis asked for (a translator plans its regions in a row), held weakly: a
@@ -141,9 +155,12 @@ def _analysis(translator) -> "_Analysis":
 class _Analysis:
     """Per translator: each region's known ranges, and the module's call sites."""
 
-    def __init__(self, translator):
+    def __init__(self, translator, public_arguments: Range = (-_INF, _INF)):
         # (the module, not the translator: the translator keys this analysis weakly)
         self.owner, self.module = weakref.ref(translator), translator.module
+        # a public function's argument: any value, NaN aside (value_range), or unknown
+        # (exact_range)
+        self.public_arguments = public_arguments
         # constants lifted into parameters hold the call's values, not the module's
         self.lifted = translator.mode.lifted is not None
         self.scopes = {}    # id(region) -> _Scope
@@ -202,7 +219,7 @@ class _Analysis:
         if name is None:
             return None  # (a nested region's: a loop's carry, a reduction's operands)
         if self.module.functions[name].public:
-            return (-_INF, _INF)
+            return self.public_arguments
         if self._sites is None:
             self._scan()
         sites = self._sites[name]

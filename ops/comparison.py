@@ -10,7 +10,7 @@ from jax import lax
 from shlo2jax import types as T
 from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as, planned,
                                   reject_unsupported_types, replayable)
-from shlo2jax.ops._ranges import value_range
+from shlo2jax.ops._ranges import exact_range
 from shlo2jax.registry import Unsupported, register_op
 
 _DIRECTIONS = {"EQ": lax.eq, "NE": lax.ne, "LT": lax.lt, "LE": lax.le, "GT": lax.gt,
@@ -85,42 +85,20 @@ def _total_order_key(x):
 
 
 def _decided_select(op, producer, translator):
-    """A `planned` view: a select whose predicate is computed from module constants alone
-    and holds one value everywhere (its range, ops._ranges) is the operand it picks: the
-    view reads that operand only (params: "picked"), so the predicate's ops and the other
-    operand, where nothing else reads them, are not staged (translate._live). A torch
-    variance's `n - ddof > 0 ? sum / (n - ddof) : nan` is one such, in every layer norm of
-    searchless chess. Only constants: a predicate that reads an argument could differ on a
-    NaN argument, which the ranges leave aside. Lifted constants are the call's values:
+    """A `planned` view: a select whose predicate holds one value everywhere, for every
+    argument value (NaN included: ops._ranges.exact_range, so computed from constants, through
+    private functions' calls), is the operand it picks: the view reads that operand only
+    (params: "picked"), so the predicate's ops and the other operand, where nothing else
+    reads them, are not staged (translate._live). A torch variance's
+    `n - ddof > 0 ? sum / (n - ddof) : nan` is one such, in every layer norm of searchless
+    chess (`_var(x, ddof)`, called with ddof = 0). Lifted constants are the call's values:
     no view."""
-    if translator.mode.lifted is not None or not _from_constants(op.operands[0], producer):
+    if translator.mode.lifted is not None:
         return op
-    decided = value_range(op.operands[0], producer, translator)
+    decided = exact_range(op.operands[0], producer, translator)
     if decided == (1.0, 1.0) or decided == (0.0, 0.0):
         return op.replaced(operands=(op.operands[1 if decided[0] else 2],), params="picked")
     return op
-
-
-def _from_constants(vid, producer, limit: int = 32) -> bool:
-    """Whether the value is computed from module constants only (every op it depends on
-    within the region followed back, at most `limit` of them)."""
-    pending, seen = [vid], set()
-    while pending:
-        v = pending.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        source = producer(v)
-        if source is None or source.regions or len(seen) > limit:
-            return False  # (an argument, a captured value, a multi-result op's result)
-        if source.name not in _CONSTANTS:
-            if not source.operands:  # (iota, replica_id, a random op: not a constant)
-                return False
-            pending.extend(source.operands)
-    return True
-
-
-_CONSTANTS = frozenset(("stablehlo.constant", "mhlo.constant"))
 
 
 @register_op("stablehlo.select", "mhlo.select", prepare=reject_unsupported_types)

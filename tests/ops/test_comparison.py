@@ -285,3 +285,30 @@ def test_select_on_an_argument_stays_a_select():
     x = np.array([np.nan, -np.inf, 2.0], np.float32)
     np.testing.assert_array_equal(program(x), np.array([0.0, -np.inf, 2.0], np.float32))
     assert "select_n" in _staged_names(program, x)
+
+
+def test_select_decided_through_a_private_functions_calls():
+    # chess's `_var(x, ddof)`: the predicate reads the callee's argument, which every call
+    # passes as the constant 0
+    import jax
+    program = shlo2jax.load("""
+func.func private @var(%s: tensor<4xf32>, %ddof: tensor<f32>) -> tensor<4xf32> {
+  %n = stablehlo.constant dense<3.0> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %nan = stablehlo.constant dense<0x7FC00000> : tensor<4xf32>
+  %count = stablehlo.subtract %n, %ddof : tensor<f32>
+  %positive = stablehlo.compare GT, %count, %zero : (tensor<f32>, tensor<f32>) -> tensor<i1>
+  %c = stablehlo.broadcast_in_dim %count, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %v = stablehlo.divide %s, %c : tensor<4xf32>
+  %r = stablehlo.select %positive, %v, %nan : tensor<i1>, tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %ddof = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = func.call @var(%x, %ddof) : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}""")
+    x = np.array([3.0, -6.0, 1.5, 0.0], np.float32)
+    np.testing.assert_allclose(program(x), x / 3, rtol=1e-6)
+    jaxpr = str(jax.make_jaxpr(program.entry)(x))
+    assert "select_n" not in jaxpr, jaxpr

@@ -189,3 +189,35 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
     del program
     gc.collect()
     assert translator() is None
+
+
+def test_exact_range_leaves_public_arguments_unknown():
+    # value_range takes a public function's argument as any number (NaN aside); exact_range,
+    # which views that change values use, as unknown; a private function's argument is what
+    # its calls pass in both
+    import shlo2jax
+    from shlo2jax.ops import _ranges
+    from shlo2jax.translate import Translator, _Producers
+    program = shlo2jax.load("""
+func.func private @f(%d: tensor<f32>) -> tensor<f32> {
+  %n = stablehlo.constant dense<3.0> : tensor<f32>
+  %c = stablehlo.subtract %n, %d : tensor<f32>
+  return %c : tensor<f32>
+}
+func.func @main(%x: tensor<f32>) -> (tensor<f32>, tensor<f32>) {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = func.call @f(%zero) : (tensor<f32>) -> tensor<f32>
+  %a = stablehlo.abs %x : tensor<f32>
+  return %r, %a : tensor<f32>, tensor<f32>
+}""")
+    module = program.module if hasattr(program, "module") else program._module
+    translator = Translator(module, program.options)
+    main, f = module.functions["main"].body, module.functions["f"].body
+    producers, callee = _Producers(main), _Producers(f)
+    a = main.ops[-1].results[0]
+    assert _ranges.value_range(a, producers, translator) == (0.0, math.inf)
+    assert _ranges.exact_range(a, producers, translator) is None
+    c = f.ops[-1].results[0]
+    for query in (_ranges.value_range, _ranges.exact_range):
+        lo, hi = query(c, callee, translator)
+        assert lo <= 3.0 <= hi and hi - lo < 1e-5
