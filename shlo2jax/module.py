@@ -51,8 +51,10 @@ class Op:
         self.result_types: tuple = result_types
         self.attrs: dict = attrs
         self.regions: tuple = regions
-        # A str, or the op's `ir.Location`: formatting every op's location costs a large
-        # part of decoding, and only error messages and probes read it.
+        # A str, the op's `ir.Location`, the op a view was made from (`replaced`), or the
+        # `outline.HeldLocations` holding it at `index` (`ModuleDef.hold_locations`):
+        # formatting every op's location costs a large part of decoding, and only error
+        # messages and probes read it.
         self._location = location
         self._source = source_name
         self.handler: Optional[Callable] = None
@@ -64,7 +66,8 @@ class Op:
         own `params`, other result types, ...). Its location is read from this op when first
         asked for, not formatted now (the translation plans thousands of views; formatting
         one costs ~20 us): a view holds no `ir.Location` of its own, so where the program
-        lets its MLIR module go, formatting the module's ops is enough (see shlo2jax.outline)."""
+        lets its MLIR module go, holding the module's ops' locations apart is enough
+        (`ModuleDef.hold_locations`)."""
         view = Op.__new__(Op)
         for slot in Op.__slots__:
             setattr(view, slot, fields[slot] if slot in fields else getattr(self, slot))
@@ -76,8 +79,13 @@ class Op:
     def location(self) -> str:
         location = self._location
         if type(location) is not str:
-            location = self._location = (location.location if type(location) is Op
-                                         else format_location(location, self._source))
+            if type(location) is Op:
+                location = location.location
+            elif type(location) is outline.HeldLocations:
+                location = format_location(location[self.index], self._source)
+            else:
+                location = format_location(location, self._source)
+            self._location = location
         return location
 
     @location.setter
@@ -125,6 +133,25 @@ class ModuleDef:
         # Whether any op is a custom call (decode_module counts them; True where not known):
         # a module without one has no manual (shard_map) region to fold.
         self.custom_calls: bool = True
+
+    def hold_locations(self) -> None:
+        """Lets no op refer to an `ir.Location` (which holds the module's context, and its
+        weights: see shlo2jax.outline) without formatting any: the ops' locations are held
+        by one `outline.HeldLocations`, in op order, and each op formats its own when first
+        read (formatting costs 5-30 us an op: tens of ms to a second at load)."""
+        held, locations, any_held = outline.HeldLocations(), [], False
+        for position, op in enumerate(self.ops):
+            location = op._location
+            if type(location) is str or type(location) is Op or location is None:
+                locations.append(None)  # (formatted, or a view's: none to hold here)
+            elif op.index != position:  # (not where it would be read back from: formatted)
+                op.location  # noqa: B018 - formats it
+                locations.append(None)
+            else:
+                locations.append(location)
+                op._location, any_held = held, True
+        if any_held:
+            held.hold(locations)
 
     def op_histogram(self) -> dict:
         hist: dict = {}

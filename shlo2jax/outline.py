@@ -10,6 +10,9 @@ and the decoded arrays. `ModuleOutline.module()` parses it into a fresh context 
 the arrays back: the module the program was decoded from, for the tools that want one
 (XLA directly, the reference interpreter, shape refinement), a copy of the weights held only
 while the caller holds it.
+
+An `ir.Location` holds its context too, so such a program's ops keep their locations as a
+`HeldLocations` (bytecode of a module of their own), formatted when first read.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_dialect
 
 from shlo2jax.attributes import dense_attribute, writes_back
 from shlo2jax.compat import make_ir_context
@@ -30,6 +34,55 @@ LARGE_CONSTANT_BYTES = 1 << 16
 RELEASE_BYTES = 16 << 20
 
 _TAG = "shlo2jax.outlined"
+_CARRIER = "shlo2jax_locations"
+
+
+def carry_locations(name: str, locations) -> None:
+    """A private function `name`, at the current insertion point, whose arguments are located
+    at `locations` (`ir.Location`s of the current context, in order): a module keeps them so,
+    unformatted, in one binding call (printing a long call-site chain costs 5-30 us, and most
+    programs never read their locations). `carried_locations` reads them back."""
+    carrier = func_dialect.FuncOp(
+        name, ir.FunctionType.get([ir.IntegerType.get_signless(1)] * len(locations), []),
+        visibility="private")
+    with ir.InsertionPoint(carrier.add_entry_block(locations)):
+        func_dialect.ReturnOp([])
+
+
+def carried_locations(module, name: str):
+    """The arguments of `module`'s function `name` (`carry_locations`), each with its
+    `.location`, in order."""
+    return ir.SymbolTable(module.operation)[name].regions[0].blocks[0].arguments
+
+
+class HeldLocations:
+    """`ir.Location`s kept as the bytecode of a module of their own (`carry_locations`), and
+    read back, in a context of their own, when first asked for: an `ir.Location` kept from
+    the load would keep the program's context, and its weights."""
+    __slots__ = ("_bytecode", "_module", "_arguments")
+
+    def __init__(self):
+        self._bytecode = self._module = self._arguments = None
+
+    def hold(self, locations: list) -> None:
+        """Holds `locations`: `ir.Location`s of one context (one at least), or None where no
+        location is held (read as unknown)."""
+        context = next(location for location in locations if location is not None).context
+        with context, ir.Location.unknown() as unknown:
+            module = ir.Module.create()
+            with ir.InsertionPoint(module.body):
+                carry_locations(_CARRIER, [unknown if location is None else location
+                                           for location in locations])
+            self._bytecode = write_bytecode(module)
+
+    def __getitem__(self, i: int):
+        """The `i`th location (an `ir.Location` of the held module's context)."""
+        if self._arguments is None:
+            with make_ir_context():
+                module = ir.Module.parse(self._bytecode)
+                # (the arguments are the module's: it stays while they are read)
+                self._module, self._arguments = module, carried_locations(module, _CARRIER)
+        return self._arguments[i].location
 
 
 class ModuleOutline:
@@ -121,15 +174,14 @@ def return_freed_memory() -> None:
 
 def release(module, mlir_module) -> "ModuleOutline | None":
     """An outline of `mlir_module` when the large constants of `module` (decoded from it) add up
-    to `RELEASE_BYTES`: then no decoded record refers to an MLIR object any more (every op's
-    location is formatted), and the caller may let the MLIR module and its context go (which
-    hold the constants' data until they go). None when the program keeps its module. Empties
-    `module.large_constants` either way."""
+    to `RELEASE_BYTES`: then no decoded record refers to an MLIR object any more (the ops'
+    locations are held apart: `ModuleDef.hold_locations`), and the caller may let the MLIR
+    module and its context go (which hold the constants' data until they go). None when the
+    program keeps its module. Empties `module.large_constants` either way."""
     large_constants, module.large_constants = module.large_constants, []
     if mlir_module is None or outlined_bytes(large_constants) < RELEASE_BYTES:
         return None
-    for op in module.ops:
-        op.location  # noqa: B018 - formats it: an ir.Location holds the context
+    module.hold_locations()
     return outline(mlir_module, large_constants)
 
 
@@ -175,8 +227,7 @@ class HeldModule:
         bytes); `decoded_module`, decoded from a parse of it, stops referring to that parse."""
         if self._bytecode is not None:
             decoded_module.large_constants = []
-            for op in decoded_module.ops:
-                op.location  # noqa: B018 - formats it: an ir.Location holds the context
+            decoded_module.hold_locations()
             return True
         kept = release(decoded_module, self._module)
         if kept is not None:

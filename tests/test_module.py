@@ -124,7 +124,8 @@ def test_custom_calls_counted():
 def test_view_reads_its_location_from_the_op():
     """A view (`Op.replaced`) holds no `ir.Location` of its own and formats nothing when made
     (the translation plans thousands): its location is the op's, read when first asked for,
-    so formatting the module's ops (what a program letting its context go does) is enough."""
+    so holding the module's ops' locations apart (what a program letting its context go
+    does: `ModuleDef.hold_locations`) is enough."""
     with compat.make_ir_context():
         op = M.Op("stablehlo.add", (0, 0), (1,), (None,), {}, (),
                   ir.Location.file("x.py", 3, 4))
@@ -133,8 +134,32 @@ def test_view_reads_its_location_from_the_op():
     assert isinstance(op._location, ir.Location)  # (nothing formatted yet)
     assert not isinstance(view._location, ir.Location)
     assert not isinstance(second._location, ir.Location)
-    op.location  # noqa: B018 - as outline.release formats the module's ops
+    op.location  # noqa: B018 - formats it
     assert second.location == view.location == op.location == "x.py:3:4"
     assert type(view._location) is str and type(second._location) is str
     assert op.replaced(params=1)._location == "x.py:3:4"
     assert op.replaced(_location="elsewhere").location == "elsewhere"
+
+
+def test_hold_locations_formats_none_and_reads_each_back():
+    """`ModuleDef.hold_locations` leaves no op referring to an `ir.Location` and formats only
+    an op that is not at its index (none to read it back from); each held one reads back as
+    formatting it would have given, a view made before reading the op's."""
+    with compat.make_ir_context():
+        located = [ir.Location.file("-", 3, 4), ir.Location.name("n", ir.Location.file(
+            "a.py", 1, 2)), ir.Location.file("b.py", 5, 6)]
+        want = [M.format_location(location, "src.mlir") for location in located]
+        ops = [M.Op("stablehlo.add", (), (), (), {}, (), location, "src.mlir")
+               for location in located + ["formatted", None]]
+    for index, op in enumerate(ops):
+        op.index = index
+    ops[2].index = 7  # (not at its position)
+    module = M.ModuleDef("m", {}, {}, ops)
+    module.hold_locations()
+    del located
+    assert [type(op._location) for op in ops[:3]] == [M.outline.HeldLocations] * 2 + [str]
+    assert ops[2]._location == want[2] and ops[3]._location == "formatted"
+    assert ops[4]._location is None
+    view = ops[1].replaced(params=None)
+    assert [op.location for op in ops[:3]] == want and view.location == want[1]
+    assert want[0] == "src.mlir:3:4"

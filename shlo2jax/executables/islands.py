@@ -33,7 +33,7 @@ from shlo2jax import compat, decoding
 from shlo2jax.compat import attribute_items
 from shlo2jax.errors import Shlo2JaxError
 from shlo2jax.module import format_location
-from shlo2jax.outline import write_bytecode
+from shlo2jax.outline import carried_locations, carry_locations, write_bytecode
 from shlo2jax.translate import Translator, gc_paused
 
 
@@ -161,9 +161,8 @@ class Outline:
         if self._records is None:
             with compat.make_ir_context():
                 module = ir.Module.parse(self.bytecode)
-                carrier = ir.SymbolTable(module.operation)[self.carrier]
                 locations = [format_location(argument.location, self._source_name)
-                             for argument in carrier.regions[0].blocks[0].arguments]
+                             for argument in carried_locations(module, self.carrier)]
             self._records = tuple(Island(*record)
                                   for record in zip(self.ops, locations, self._whys))
         return self._records
@@ -200,14 +199,8 @@ def outline(operations, whys: tuple, mlir_module, source_name: str = "") -> Outl
                         for i, argument in enumerate(block.arguments):
                             copy.operands[i] = argument
                         func_dialect.ReturnOp(list(copy.results))
-            # the ops' locations, kept unformatted as those of a function's arguments (one
-            # binding call: see `Outline.records`)
-            carrier = func_dialect.FuncOp(
-                f"{prefix}locations",
-                ir.FunctionType.get([ir.IntegerType.get_signless(1)] * len(operations), []),
-                visibility="private")
-            with ir.InsertionPoint(carrier.add_entry_block([op.location for op in operations])):
-                func_dialect.ReturnOp([])
+            # the ops' locations, kept unformatted (see `Outline.records`)
+            carry_locations(f"{prefix}locations", [op.location for op in operations])
         if not module.operation.verify():  # (raises, where the bindings report it so)
             raise ValueError("the module of the islands does not verify")
         return Outline(tuple(op.name for op in operations), tuple(whys), write_bytecode(module),
