@@ -40,3 +40,12 @@ def op_counts(text: str) -> dict:
     for name in re.findall(r"\b((?:stablehlo|chlo)\.[a-z_]+)\b(?=[ (])", text):
         counts[name] = counts.get(name, 0) + 1
     return counts
+
+
+def staged_jaxpr(program, *args):
+    """The jaxpr of the equations a program's translation stages (inside its own jit)."""
+    import jax
+    jaxpr = jax.make_jaxpr(program.entry)(*args).jaxpr
+    while len(jaxpr.eqns) == 1 and "jaxpr" in jaxpr.eqns[0].params:
+        jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
+    return jaxpr

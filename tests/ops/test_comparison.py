@@ -11,7 +11,7 @@ import pytest
 
 import shlo2jax
 
-from _helpers import element, tensor
+from _helpers import element, staged_jaxpr, tensor
 
 BF16 = ml_dtypes.bfloat16
 DIRECTIONS = {"EQ": operator.eq, "NE": operator.ne, "LT": operator.lt, "LE": operator.le,
@@ -232,29 +232,30 @@ def test_narrow_float_compare_every_pair_of_bit_patterns(element):
         np.testing.assert_array_equal(out, fn(key(kx), key(ky)), err_msg=d)
 
 
-_VARIANCE = """func.func @main(%x: tensor<4x3xf32>) -> tensor<4xf32> {{
+# A torch variance's `n - ddof > 0 ? s / (n - ddof) : nan`, of `%s` (the sums of squares)
+# and `%ddof`.
+_VARIANCE_OF_SUMS = """
   %n = stablehlo.constant dense<3.0> : tensor<f32>
-  %ddof = stablehlo.constant dense<{ddof}> : tensor<f32>
   %zero = stablehlo.constant dense<0.0> : tensor<f32>
   %nan = stablehlo.constant dense<0x7FC00000> : tensor<4xf32>
-  %sq = stablehlo.multiply %x, %x : tensor<4x3xf32>
-  %s = stablehlo.reduce(%sq init: %zero) applies stablehlo.add across dimensions = [1]
-      : (tensor<4x3xf32>, tensor<f32>) -> tensor<4xf32>
   %count = stablehlo.subtract %n, %ddof : tensor<f32>
   %positive = stablehlo.compare GT, %count, %zero : (tensor<f32>, tensor<f32>) -> tensor<i1>
   %c = stablehlo.broadcast_in_dim %count, dims = [] : (tensor<f32>) -> tensor<4xf32>
   %v = stablehlo.divide %s, %c : tensor<4xf32>
   %r = stablehlo.select %positive, %v, %nan : tensor<i1>, tensor<4xf32>
   return %r : tensor<4xf32>
-}}"""
+}"""
+
+_VARIANCE = """func.func @main(%x: tensor<4x3xf32>) -> tensor<4xf32> {
+  %ddof = stablehlo.constant dense<DDOF> : tensor<f32>
+  %zero0 = stablehlo.constant dense<0.0> : tensor<f32>
+  %sq = stablehlo.multiply %x, %x : tensor<4x3xf32>
+  %s = stablehlo.reduce(%sq init: %zero0) applies stablehlo.add across dimensions = [1]
+      : (tensor<4x3xf32>, tensor<f32>) -> tensor<4xf32>""" + _VARIANCE_OF_SUMS
 
 
 def _staged_names(program, *args):
-    import jax
-    jaxpr = jax.make_jaxpr(program.entry)(*args).jaxpr
-    while len(jaxpr.eqns) == 1 and "jaxpr" in jaxpr.eqns[0].params:
-        jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
-    return [e.primitive.name for e in jaxpr.eqns]
+    return [e.primitive.name for e in staged_jaxpr(program, *args).eqns]
 
 
 @pytest.mark.parametrize("ddof, picked", [("0.0", "sum"), ("4.0", "nan")])
@@ -262,7 +263,7 @@ def test_select_decided_by_constants_is_the_operand_it_picks(ddof, picked):
     # a torch variance's `n - ddof > 0 ? s / (n - ddof) : nan`: the predicate is one value,
     # computed from constants, so the select and its predicate's ops are not staged
     import jax
-    program = shlo2jax.load(_VARIANCE.format(ddof=ddof))
+    program = shlo2jax.load(_VARIANCE.replace("DDOF", ddof))
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     expected = (x * x).sum(1) / np.float32(3) if picked == "sum" else np.full(4, np.nan)
     np.testing.assert_allclose(program(x), expected.astype(np.float32), rtol=1e-6)
@@ -292,17 +293,8 @@ def test_select_decided_through_a_private_functions_calls():
     # passes as the constant 0
     import jax
     program = shlo2jax.load("""
-func.func private @var(%s: tensor<4xf32>, %ddof: tensor<f32>) -> tensor<4xf32> {
-  %n = stablehlo.constant dense<3.0> : tensor<f32>
-  %zero = stablehlo.constant dense<0.0> : tensor<f32>
-  %nan = stablehlo.constant dense<0x7FC00000> : tensor<4xf32>
-  %count = stablehlo.subtract %n, %ddof : tensor<f32>
-  %positive = stablehlo.compare GT, %count, %zero : (tensor<f32>, tensor<f32>) -> tensor<i1>
-  %c = stablehlo.broadcast_in_dim %count, dims = [] : (tensor<f32>) -> tensor<4xf32>
-  %v = stablehlo.divide %s, %c : tensor<4xf32>
-  %r = stablehlo.select %positive, %v, %nan : tensor<i1>, tensor<4xf32>
-  return %r : tensor<4xf32>
-}
+func.func private @var(%s: tensor<4xf32>, %ddof: tensor<f32>) -> tensor<4xf32> {"""
+                            + _VARIANCE_OF_SUMS + """
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %ddof = stablehlo.constant dense<0.0> : tensor<f32>
   %r = func.call @var(%x, %ddof) : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>

@@ -7,7 +7,7 @@ import pytest
 
 from shlo2jax import types as T
 
-from _helpers import assert_same_bits, op_counts, run_main, tensor
+from _helpers import assert_same_bits, op_counts, run_main, staged_jaxpr, tensor
 
 ELEMENTS = ["i1", "i4", "i8", "i16", "i32", "i64", "ui8", "ui32", "ui64", "f8E4M3FN", "bf16",
             "f16", "f32", "f64", "complex<f32>", "complex<f64>"]
@@ -314,15 +314,6 @@ def _broadcast_chain(middle_read: bool):
     return shlo2jax.load(text)
 
 
-def _staged(program, *args):
-    """The equations the program's translation stages (inside its own jit)."""
-    import jax
-    jaxpr = jax.make_jaxpr(program.entry)(*args).jaxpr
-    while len(jaxpr.eqns) == 1 and "jaxpr" in jaxpr.eqns[0].params:
-        jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
-    return jaxpr
-
-
 @pytest.mark.parametrize("middle_read", [False, True])
 def test_a_broadcast_of_a_broadcast_is_one_broadcast(middle_read):
     # [2, 3] -> [2, 3, 1] -> [2, 3, 4] (expand_dims, then jnp's broadcasting) stages one
@@ -335,7 +326,7 @@ def test_a_broadcast_of_a_broadcast_is_one_broadcast(middle_read):
     np.testing.assert_array_equal(wide, np.broadcast_to(x[:, :, None], (2, 3, 4)))
     if middle_read:
         np.testing.assert_array_equal(out[1], -x[:, :, None])
-    jaxpr = _staged(program, x)
+    jaxpr = staged_jaxpr(program, x)
     broadcasts = [e for e in jaxpr.eqns if e.primitive.name == "broadcast_in_dim"]
     assert len(broadcasts) == (2 if middle_read else 1), jaxpr
     assert all(e.invars[0] is jaxpr.invars[0] for e in broadcasts), jaxpr
