@@ -37,43 +37,41 @@ _TAG = "shlo2jax.outlined"
 _CARRIER = "shlo2jax_locations"
 
 
-def carry_locations(name: str, locations) -> None:
-    """A private function `name`, at the current insertion point, whose arguments are located
-    at `locations` (`ir.Location`s of the current context, in order): a module keeps them so,
-    unformatted, in one binding call (printing a long call-site chain costs 5-30 us, and most
-    programs never read their locations). `carried_locations` reads them back."""
-    carrier = func_dialect.FuncOp(
-        name, ir.FunctionType.get([ir.IntegerType.get_signless(1)] * len(locations), []),
-        visibility="private")
-    with ir.InsertionPoint(carrier.add_entry_block(locations)):
-        func_dialect.ReturnOp([])
-
-
-def carried_locations(module, name: str):
-    """The arguments of `module`'s function `name` (`carry_locations`), each with its
-    `.location`, in order."""
-    return ir.SymbolTable(module.operation)[name].regions[0].blocks[0].arguments
-
-
 class HeldLocations:
-    """`ir.Location`s kept as the bytecode of a module of their own (`carry_locations`), and
-    read back, in a context of their own, when first asked for: an `ir.Location` kept from
-    the load would keep the program's context, and its weights."""
+    """`ir.Location`s kept as the bytecode of a module of their own (the argument locations of
+    a private function: unformatted, as printing a long call-site chain costs 5-30 us and most
+    programs never read their locations), and read back, in a context of their own, when
+    first asked for: an `ir.Location` kept from the load would keep the program's context,
+    and its weights."""
     __slots__ = ("_bytecode", "_module", "_arguments")
 
     def __init__(self):
         self._bytecode = self._module = self._arguments = None
 
     def hold(self, locations: list) -> None:
-        """Holds `locations`: `ir.Location`s of one context (one at least), or None where no
-        location is held (read as unknown)."""
-        context = next(location for location in locations if location is not None).context
+        """Holds `locations`: `ir.Location`s of one context, or None where no location is
+        held (read as unknown); none at all: nothing to read."""
+        context = next((location.context for location in locations if location is not None),
+                       None)
+        if context is None:
+            return
         with context, ir.Location.unknown() as unknown:
             module = ir.Module.create()
             with ir.InsertionPoint(module.body):
-                carry_locations(_CARRIER, [unknown if location is None else location
-                                           for location in locations])
+                # (one binding call: a private function whose arguments are located there)
+                carrier = func_dialect.FuncOp(_CARRIER, ir.FunctionType.get(
+                    [ir.IntegerType.get_signless(1)] * len(locations), []), visibility="private")
+                with ir.InsertionPoint(carrier.add_entry_block(
+                        [unknown if location is None else location for location in locations])):
+                    func_dialect.ReturnOp([])
             self._bytecode = write_bytecode(module)
+
+    def formatted(self, format_location) -> list:
+        """Every location as `format_location(location)` gives it, read in a context that is
+        not kept."""
+        with make_ir_context():
+            module = ir.Module.parse(self._bytecode)
+            return [format_location(argument.location) for argument in _carried(module)]
 
     def __getitem__(self, i: int):
         """The `i`th location (an `ir.Location` of the held module's context)."""
@@ -81,8 +79,13 @@ class HeldLocations:
             with make_ir_context():
                 module = ir.Module.parse(self._bytecode)
                 # (the arguments are the module's: it stays while they are read)
-                self._module, self._arguments = module, carried_locations(module, _CARRIER)
+                self._module, self._arguments = module, _carried(module)
         return self._arguments[i].location
+
+
+def _carried(module):
+    """The arguments of `HeldLocations`' carrier function, each with its `.location`."""
+    return ir.SymbolTable(module.operation)[_CARRIER].regions[0].blocks[0].arguments
 
 
 class ModuleOutline:

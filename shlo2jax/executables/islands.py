@@ -33,7 +33,7 @@ from shlo2jax import compat, decoding
 from shlo2jax.compat import attribute_items
 from shlo2jax.errors import Shlo2JaxError
 from shlo2jax.module import format_location
-from shlo2jax.outline import carried_locations, carry_locations, write_bytecode
+from shlo2jax.outline import HeldLocations, write_bytecode
 from shlo2jax.translate import Translator, gc_paused
 
 
@@ -134,35 +134,27 @@ def _referenced_functions(operations, symbol_table) -> list:
 
 class Outline:
     """Ops of a module copied into a module of their own (`outline`)."""
-    __slots__ = ("ops", "bytecode", "slots", "prefix", "_whys", "_source_name", "_records")
+    __slots__ = ("ops", "bytecode", "slots", "prefix", "_whys", "_locations", "_source_name",
+                 "_records")
 
-    def __init__(self, ops: tuple, whys: tuple, bytecode: bytes, slots: tuple, prefix: str,
-                 source_name: str):
+    def __init__(self, ops: tuple, whys: tuple, locations: HeldLocations, bytecode: bytes,
+                 slots: tuple, prefix: str, source_name: str):
         self.ops = ops  # each op's name, in walk order
-        # one public function `<prefix><slot>` per distinct op, the functions they refer to,
-        # and the ops' locations (`records`)
+        # one public function `<prefix><slot>` per distinct op, and the functions they refer to
         self.bytecode = bytecode
         self.slots = slots  # for each op, the slot of its function
         self.prefix = prefix  # `shlo2jax_island_`, unless a function they refer to is named so
-        self._whys, self._source_name, self._records = whys, source_name, None
-
-    @property
-    def carrier(self) -> str:
-        """The private function of the module whose arguments are located where the ops are."""
-        return f"{self.prefix}locations"
+        self._whys, self._locations, self._source_name = whys, locations, source_name
+        self._records = None
 
     @property
     def records(self) -> tuple:
         """An `Island` per op, in walk order. Their locations are formatted here, when first
-        read, from the module's copy of them (in a context of its own: an `ir.Location` kept
-        from the load would keep the program's context, and its weights): printing a location
-        (a long call-site chain) costs about as much as outlining the op, and most programs
-        never read them."""
+        read (`outline.HeldLocations`): printing a location (a long call-site chain) costs
+        about as much as outlining the op, and most programs never read them."""
         if self._records is None:
-            with compat.make_ir_context():
-                module = ir.Module.parse(self.bytecode)
-                locations = [format_location(argument.location, self._source_name)
-                             for argument in carried_locations(module, self.carrier)]
+            locations = self._locations.formatted(
+                lambda location: format_location(location, self._source_name))
             self._records = tuple(Island(*record)
                                   for record in zip(self.ops, locations, self._whys))
         return self._records
@@ -199,12 +191,12 @@ def outline(operations, whys: tuple, mlir_module, source_name: str = "") -> Outl
                         for i, argument in enumerate(block.arguments):
                             copy.operands[i] = argument
                         func_dialect.ReturnOp(list(copy.results))
-            # the ops' locations, kept unformatted (see `Outline.records`)
-            carry_locations(f"{prefix}locations", [op.location for op in operations])
         if not module.operation.verify():  # (raises, where the bindings report it so)
             raise ValueError("the module of the islands does not verify")
-        return Outline(tuple(op.name for op in operations), tuple(whys), write_bytecode(module),
-                       tuple(slots), prefix, source_name)
+        locations = HeldLocations()  # (kept unformatted: see `Outline.records`)
+        locations.hold([op.location for op in operations])
+        return Outline(tuple(op.name for op in operations), tuple(whys), locations,
+                       write_bytecode(module), tuple(slots), prefix, source_name)
 
 
 class Islands:
@@ -218,15 +210,12 @@ class Islands:
         self._prefix = outlined.prefix
         with context or compat.make_ir_context():
             module = ir.Module.parse(outlined.bytecode)
-            # (the locations' carrier is no function of the program: not decoded)
-            ir.SymbolTable(module.operation)[outlined.carrier].operation.erase()
         # strict options (the default): what the translation lacks is an UnsupportedError now
         self.module = decoding.decode(module, source_name, options)
         # No record refers to the context after this (as `outline.release` leaves a program):
-        # a location is formatted when first read, and the constants are held as the records'.
+        # the locations are held apart, and the constants are held as the records'.
         self.module.large_constants = []
-        for op in self.module.ops:
-            op.location  # noqa: B018 - formats it: an ir.Location holds the context
+        self.module.hold_locations()
         self.translator = Translator(self.module, options)
 
     records = property(lambda self: self._outlined.records,
