@@ -53,6 +53,26 @@ def planned(view):
     return mark
 
 
+# `params` of a view that is one of its op's operands, unchanged (`picking`).
+PICKED = "picked"
+
+
+def picking(op, index: int):
+    """A `planned` view of `op` that is its operand `index` itself: it reads that operand
+    only, so the others, where nothing else reads them, are not staged (translate._live).
+    Its handler returns it (`picked_or`); its `replayable` key is `picked_key`."""
+    return op.replaced(operands=(op.operands[index],), params=PICKED)
+
+
+def picked_or(fn, op, operands):
+    """The operand a `picking` view kept, else fn(*operands)."""
+    return operands[0] if op.params is PICKED else fn(*operands)
+
+
+def picked_key(op) -> bool:
+    return op.params is PICKED
+
+
 # Ops whose result holds only elements of their (first) operand, unchanged.
 _ELEMENT_PRESERVING = frozenset((
     "stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim", "stablehlo.broadcast",

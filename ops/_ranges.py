@@ -111,10 +111,7 @@ def exact_range(vid, producer, translator) -> Range:
     """As `value_range`, for every argument value, NaN included: a public function's
     arguments are unknown. What a view may rely on to change values (not only derivatives):
     a range found here depends on constants (through private functions' calls) alone."""
-    analysis = _EXACT.get(translator)
-    if analysis is None:
-        analysis = _EXACT[translator] = _Analysis(translator, public_arguments=None)
-    return _query(analysis, vid, producer)
+    return _query(_analysis(translator).exact(), vid, producer)
 
 
 def _query(analysis, vid, producer) -> Range:
@@ -133,7 +130,6 @@ def region_range(translator, region, vid) -> Range:
 
 
 _ANALYSES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_EXACT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # (exact_range's)
 
 
 # The last analysis asked for (a translator plans its regions in a row), held weakly: a
@@ -161,6 +157,7 @@ class _Analysis:
         # a public function's argument: any value, NaN aside (value_range), or unknown
         # (exact_range)
         self.public_arguments = public_arguments
+        self._exact = None
         # constants lifted into parameters hold the call's values, not the module's
         self.lifted = translator.mode.lifted is not None
         self.scopes = {}    # id(region) -> _Scope
@@ -170,6 +167,13 @@ class _Analysis:
         # functions whose argument ranges / returned value are being computed (a call
         # reached again meanwhile is unknown)
         self.arguments_active, self.results_active = set(), set()
+
+    def exact(self) -> "_Analysis":
+        """The analysis of the same translator in which a public function's arguments are
+        unknown (exact_range's), made when first asked for."""
+        if self._exact is None:
+            self._exact = _Analysis(self.owner(), public_arguments=None)
+        return self._exact
 
     def scope(self, region, producer=None) -> "_Scope":
         """The region's scope; `producer`, where given, is the region's own value id ->

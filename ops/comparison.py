@@ -8,8 +8,9 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import types as T
-from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as, planned,
-                                  reject_unsupported_types, replayable)
+from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as, picked_key,
+                                  picked_or, picking, planned, reject_unsupported_types,
+                                  replayable)
 from shlo2jax.ops._ranges import exact_range
 from shlo2jax.registry import Unsupported, register_op
 
@@ -87,9 +88,8 @@ def _total_order_key(x):
 def _decided_select(op, producer, translator):
     """A `planned` view: a select whose predicate holds one value everywhere, for every
     argument value (NaN included: ops._ranges.exact_range, so computed from constants, through
-    private functions' calls), is the operand it picks: the view reads that operand only
-    (params: "picked"), so the predicate's ops and the other operand, where nothing else
-    reads them, are not staged (translate._live). A torch variance's
+    private functions' calls), is the operand it picks (`picking`), so the predicate's ops
+    and the other operand, where nothing else reads them, are not staged. A torch variance's
     `n - ddof > 0 ? sum / (n - ddof) : nan` is one such, in every layer norm of searchless
     chess (`_var(x, ddof)`, called with ddof = 0). Lifted constants are the call's values:
     no view."""
@@ -97,18 +97,16 @@ def _decided_select(op, producer, translator):
         return op
     decided = exact_range(op.operands[0], producer, translator)
     if decided == (1.0, 1.0) or decided == (0.0, 0.0):
-        return op.replaced(operands=(op.operands[1 if decided[0] else 2],), params="picked")
+        return picking(op, 1 if decided[0] else 2)
     return op
 
 
 @register_op("stablehlo.select", "mhlo.select", prepare=reject_unsupported_types)
 @planned(_decided_select)
-@replayable(key=lambda op: op.params)
+@replayable(key=picked_key)
 def select(ctx, op, *operands):
-    if op.params == "picked":
-        return operands[0]
     # lax.select takes a scalar predicate for any operand shape, as the spec does.
-    return lax.select(*operands)
+    return picked_or(lax.select, op, operands)
 
 
 @register_op("stablehlo.clamp", "mhlo.clamp", prepare=reject_unsupported_types)

@@ -21,8 +21,8 @@ from shlo2jax import types as T
 from shlo2jax.gradients import finite_nonzero_constant
 from shlo2jax.ops._ranges import finite_derivative, finite_factors, finite_quotient
 from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
-                                  constant_elements, planned, reject_unsupported_types,
-                                  replayable)
+                                  constant_elements, picked_key, picked_or, picking, planned,
+                                  reject_unsupported_types, replayable)
 from shlo2jax.registry import Unsupported, register_op
 
 _BF16 = T.ELEMENT_DTYPES["bf16"]
@@ -351,8 +351,8 @@ def _identity_of_bound(bound):
     """A `planned` view: maximum (bound -1: the type's lowest value) or minimum (+1: its
     highest) where one operand is a module constant (through broadcasts, reshapes,
     transposes, converts) that is that value everywhere: the result is the other operand
-    bit for bit (NaN propagates, -0 stays), so the op is that operand (params: its
-    position). Its derivative is then 1, where lax.max's splits a tie in halves: a
+    bit for bit (NaN propagates, -0 stays), so the op is that operand (`picking`). Its
+    derivative is then 1, where lax.max's splits a tie in halves: a
     softmax exported without its stop_gradient on the row max computes
     max(-inf, reduce_max(x)), and lax's rule made two compares, two selects and a divide
     per softmax in the backward pass (14 fused instructions each on searchless chess)."""
@@ -371,32 +371,23 @@ def _identity_of_bound(bound):
             value = constant_elements(op.operands[i], producer, translator)
             if value is not None and value.dtype == dtype and value.size and bool(
                     np.all(value == extreme)):
-                return op.replaced(params=("identity", 1 - i))
+                return picking(op, 1 - i)
         return op
     return view
 
 
-def _identity_key(op):
-    return op.params if type(op.params) is tuple else None
-
-
-def _identity_or(fn, op, x, y):
-    """The operand the view chose (the other is the type's extreme value), else fn(x, y)."""
-    return (x, y)[op.params[1]] if type(op.params) is tuple else fn(x, y)
-
-
 @register_op("stablehlo.maximum", "mhlo.maximum", prepare=reject_unsupported_types)
 @planned(_identity_of_bound(-1))
-@replayable(key=_identity_key)
-def maximum(ctx, op, x, y):
-    return _identity_or(lax.max, op, x, y)
+@replayable(key=picked_key)
+def maximum(ctx, op, *operands):
+    return picked_or(lax.max, op, operands)
 
 
 @register_op("stablehlo.minimum", "mhlo.minimum", prepare=reject_unsupported_types)
 @planned(_identity_of_bound(+1))
-@replayable(key=_identity_key)
-def minimum(ctx, op, x, y):
-    return _identity_or(lax.min, op, x, y)
+@replayable(key=picked_key)
+def minimum(ctx, op, *operands):
+    return picked_or(lax.min, op, operands)
 
 
 @register_op("stablehlo.add", "mhlo.add", prepare=reject_unsupported_types)
