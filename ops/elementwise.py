@@ -20,6 +20,7 @@ from jax import lax
 from shlo2jax import types as T
 from shlo2jax.gradients import finite_nonzero_constant
 from shlo2jax.ops._ranges import finite_derivative, finite_factors, finite_quotient
+from shlo2jax.ops._softmax import normalization_shift
 from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as,
                                   constant_elements, picked_key, picked_or, picking, planned,
                                   reject_unsupported_types, replayable)
@@ -332,7 +333,6 @@ def atan2(ctx, op, x, y):
 # --------------------------------------------------------------- binary ops
 
 _BINARY = {
-    ("stablehlo.subtract", "mhlo.subtract"): lax.sub,
     ("stablehlo.and", "mhlo.and"): lax.bitwise_and,
     ("stablehlo.or", "mhlo.or"): lax.bitwise_or,
     ("stablehlo.xor", "mhlo.xor"): lax.bitwise_xor,
@@ -388,6 +388,29 @@ def maximum(ctx, op, *operands):
 @replayable(key=picked_key)
 def minimum(ctx, op, *operands):
     return picked_or(lax.min, op, operands)
+
+
+# `params` of a subtract that is a softmax's shift by its maximum (ops._softmax)
+_SHIFT = "softmax shift"
+
+
+def _by_normalization_shift(op, producer, translator):
+    """A `planned` view: a real floating x - spread(max(x)) whose result is normalized
+    as a softmax or log_softmax: its derivative through the maximum is stopped, as the
+    producer's softmax has it (ops._softmax). The value is the same."""
+    dtype = getattr(op.result_types[0], "dtype", None)
+    if (dtype is not None and getattr(op.result_types[0], "quant", None) is None
+            and T.is_float(dtype) and not T.is_complex(dtype)
+            and normalization_shift(op, producer, translator)):
+        return op.replaced(params=_SHIFT)
+    return op
+
+
+@register_op("stablehlo.subtract", "mhlo.subtract", prepare=reject_unsupported_types)
+@planned(_by_normalization_shift)
+@replayable(key=lambda op: op.params is _SHIFT)
+def subtract(ctx, op, x, y):
+    return lax.sub(x, lax.stop_gradient(y) if op.params is _SHIFT else y)
 
 
 @register_op("stablehlo.add", "mhlo.add", prepare=reject_unsupported_types)

@@ -283,16 +283,34 @@ def _live(ops: list, region: Region) -> list:
 
 class _Producers:
     """value id -> the op of the region that defines it, or None (an argument, a captured
-    value, a multi-result op's result); the map is built at the first lookup."""
-    __slots__ = ("region", "_map")
+    value, a multi-result op's result); the map is built at the first lookup. `readers`:
+    what reads a value, for the views that need it."""
+    __slots__ = ("region", "_map", "_readers")
 
     def __init__(self, region: Region):
-        self.region, self._map = region, None
+        self.region, self._map, self._readers = region, None, None
 
     def __call__(self, vid) -> Optional[Op]:
         if self._map is None:
             self._map = {op.results[0]: op for op in self.region.ops if len(op.results) == 1}
         return self._map.get(vid)
+
+    def readers(self, vid) -> list:
+        """(op, operand index) per read of the value `vid` by an op of the region; (None,
+        -1) per read by the region's outputs or a nested region (the module's ops, not
+        their planned views: a view reads no more than its op)."""
+        if self._readers is None:
+            readers: dict = {}
+            for op in self.region.ops:
+                for i, operand in enumerate(op.operands):
+                    readers.setdefault(operand, []).append((op, i))
+                for inner in op.regions:
+                    for captured in inner.captures:
+                        readers.setdefault(captured, []).append((None, -1))
+            for output in self.region.outputs:
+                readers.setdefault(output, []).append((None, -1))
+            self._readers = readers
+        return self._readers.get(vid, [])
 
 
 def _planned(translator: Translator, producers: _Producers, op: Op) -> Op:
