@@ -36,85 +36,104 @@ _LOG = _names("log")
 
 def normalization_shift(op, producer, translator) -> bool:
     """Whether the subtract `op` (x - b) is the shift of a softmax or log_softmax of x:
-    b spreads m = max_D(x) (or the maximum of it and a constant) over D, and what reads
-    the shifted values reads them only to normalize them over the same D. `producer` is
-    a planned view's (translate._Producers), whose `readers` this reads."""
-    readers = getattr(producer, "readers", None)
-    if readers is None:
+    b spreads m = max_D(x) (or the maximum of it and a constant) over D, and the shifted
+    values are read only to be normalized over the same D. `producer` is a planned view's
+    (translate._Producers): the region's shifts are found once, from the normalizations'
+    last ops up, and its `reads` tell that nothing else reads what they read."""
+    memo = getattr(producer, "memo", None)
+    if memo is None:
         return False
+    shifts = memo.get(_SHIFTS)
+    if shifts is None:
+        shifts = memo[_SHIFTS] = _shifts(producer, translator)
+    return op.results[0] in shifts
+
+
+_SHIFTS = "ops._softmax shifts"
+
+
+def _shifts(producer, translator) -> frozenset:
+    """The result ids of the region's subtracts that are a normalization's shift."""
+    found = set()
+    for op in producer.region.ops:
+        name = op.name
+        if name in _DIVIDE:
+            shift = _softmax(op, producer, translator)
+        elif name in _SUBTRACT:
+            shift = _log_softmax(op, producer, translator)
+        else:
+            continue
+        if shift is not None:
+            found.add(shift)
+    return frozenset(found)
+
+
+def _softmax(divide, producer, translator):
+    """The shift's id where `divide` is e / spread_D(sum_D(e)), e = exp(x - spread_D(m)), and
+    nothing else reads the shifted values, e (but the sum), the sum or its spreading."""
+    e = divide.operands[0]
+    exp = producer(e)
+    if exp is None or exp.name not in _EXP:
+        return None
+    shifted, shape = exp.operands[0], _shape(divide)
+    found = _shift(shifted, producer, translator, shape)
+    if (found is None or producer.reads(shifted) != 1 or producer.reads(e) != 2
+            or _summed(divide.operands[1], found[1], shape, producer, translator) != e):
+        return None
+    return found[0]
+
+
+def _log_softmax(subtract, producer, translator):
+    """The shift's id where `subtract` is s - spread_D(log(sum_D(exp(s)))), s = x -
+    spread_D(m) (the log taken before or after spreading), and nothing else reads s (but
+    the exp), its exp, the sum, its log or their spreading."""
+    shifted, shape = subtract.operands[0], _shape(subtract)
+    found = _shift(shifted, producer, translator, shape)
+    if found is None or producer.reads(shifted) != 2:
+        return None
+    e = _summed(subtract.operands[1], found[1], shape, producer, translator, _LOG)
+    exp = producer(e) if e is not None else None
+    if (exp is None or exp.name not in _EXP or exp.operands[0] != shifted
+            or producer.reads(e) != 1):
+        return None
+    return found[0]
+
+
+def _shift(shifted, producer, translator, shape):
+    """(the shift's id, D) where the value `shifted` is x - spread_D(max_D(x)), else None."""
+    op = producer(shifted)
+    if op is None or op.name not in _SUBTRACT:
+        return None
     x, spread = op.operands
-    shape = _shape(op)
     found = _spread_source(spread, producer, shape)
     if found is None:
-        return False
-    m, dims = found
+        return None
+    m, dims, _, _ = found
     reduced = _reduction(m, producer, _MAXIMUM, translator, shape)
     if reduced is None:
         maximum = producer(m)
         if maximum is None or maximum.name not in _MAXIMUM:
-            return False
+            return None
         for i in (0, 1):
             if constant_elements(maximum.operands[i], producer, translator) is not None:
                 reduced = _reduction(maximum.operands[1 - i], producer, _MAXIMUM, translator,
                                      shape)
                 break
-    if reduced is None or reduced != (x, dims):
-        return False
-    return _normalized(op.results[0], dims, shape, producer, readers, translator)
+    return (shifted, dims) if reduced == (x, dims) else None
 
 
-def _normalized(shifted, dims, shape, producer, readers, translator) -> bool:
-    """Whether the shifted values `shifted` are read only by exp(shifted) / sum_D(...)
-    (softmax) or shifted - log(sum_D(exp(shifted))) (log_softmax)."""
-    users = readers(shifted)
-    exps = [u for u, _ in users if u is not None and u.name in _EXP]
-    if len(exps) != 1:
-        return False
-    exp = exps[0]
-    others = [(u, i) for u, i in users if u is not exp]
-    exp_users = readers(exp.results[0])
-    sums = [u for u, i in exp_users if u is not None and u.name in _REDUCE and i == 0]
-    if len(sums) != 1:
-        return False
-    total = sums[0]
-    if _reduction(total.results[0], producer, _ADD, translator, shape,
-                  zero_init=True) != (
-            exp.results[0], dims):
-        return False
-    if not others:  # softmax: exp / spread(sum)
-        divides = [u for u, i in exp_users if u is not total]
-        return (len(exp_users) == 2 and len(divides) == 1 and divides[0].name in _DIVIDE
-                and divides[0].operands[0] == exp.results[0]
-                and _spread_only_to(total.results[0], divides[0], dims, shape, producer,
-                                    readers))
-    # log_softmax: shifted - spread(log(sum)), the log taken before or after spreading
-    if len(exp_users) != 1 or len(others) != 1:
-        return False
-    (subtract, index), = others
-    if subtract is None or subtract.name not in _SUBTRACT or index != 0:
-        return False
-    return _spread_only_to(total.results[0], subtract, dims, shape, producer, readers,
-                           through=_LOG)
-
-
-def _spread_only_to(source, consumer, dims, shape, producer, readers, through=frozenset()):
-    """Whether `source` is read only through one chain of spreading ops (and one op of
-    `through`, where given), whose end only `consumer` reads, as its operand 1 (and not
-    its operand 0), and spreads `source` over `dims` of `shape`."""
-    value, passed = source, 0
-    while True:
-        users = readers(value)
-        if len(users) != 1 or users[0][0] is None:
-            return False
-        user, i = users[0]
-        if user is consumer:
-            return (i == 1 and consumer.operands[0] != value and passed == bool(through)
-                    and _spread_source(value, producer, shape, through) == (source, dims))
-        if user.name in through:
-            passed += 1
-        elif user.name not in _SPREADING:
-            return False
-        value = user.results[0]
+def _summed(spread, dims, shape, producer, translator, through=frozenset()):
+    """The value e where `spread` is sum_D(e) spread over D (through one op of `through`,
+    where given), the sum and every value on the way read once, else None."""
+    found = _spread_source(spread, producer, shape, through)
+    if found is None:
+        return None
+    total, spread_dims, links, passed = found
+    if spread_dims != dims or passed != bool(through) or producer.reads(total) != 1 or any(
+            producer.reads(v) != 1 for v in links):
+        return None
+    reduced = _reduction(total, producer, _ADD, translator, shape, zero_init=True)
+    return reduced[0] if reduced is not None and reduced[1] == dims else None
 
 
 def _reduction(vid, producer, body_names, translator, shape, zero_init=False):
@@ -143,15 +162,19 @@ def _shape(op) -> tuple:
 
 
 def _spread_source(vid, producer, shape, through=frozenset()):
-    """(source, D) where the value `vid` of `shape` is `source` spread over the dimensions
-    D through broadcast_in_dim and reshapes that add or drop unit dimensions (and
-    elementwise ops of `through`, which commute with them): each element is the source's
-    element at its index less D, or that op of it. Else None."""
-    chain, source = [], vid
+    """(source, D, the values on the way, how many ops of `through`) where the value `vid`
+    of `shape` is `source` spread over the dimensions D through broadcast_in_dim and
+    reshapes that add or drop unit dimensions (and elementwise ops of `through`, which
+    commute with them): each element is the source's element at its index less D, or that
+    op of it. Else None."""
+    chain, links, passed, source = [], [], 0, vid
     op = producer(source)
     while op is not None and (op.name in _SPREADING or op.name in through):
         if op.name in _SPREADING:
             chain.append(op)
+        else:
+            passed += 1
+        links.append(source)
         source = op.operands[0]
         op = producer(source)
     if not chain:
@@ -187,7 +210,7 @@ def _spread_source(vid, producer, shape, through=frozenset()):
         return None
     dims = frozenset(d for d, label in enumerate(labels) if label is None and shape[d] != 1)
     kept = [label for d, label in enumerate(labels) if shape[d] != 1 and label is not None]
-    return (source, dims) if kept == list(range(count)) else None
+    return (source, dims, links, passed) if kept == list(range(count)) else None
 
 
 def _operand_shape(op, producer):

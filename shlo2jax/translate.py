@@ -10,9 +10,11 @@ by one shape/dtype comparison, and the cyclic garbage collector is paused while 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import gc
+import itertools
 import types
 from typing import Any, Callable, Optional, Protocol
 
@@ -283,34 +285,34 @@ def _live(ops: list, region: Region) -> list:
 
 class _Producers:
     """value id -> the op of the region that defines it, or None (an argument, a captured
-    value, a multi-result op's result); the map is built at the first lookup. `readers`:
-    what reads a value, for the views that need it."""
-    __slots__ = ("region", "_map", "_readers")
+    value, a multi-result op's result); the map is built at the first lookup. `reads`: how
+    often a value is read; `memo`: what a view decides once per region, keyed as it
+    chooses."""
+    __slots__ = ("region", "memo", "_map", "_reads")
 
     def __init__(self, region: Region):
-        self.region, self._map, self._readers = region, None, None
+        self.region, self.memo, self._map, self._reads = region, {}, None, None
 
     def __call__(self, vid) -> Optional[Op]:
         if self._map is None:
             self._map = {op.results[0]: op for op in self.region.ops if len(op.results) == 1}
         return self._map.get(vid)
 
-    def readers(self, vid) -> list:
-        """(op, operand index) per read of the value `vid` by an op of the region; (None,
-        -1) per read by the region's outputs or a nested region (the module's ops, not
-        their planned views: a view reads no more than its op)."""
-        if self._readers is None:
-            readers: dict = {}
-            for op in self.region.ops:
-                for i, operand in enumerate(op.operands):
-                    readers.setdefault(operand, []).append((op, i))
-                for inner in op.regions:
-                    for captured in inner.captures:
-                        readers.setdefault(captured, []).append((None, -1))
-            for output in self.region.outputs:
-                readers.setdefault(output, []).append((None, -1))
-            self._readers = readers
-        return self._readers.get(vid, [])
+    def reads(self, vid) -> int:
+        """How many operands of the region's ops, outputs of the region and captures of
+        its nested regions the value `vid` is (the module's ops, not their planned views:
+        a view reads no more than its op)."""
+        if self._reads is None:
+            ops = self.region.ops
+            reads = collections.Counter(itertools.chain.from_iterable(
+                [op.operands for op in ops]))
+            reads.update(self.region.outputs)
+            for op in ops:
+                if op.regions:
+                    for inner in op.regions:
+                        reads.update(inner.captures)
+            self._reads = reads
+        return self._reads[vid]
 
 
 def _planned(translator: Translator, producers: _Producers, op: Op) -> Op:
