@@ -87,7 +87,11 @@ def _log_softmax(subtract, producer, translator):
     """The shift's id where `subtract` is s - spread_D(log(sum_D(exp(s)))), s = x -
     spread_D(m) (the log taken before or after spreading), and nothing else reads s (but
     the exp), its exp, the sum, its log or their spreading."""
-    shifted, shape = subtract.operands[0], _shape(subtract)
+    shifted = subtract.operands[0]
+    shift = producer(shifted)
+    if shift is None or shift.name not in _SUBTRACT:
+        return None
+    shape = _shape(subtract)
     found = _shift(shifted, producer, translator, shape)
     if found is None or producer.reads(shifted) != 2:
         return None

@@ -398,10 +398,11 @@ def _by_normalization_shift(op, producer, translator):
     """A `planned` view: a real floating x - spread(max(x)) whose result is normalized
     as a softmax or log_softmax: its derivative through the maximum is stopped, as the
     producer's softmax has it (ops._softmax). The value is the same."""
+    if not normalization_shift(op, producer, translator):
+        return op
     dtype = getattr(op.result_types[0], "dtype", None)
     if (dtype is not None and getattr(op.result_types[0], "quant", None) is None
-            and T.is_float(dtype) and not T.is_complex(dtype)
-            and normalization_shift(op, producer, translator)):
+            and T.is_float(dtype) and not T.is_complex(dtype)):
         return op.replaced(params=_SHIFT)
     return op
 
