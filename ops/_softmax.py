@@ -58,11 +58,15 @@ def _shifts(producer, translator) -> frozenset:
     for op in producer.region.ops:
         name = op.name
         if name in _DIVIDE:
-            shift = _softmax(op, producer, translator)
+            match = _softmax
         elif name in _SUBTRACT:
-            shift = _log_softmax(op, producer, translator)
+            match = _log_softmax
         else:
             continue
+        try:
+            shift = match(op, producer, translator)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            continue  # (attributes these checks misread: not a shift, the rules report them)
         if shift is not None:
             found.add(shift)
     return frozenset(found)
