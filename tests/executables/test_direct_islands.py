@@ -347,7 +347,9 @@ def test_decoded_islands_hold_no_mlir_context():
     programs = [shlo2jax.load(str(e.artifact_path), lowering="direct") for _ in range(2)]
     gc.collect()
     assert all(p.entry.islands and p.released_mlir_module for p in programs)
-    assert ir.Context._get_live_count() == before
+    # no more contexts than before (fewer where the loads evicted an earlier test's program
+    # from a bounded cache: seen once in a full-suite run, 189 against 190)
+    assert ir.Context._get_live_count() <= before
     assert checks.run(e, "forward", programs[0].entry).ok
 
 
