@@ -73,6 +73,35 @@ def picked_key(op) -> bool:
     return op.params is PICKED
 
 
+def op_names(*names) -> frozenset:
+    """The op names `names` in both dialects: {stablehlo.n, mhlo.n} for each n."""
+    return frozenset(f"{d}.{n}" for d in ("stablehlo", "mhlo") for n in names)
+
+
+def reduce_body_op(reduce_op):
+    """The name of a reduce's body's one op where it combines the two block arguments
+    (maximum for a reduce_max, add for a sum), else None."""
+    (body,) = reduce_op.regions
+    if len(body.ops) != 1 or len(body.args) != 2:
+        return None
+    (inner,) = body.ops
+    if set(inner.operands) != set(body.args) or tuple(body.outputs) != tuple(inner.results):
+        return None
+    return inner.name
+
+
+def value_type(vid, producer, region):
+    """The type of the value `vid` of `region`: its producer's result type (`producer`, a
+    planned view's), or the block argument's; None for a captured value or a multi-result
+    op's result."""
+    source = producer(vid)
+    if source is not None:
+        return source.result_types[0]
+    if region is not None and vid in region.args:
+        return region.arg_types[region.args.index(vid)]
+    return None
+
+
 # Ops whose result holds only elements of their (first) operand, unchanged.
 _ELEMENT_PRESERVING = frozenset((
     "stablehlo.broadcast_in_dim", "mhlo.broadcast_in_dim", "stablehlo.broadcast",

@@ -30,7 +30,7 @@ import ml_dtypes
 import numpy as np
 
 from shlo2jax import types as T
-from shlo2jax.ops._common import enum_value, ints
+from shlo2jax.ops._common import enum_value, ints, op_names, reduce_body_op, value_type
 
 Range = Optional[tuple]  # (lo, hi) floats, or None: unknown
 
@@ -38,13 +38,8 @@ _INF = math.inf
 _DEPTH = 48              # ops followed back from a query (deeper: unknown)
 _CONSTANT_LIMIT = 1 << 16  # constants with more elements are not scanned
 
-_SAME = frozenset(f"{d}.{n}" for d in ("stablehlo", "mhlo") for n in (
-    "broadcast_in_dim", "broadcast", "reshape", "transpose", "slice", "reverse",
-    "dynamic_slice", "copy", "optimization_barrier"))
-
-
-def _names(*names):
-    return frozenset(f"{d}.{n}" for d in ("stablehlo", "mhlo") for n in names)
+_SAME = op_names("broadcast_in_dim", "broadcast", "reshape", "transpose", "slice", "reverse",
+                 "dynamic_slice", "copy", "optimization_barrier")
 
 
 def finite(r: Range) -> bool:
@@ -477,21 +472,10 @@ def _subtract(scope, op, depth):
     return None if a is None else _add(a, _neg(scope.range(op.operands[1], depth)))
 
 
-def _body_op(reduce_op):
-    """The name of a reduce body's one op where it combines the two block arguments."""
-    (body,) = reduce_op.regions
-    if len(body.ops) != 1 or len(body.args) != 2:
-        return None
-    (inner,) = body.ops
-    if set(inner.operands) != set(body.args) or body.outputs != inner.results:
-        return None
-    return inner.name
-
-
 def _reduce(scope, op, depth):
     if len(op.operands) != 2:
         return None
-    body = _body_op(op)
+    body = reduce_body_op(op)
     x, init = scope.range(op.operands[0], depth), scope.range(op.operands[1], depth)
     if x is None or init is None:
         return None
@@ -514,13 +498,7 @@ def _reduce(scope, op, depth):
 def _reduced_count(scope, op):
     """How many elements each result element of a reduce sums."""
     dims = ints(op.attrs["dimensions"])
-    operand = scope.producer(op.operands[0])
-    shape = None
-    if operand is not None:
-        shape = operand.result_types[0].shape
-    elif scope.region is not None and op.operands[0] in scope.region.args:
-        region = scope.region
-        shape = region.arg_types[region.args.index(op.operands[0])].shape
+    shape = getattr(value_type(op.operands[0], scope.producer, scope.region), "shape", None)
     if shape is None or None in shape:
         return None
     return math.prod(shape[d] for d in dims)
@@ -542,13 +520,7 @@ def _convert(scope, op, depth):
 
 
 def _operand_dtype(scope, op):
-    source = scope.producer(op.operands[0])
-    if source is not None:
-        return getattr(source.result_types[0], "dtype", None)
-    region = scope.region
-    if region is not None and op.operands[0] in region.args:
-        return getattr(region.arg_types[region.args.index(op.operands[0])], "dtype", None)
-    return None
+    return getattr(value_type(op.operands[0], scope.producer, scope.region), "dtype", None)
 
 
 def _same(scope, op, depth):
@@ -626,11 +598,11 @@ def _bounded_by(lo, hi, finite_operand=False):
     return rule
 
 
-_CONSTANT = _names("constant")
-_MAXIMUM = _names("maximum")
-_MINIMUM = _names("minimum")
-_ADD = _names("add")
-_REDUCE = _names("reduce")
+_CONSTANT = op_names("constant")
+_MAXIMUM = op_names("maximum")
+_MINIMUM = op_names("minimum")
+_ADD = op_names("add")
+_REDUCE = op_names("reduce")
 
 def _constant(scope, op, depth):
     # (constants lifted into parameters hold the call's values, not the module's)
@@ -645,26 +617,26 @@ _RULES = {
     **{name: _constant for name in _CONSTANT},
     "func.call": _call,
     **{name: _same for name in _SAME},
-    **{name: _union_all for name in _names("concatenate")},
-    **{name: _pad for name in _names("pad")},
-    **{name: _convert for name in _names("convert")},
-    **{name: _select for name in _names("select")},
-    **{name: _compare for name in _names("compare")},
+    **{name: _union_all for name in op_names("concatenate")},
+    **{name: _pad for name in op_names("pad")},
+    **{name: _convert for name in op_names("convert")},
+    **{name: _select for name in op_names("select")},
+    **{name: _compare for name in op_names("compare")},
     **{name: _binary(_add) for name in _ADD},
-    **{name: _subtract for name in _names("subtract")},
-    **{name: lambda s, op, d: _neg(s.range(op.operands[0], d)) for name in _names("negate")},
-    **{name: _multiply for name in _names("multiply")},
-    **{name: _divide for name in _names("divide")},
-    **{name: _abs for name in _names("abs")},
+    **{name: _subtract for name in op_names("subtract")},
+    **{name: lambda s, op, d: _neg(s.range(op.operands[0], d)) for name in op_names("negate")},
+    **{name: _multiply for name in op_names("multiply")},
+    **{name: _divide for name in op_names("divide")},
+    **{name: _abs for name in op_names("abs")},
     **{name: _extreme(max) for name in _MAXIMUM},
     **{name: _extreme(min) for name in _MINIMUM},
-    **{name: _clamp for name in _names("clamp")},
+    **{name: _clamp for name in op_names("clamp")},
     **{name: _reduce for name in _REDUCE},
-    **{name: _monotone(_exp) for name in _names("exponential")},
-    **{name: _monotone(_log, 0.0) for name in _names("log")},
-    **{name: _monotone(math.sqrt, 0.0) for name in _names("sqrt")},
-    **{name: _rsqrt for name in _names("rsqrt")},
-    **{name: _monotone(_logistic) for name in _names("logistic")},
-    **{name: _bounded_by(-1.0, 1.0) for name in _names("tanh")},
-    **{name: _bounded_by(-1.0, 1.0, True) for name in _names("sine", "cosine")},
+    **{name: _monotone(_exp) for name in op_names("exponential")},
+    **{name: _monotone(_log, 0.0) for name in op_names("log")},
+    **{name: _monotone(math.sqrt, 0.0) for name in op_names("sqrt")},
+    **{name: _rsqrt for name in op_names("rsqrt")},
+    **{name: _monotone(_logistic) for name in op_names("logistic")},
+    **{name: _bounded_by(-1.0, 1.0) for name in op_names("tanh")},
+    **{name: _bounded_by(-1.0, 1.0, True) for name in op_names("sine", "cosine")},
 }

@@ -15,23 +15,20 @@ backward pass of searchless chess loses 8 reduce_max derivatives.
 
 from __future__ import annotations
 
-from shlo2jax.ops._common import constant_elements, ints
+from shlo2jax.ops._common import (constant_elements, ints, op_names, reduce_body_op,
+                                  value_type)
 
 __all__ = ["normalization_shift"]
 
 
-def _names(*names):
-    return frozenset(f"{d}.{n}" for d in ("stablehlo", "mhlo") for n in names)
-
-
-_SPREADING = _names("broadcast_in_dim", "reshape")
-_REDUCE = _names("reduce")
-_MAXIMUM = _names("maximum")
-_ADD = _names("add")
-_EXP = _names("exponential")
-_DIVIDE = _names("divide")
-_SUBTRACT = _names("subtract")
-_LOG = _names("log")
+_SPREADING = op_names("broadcast_in_dim", "reshape")
+_REDUCE = op_names("reduce")
+_MAXIMUM = op_names("maximum")
+_ADD = op_names("add")
+_EXP = op_names("exponential")
+_DIVIDE = op_names("divide")
+_SUBTRACT = op_names("subtract")
+_LOG = op_names("log")
 
 
 def normalization_shift(op, producer, translator) -> bool:
@@ -149,14 +146,8 @@ def _reduction(vid, producer, body_names, translator, shape, zero_init=False):
     a one-operand reduce whose body is one op of `body_names` (with `zero_init`: its init
     a constant 0), else None."""
     op = producer(vid)
-    if op is None or op.name not in _REDUCE or len(op.operands) != 2:
-        return None
-    (body,) = op.regions
-    if len(body.ops) != 1 or len(body.args) != 2:
-        return None
-    (inner,) = body.ops
-    if (inner.name not in body_names or set(inner.operands) != set(body.args)
-            or tuple(body.outputs) != tuple(inner.results)):
+    if (op is None or op.name not in _REDUCE or len(op.operands) != 2
+            or reduce_body_op(op) not in body_names):
         return None
     if zero_init:
         init = constant_elements(op.operands[1], producer, translator)
@@ -222,10 +213,5 @@ def _spread_source(vid, producer, shape, through=frozenset()):
 
 
 def _operand_shape(op, producer):
-    source = producer(op.operands[0])
-    if source is not None:
-        return tuple(source.result_types[0].shape)
-    region = getattr(producer, "region", None)
-    if region is not None and op.operands[0] in region.args:
-        return tuple(region.arg_types[region.args.index(op.operands[0])].shape)
-    return None
+    found = value_type(op.operands[0], producer, getattr(producer, "region", None))
+    return None if found is None else tuple(found.shape)
