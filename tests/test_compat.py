@@ -14,12 +14,14 @@ import pytest
 from jaxlib.mlir import ir
 
 from shlo2jax import compat
+from shlo2jax.compat import points, selfcheck
 
 
 def test_every_point_resolves_on_the_installed_jax():
-    results = compat.check(file=False)
+    results = selfcheck.points()
     assert {"auto_insert_reshard", "aval_to_ir_type", "enable_x64", "op.attributes iteration",
-            "child process dialects", "jax internals used"} <= set(results)
+            "child process dialects", "jax internals used", "jaxpr types",
+            "equation replay"} <= set(results)
     failed = {name: detail for name, (ok, detail) in results.items() if not ok}
     assert not failed
 
@@ -27,9 +29,9 @@ def test_every_point_resolves_on_the_installed_jax():
 def test_check_reports_a_failing_point_without_raising(monkeypatch):
     def moved():
         raise AttributeError("module 'jax._src.core' has no attribute 'auto_insert_reshard'")
-    monkeypatch.setitem(compat._POINTS, "auto_insert_reshard", moved)
+    monkeypatch.setitem(points.POINTS, "auto_insert_reshard", moved)
     out = io.StringIO()
-    results = compat.check(file=out)
+    results = selfcheck.check(file=out, translate=False)
     assert results["auto_insert_reshard"][0] is False
     text = out.getvalue()
     assert f"jax {jax.__version__}" in text
@@ -37,12 +39,45 @@ def test_check_reports_a_failing_point_without_raising(monkeypatch):
     assert f"{len(results) - 1} of {len(results)} compatibility points resolve" in text
 
 
+def test_smoke_translation_runs_every_step_on_the_installed_jax():
+    steps = selfcheck.smoke()
+    assert list(steps) == ["load", "forward", "jit", "jax.grad", "jax.vmap", "jax.export read",
+                           "jax.export write", "direct lowering"]
+    assert all(ok for ok, _ in steps.values()), steps
+
+
+class _BrokenReplay(compat.EquationReplay):
+    """Equation replay as jax 0.12 broke it: the name every point asks for is there, the
+    first staged op fails (jax 0.12 merged ClosedJaxpr into Jaxpr)."""
+
+    def learn(self, key, args, run):
+        raise AttributeError("module 'jax._src.core' has no attribute 'ClosedJaxpr'")
+
+
+def test_a_release_that_breaks_translation_fails_the_check_by_name(monkeypatch):
+    # Every point still resolves (the names are there), as on jax 0.12 before compat knew
+    # it: the smoke translation is what fails, and it says which step and why.
+    monkeypatch.setattr(compat, "equation_replay", _BrokenReplay)
+    out = io.StringIO()
+    results = selfcheck.check(file=out)
+    text = out.getvalue()
+    assert all(ok for name, (ok, _) in results.items() if not name.startswith("smoke: "))
+    assert results["smoke: load"][0] is True
+    assert results["smoke: forward"][0] is False
+    assert "ClosedJaxpr" in results["smoke: forward"][1]
+    assert "FAIL forward" in text and "broken on this jax: forward" in text
+    monkeypatch.setattr(selfcheck, "check", lambda: results)
+    assert selfcheck.main() == 1
+
+
 def test_module_entry_point_prints_the_table_and_exits_0():
     done = subprocess.run([sys.executable, "-m", "shlo2jax.compat"], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "compatibility points resolve" in done.stdout
+    assert "8 of 8 smoke steps run" in done.stdout
     assert "FAIL" not in done.stdout
+    assert "RuntimeWarning" not in done.stderr, done.stderr
 
 
 def test_child_dialects_source_runs_without_jax():

@@ -452,7 +452,7 @@ def test_replayed_equations_with_constant_operands_are_the_traced_ones(gradients
             replayed, bound = programs()
             assert str(make(replayed)) == str(make(bound)), way
             replay = replayed.translator.replay
-            if replay is not None and compat._BIND_CANONICAL is not None and way == "forward":
+            if replay is not None and compat.replay._BIND_CANONICAL is not None and way == "forward":
                 constants = {id(c) for c, _ in replay._constant_avals.values()}
                 with_constants = [k for k in replay._learned
                                   if any(type(i) is int and i in constants for i in k[1:])]

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax import compat
 from shlo2jax import types as T
 
 from _helpers import assert_same_bits
+import xla_known
 
 # One element type of each kind the ops carry through unchanged.
 CARRIED = ["i1", "i2", "ui4", "i8", "ui16", "i32", "ui64", "f8E5M2", "f4E2M1FN", "bf16", "f16",
@@ -231,8 +231,8 @@ def test_optimization_barrier_is_the_identity(element):
     assert_same_bits(outs[1], b)
 
 
-@pytest.mark.xfail(compat.xla_miscompiles("uint2 add chain"), strict=True,
-                   reason=compat.xla_miscompile_reason("uint2 add chain"))
+@pytest.mark.xfail(xla_known.xla_miscompiles("uint2 add chain"), strict=True,
+                   reason=xla_known.xla_miscompile_reason("uint2 add chain"))
 def test_func_call():
     program = shlo2jax.load("""
     func.func private @twice(%x: tensor<3xui2>) -> tensor<3xui2> {

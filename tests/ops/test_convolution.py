@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax import compat
 from shlo2jax import types as T
 
 from _helpers import tensor
+import xla_known
 
 
 def _perm(spec, first, second):
@@ -254,11 +254,11 @@ def _wrapped(values, dtype):
 
 def _narrow_param(element):
     # A strict known failure where this jaxlib's XLA miscompiles a sub-byte convolution
-    # compiled beside a dot (shlo2jax.compat.XLA_MISCOMPILES).
+    # compiled beside a dot (tests/xla_known.py).
     name = "narrow convolution beside a dot"
     sub_byte = element in ("i2", "i4", "ui2", "ui4", "f4E2M1FN")
-    marks = [pytest.mark.xfail(compat.xla_miscompiles(name), strict=True,
-                               reason=compat.xla_miscompile_reason(name))] if sub_byte else []
+    marks = [pytest.mark.xfail(xla_known.xla_miscompiles(name), strict=True,
+                               reason=xla_known.xla_miscompile_reason(name))] if sub_byte else []
     return pytest.param(element, marks=marks, id=element)
 
 

@@ -15,10 +15,10 @@ import pytest
 from jax import lax
 
 import shlo2jax
-from shlo2jax import compat
 from shlo2jax.types import bit_width
 
 from _helpers import element, tensor
+import xla_known
 
 BF16 = ml_dtypes.bfloat16
 # (rtol, atol) per element type: a few ulp of the type.
@@ -194,9 +194,9 @@ INTS = SIGNED + UNSIGNED + [ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_
 
 def _known_miscompile(dtype, name, affected):
     """`dtype` as a parameter, a strict known failure where this jaxlib's XLA shows the
-    miscompile `name` (shlo2jax.compat.XLA_MISCOMPILES) and `dtype` is one it affects."""
-    marks = [pytest.mark.xfail(compat.xla_miscompiles(name), strict=True,
-                               reason=compat.xla_miscompile_reason(name))] \
+    miscompile `name` (tests/xla_known.py) and `dtype` is one it affects."""
+    marks = [pytest.mark.xfail(xla_known.xla_miscompiles(name), strict=True,
+                               reason=xla_known.xla_miscompile_reason(name))] \
         if dtype in affected else []
     return pytest.param(dtype, marks=marks, id=element(dtype))
 

@@ -15,6 +15,7 @@ import pytest
 import shlo2jax
 from shlo2jax import types as T
 from shlo2jax.quant import F6Array
+import xla_known
 
 F6 = {"f6E2M3FN": np.dtype(ml_dtypes.float6_e2m3fn), "f6E3M2FN": np.dtype(ml_dtypes.float6_e3m2fn)}
 MAX = {"f6E2M3FN": 7.5, "f6E3M2FN": 28.0}
@@ -324,10 +325,9 @@ def test_reduce_sort_and_while(element):
 
 @pytest.mark.parametrize("element", F6)
 def test_bitcast_convert(element):
-    from shlo2jax import compat
-    crash = "bytes split into 2-bit lanes"
-    if compat.xla_crashes(crash):  # a known failure that kills the process: xfail cannot run it
-        pytest.skip(XLA_CRASHES_PREFIX + compat.XLA_CRASHES[crash][1])
+        crash = "bytes split into 2-bit lanes"
+    if xla_known.xla_crashes(crash):  # a known failure that kills the process: xfail cannot run it
+        pytest.skip(XLA_CRASHES_PREFIX + xla_known.XLA_CRASHES[crash][1])
     other = "f6E3M2FN" if element == "f6E2M3FN" else "f6E2M3FN"
     x = _all_values(element)
     t = _ty(x.shape, x.dtype)

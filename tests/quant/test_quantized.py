@@ -10,6 +10,7 @@ from shlo2jax import compat
 from shlo2jax import quant
 from shlo2jax.quant import QArray, parse_quantized_element
 from shlo2jax.types import UnsupportedTypeError
+import xla_known
 
 
 def _load(body, args, results):
@@ -92,10 +93,10 @@ _STORAGE = [("i2", ml_dtypes.int2, -2, 1), ("i4", ml_dtypes.int4, -8, 7),
 
 def _storage_param(storage, dtype, lo, hi):
     # Quantizing clamps then converts: a strict known failure for 2-bit storage where this
-    # jaxlib's XLA miscompiles that (shlo2jax.compat.XLA_MISCOMPILES).
+    # jaxlib's XLA miscompiles that (tests/xla_known.py).
     name = "clamped convert to 2 bits"
-    marks = [pytest.mark.xfail(compat.xla_miscompiles(name), strict=True,
-                               reason=compat.xla_miscompile_reason(name))] \
+    marks = [pytest.mark.xfail(xla_known.xla_miscompiles(name), strict=True,
+                               reason=xla_known.xla_miscompile_reason(name))] \
         if storage in ("i2", "u2") else []
     return pytest.param(storage, dtype, lo, hi, marks=marks)
 

@@ -1,6 +1,13 @@
-"""Every use of a jax internal, and every difference between jax releases, lives here, so a JAX
-upgrade touches one file; with them the MLIR context those internals make, completed with the
-`quant` dialect jaxlib leaves out.
+"""Every use of a jax internal, and every difference between jax releases, lives in this
+package, so a JAX upgrade touches one place; with them the MLIR context those internals make,
+completed with the `quant` dialect jaxlib leaves out.
+
+- this module: the release differences and jax's primitive machinery as shlo2jax uses it
+  (rule tables, lowering helpers, contexts, kernels);
+- `replay`: staging again an equation a lax call made, without the call (the tracing loop);
+- `points`: the registry of compatibility points;
+- `selfcheck` (`python -m shlo2jax.compat`): how each point resolves on the installed jax,
+  and a smoke translation that fails by name when a release breaks one.
 
 The features built on jax's primitive machinery (`shlo2jax.gradients`, `shlo2jax.primitives`,
 `shlo2jax.executables.direct`) reach its rule tables and lowering helpers through the names
@@ -22,9 +29,7 @@ from jax._src import config as _config
 from jax._src import dtypes as _dtypes
 from jax._src import effects as _effects
 from jax._src.export import _export
-from jax._src import source_info_util
 from jax._src.interpreters import ad, batching, mlir
-from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import linalg as lax_linalg
 from jax._src.lib import xla_client
@@ -39,26 +44,10 @@ __all__ = ["core", "dispatch", "ad", "batching", "mlir", "lax_internal"]
 # Each difference between the jax releases shlo2jax supports (pyproject.toml's range) is one
 # entry here, chosen once at import by asking jax for the feature (an attribute, a parameter),
 # never by comparing version numbers: a release outside the tested range gets whichever variant
-# it has, and `check()` (`python -m shlo2jax.compat`) says which entry resolved how.
+# it has, and the self-check (`python -m shlo2jax.compat`) says which entry resolved how.
 # docs/guides/jax_versions.md lists them with the releases each variant belongs to.
 
-_POINTS: dict[str, Callable[[], str]] = {}
-
-
-def _point(name: str):
-    """Registers `probe() -> str` (the variant this jax gets; raises where none fits) as the
-    compatibility point `name` that `check()` reports."""
-    def register(probe):
-        _POINTS[name] = probe
-        return probe
-    return register
-
-
-def _params(fn) -> frozenset:
-    try:
-        return frozenset(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):  # a builtin without a signature
-        return frozenset()
+from shlo2jax.compat.points import POINTS as _POINTS, params as _params, point as _point  # noqa: E402
 
 
 # `core.auto_insert_reshard` was `core.standard_insert_pvary` (jax <= 0.9).
@@ -315,7 +304,9 @@ def _inline(inline: bool) -> dict:
 # are registered but only the JVP runs) is called by `LinearizeTrace.process_primitive` as
 # `rule(is_vjp, nonzeros, *primals, **params)` (jax >= 0.9) or `rule(nonzeros, *primals,
 # **params)` (0.6-0.8); both return `(primal_out, out_nonzero, residuals, linearized)` and
-# call `linearized(residuals, *tangents)` under the tangent trace. Which one is read from the
+# call `linearized(residuals, *tangents)` under the tangent trace (jax 0.12: `(primal_out,
+# out_nonzero, residuals, structured_residuals, linearized)`, and `linearized(residuals,
+# structured_binders, *tangents)`). Which one is read from the
 # positional parameters of jax's own fallback rule (`fallback_linearize_rule(prim, [is_vjp,]
 # nonzeros, *primals)`), which `process_primitive` calls the same way; with neither (a jax
 # that moved them) nothing is registered and the JVPs run.
@@ -326,7 +317,13 @@ def _linearize_convention():
         return None
     positional = [p for p in inspect.signature(fallback).parameters.values()
                   if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
-    return {3: "is_vjp", 2: "nonzeros"}.get(len(positional))
+    convention = {3: "is_vjp", 2: "nonzeros"}.get(len(positional))
+    # jax 0.12's rules also return structured residuals (None: none) before `linearized`,
+    # which takes their binders after the residuals; the trace declares where it keeps them.
+    trace = getattr(ad, "LinearizeTrace", None)
+    if convention == "is_vjp" and "structured_residuals" in getattr(trace, "__annotations__", {}):
+        return "structured"
+    return convention
 
 
 _LINEARIZE = _linearize_convention()
@@ -335,7 +332,9 @@ _LINEARIZE = _linearize_convention()
 def _linearize_point() -> str:
     if _LINEARIZE is None:
         raise AttributeError("no ad.primitive_linearizations convention known: JVPs run")
-    return {"is_vjp": "rule(is_vjp, nonzeros, *primals) (>= 0.9)",
+    return {"structured": "rule(is_vjp, nonzeros, *primals) -> 5 values, structured "
+                          "residuals (>= 0.12)",
+            "is_vjp": "rule(is_vjp, nonzeros, *primals) (0.9-0.11)",
             "nonzeros": "rule(nonzeros, *primals) (<= 0.8)"}[_LINEARIZE]
 
 
@@ -348,7 +347,13 @@ def register_linearization(prim, rule) -> None:
     primals under the primal trace, then `linearized(residuals, *tangents)` under the tangent
     trace (a tangent whose flag in `nonzeros` is False arrives as `ad.Zero`), where without it
     jax traces `prim`'s JVP into a jaxpr and partially evaluates it at every equation."""
-    if _LINEARIZE == "is_vjp":
+    if _LINEARIZE == "structured":
+        def structured(is_vjp, nonzeros, *primals, **params):
+            primal_out, out_nonzero, residuals, linearized = rule(nonzeros, *primals, **params)
+            return (primal_out, out_nonzero, residuals, None,
+                    lambda res, _structured, *tangents: linearized(res, *tangents))
+        ad.primitive_linearizations[prim] = structured
+    elif _LINEARIZE == "is_vjp":
         ad.primitive_linearizations[prim] = (
             lambda is_vjp, nonzeros, *primals, **params: rule(nonzeros, *primals, **params))
     elif _LINEARIZE == "nonzeros":
@@ -612,119 +617,6 @@ sys.stdout.buffer.write(bytes(stablehlo))
 """
 
 
-# ------------------------------------------------------------------ XLA's known miscompiles
-
-# Wrong values from XLA itself (plain jax shows them), in the XLA of some jaxlib releases. Each
-# is found by running its reproduction once on the CPU, so the tests that meet one are known
-# failures of exactly the jaxlibs that have it (docs/guides/jax_versions.md).
-def _int2_popcnt() -> bool:
-    import ml_dtypes
-    import numpy as np
-    x = np.array([-2, -1, 0, 1], ml_dtypes.int2)
-    got = jax.jit(lambda v: jax.lax.population_count(
-        jax.lax.bitcast_convert_type(v, ml_dtypes.uint2)))(x)
-    return np.asarray(got).astype(int).tolist() != [1, 2, 0, 1]
-
-
-def _int4_conv_beside_dot() -> bool:
-    import ml_dtypes
-    import numpy as np
-    dt = np.dtype(ml_dtypes.int4)
-    lhs = np.array([[[1, 0, -1, 1], [0, 1, 1, -1]]], dt)
-    rhs = np.array([[[1, 1], [0, 1]], [[1, -1], [1, 0]]], dt)
-    ones = np.ones((2, 3), dt)
-    conv, _ = jax.jit(lambda l, r, a, b: (
-        jax.lax.conv_general_dilated(l, r, (1,), "VALID", dimension_numbers=("NCH", "OIH", "NCH"),
-                                     preferred_element_type=dt),
-        jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=dt)))(
-            lhs, rhs, ones, ones.T)
-    return np.asarray(conv).astype(int).ravel().tolist() != [2, 0, -1, 1, 2, -1]
-
-
-def _clamped_convert_to_two_bits() -> bool:
-    import ml_dtypes
-    import numpy as np
-    x = np.array([-2.0, -1.0, 0.0, 1.0], np.float32)
-    got = jax.jit(lambda v: jax.lax.convert_element_type(
-        jax.lax.clamp(np.float32(-2), v, np.float32(1)), ml_dtypes.int2))(x)
-    return np.asarray(got).astype(int).tolist() != [-2, -1, 0, 1]
-
-
-def _uint2_add_chain() -> bool:
-    import ml_dtypes
-    import numpy as np
-    got = jax.jit(lambda v: (v + v) + v)(np.array([1, 2, 3], ml_dtypes.uint2))
-    return np.asarray(got).astype(int).tolist() != [3, 2, 1]
-
-
-XLA_MISCOMPILES: dict[str, tuple[Callable[[], bool], str]] = {
-    "uint2 add chain": (_uint2_add_chain, (
-        "XLA miscompiles chained 2-bit arithmetic: jax.jit(lambda v: (v + v) + v)"
-        "(uint2 [1, 2, 3]) is [3, 0, 0], not [3, 2, 1] (jaxlib 0.7.2)")),
-    "clamped convert to 2 bits": (_clamped_convert_to_two_bits, (
-        "XLA miscompiles a float clamped then converted to int2/uint2: jax.jit(lambda v: "
-        "lax.convert_element_type(lax.clamp(f32(-2), v, f32(1)), int2))([-2., -1., 0., 1.]) "
-        "is [-2, 0, 0, 0] (jaxlib 0.7.2)")),
-    "int2 popcnt": (_int2_popcnt, (
-        "XLA miscompiles popcnt of 2-bit integers: jax.jit(lambda v: lax.population_count("
-        "lax.bitcast_convert_type(v, uint2)))(int2 [-2, -1, 0, 1]) is not [1, 2, 0, 1] "
-        "(jaxlib 0.7.2)")),
-    "narrow convolution beside a dot": (_int4_conv_beside_dot, (
-        "XLA miscompiles a convolution of sub-byte types (int2/int4/uint2/uint4/f4E2M1FN) "
-        "compiled beside a dot_general: jax.jit(lambda l, r, a, b: (lax.conv_general_dilated"
-        "(l, r, (1,), 'VALID', preferred_element_type=int4), lax.dot_general(a, b, ...)))"
-        " gives another convolution than jitting it alone (jaxlib 0.6.2, 0.7.2)")),
-}
-_MISCOMPILE_SEEN: dict[str, bool] = {}
-
-
-def xla_miscompiles(name: str) -> bool:
-    """Whether this jaxlib's XLA shows the known miscompile `name` of `XLA_MISCOMPILES` (its
-    reproduction, run once)."""
-    if name not in _MISCOMPILE_SEEN:
-        _MISCOMPILE_SEEN[name] = bool(XLA_MISCOMPILES[name][0]())
-    return _MISCOMPILE_SEEN[name]
-
-
-def xla_miscompile_reason(name: str) -> str:
-    """The reproduction of the known miscompile `name`, for a known failure's reason."""
-    return XLA_MISCOMPILES[name][1]
-
-
-# Reproductions that kill the process (heap corruption inside XLA's CPU runtime), each run in a
-# child process once, when a test asks.
-XLA_CRASHES: dict[str, tuple[str, str]] = {
-    "bytes split into 2-bit lanes": ("""
-import jax, ml_dtypes, numpy as np
-from jax import lax
-import gc
-x = np.arange(64, dtype=np.uint8)
-for _ in range(10):  # the corruption shows only now and then in one run: repeat it
-    lanes = jax.jit(lambda v: lax.convert_element_type(lax.bitwise_and(lax.shift_right_logical(
-        v[:, None], np.array([0, 2, 4], np.uint8)[None, :]), np.uint8(3)), ml_dtypes.uint2))(x)
-    np.asarray(lanes)
-    del lanes
-    gc.collect()
-""", "XLA corrupts the heap splitting bytes into 2-bit lanes: jax.jit(lambda v: "
-        "lax.convert_element_type(lax.bitwise_and(lax.shift_right_logical(v[:, None], "
-        "[[0, 2, 4]]), 3), uint2))(np.arange(64, dtype=uint8)) aborts the process "
-        "(munmap_chunk/malloc_consolidate: invalid pointer; jaxlib 0.7.2)"),
-}
-_CRASH_SEEN: dict[str, bool] = {}
-
-
-def xla_crashes(name: str) -> bool:
-    """Whether this jaxlib's XLA kills the process on the reproduction `name` of
-    `XLA_CRASHES` (run once, in a child process)."""
-    if name not in _CRASH_SEEN:
-        import subprocess
-        import sys
-        done = subprocess.run([sys.executable, "-c", XLA_CRASHES[name][0]],
-                              capture_output=True, timeout=300)
-        _CRASH_SEEN[name] = done.returncode != 0
-    return _CRASH_SEEN[name]
-
-
 def monoid_reduce(x, init, computation, dimensions):
     """`lax.reduce(x, init, computation, dimensions)` of one operand, the same equations,
     without the debug info lax.reduce builds for the computation before it sees that a
@@ -736,253 +628,6 @@ def monoid_reduce(x, init, computation, dimensions):
     weak_type = _dtypes.is_weakly_typed(x) and _dtypes.is_weakly_typed(init)
     return lax_internal._convert_element_type(reducer(x, dimensions), weak_type=weak_type)
 
-
-# ------------------------------------------------------------------ replaying equations
-
-def _replay_variant() -> str:
-    trace = getattr(pe, "DynamicJaxprTrace", None)
-    frame = getattr(pe, "JaxprStackFrame", None)
-    if trace is None or not hasattr(trace, "emit_eqn") or frame is None or \
-            not hasattr(pe, "TracingEqn") or not hasattr(core, "trace_ctx"):
-        return "none (every op binds through lax)"
-    return "DynamicJaxprTrace.emit_eqn"
-
-
-_REPLAY = _replay_variant()
-_JaxprTracer = getattr(pe, "DynamicJaxprTracer", None)
-_point("equation replay")(lambda: _REPLAY)
-
-
-# Primitives whose staging rule stages what the default one would for static shapes (it
-# differs for dynamic shapes only, 0.7-0.9). Other staging rules, and constant folding (decided
-# by operand values), are never replayed; a forwarding rule (decided by avals and params) is
-# seen in what `learn` observes: a forwarded result stages no equation and is not learned.
-_STAGED_BY_AVALS = frozenset({"broadcast_in_dim", "reshape"})
-
-
-def _bind_canonicalizer():
-    """What `Primitive.bind` turns a numpy operand into before staging it as a constant:
-    jax <= 0.8 `core.canonicalize_value(x)`, jax 0.10 `dtypes.canonicalize_value(x)` (a
-    cached typed array, the same object for the same array while it lives); None where bind
-    does something else (0.9: per primitive), and there constant operands are not replayed."""
-    core_canon = getattr(core, "canonicalize_value", None)
-    if core_canon is not None:
-        params = inspect.signature(core_canon).parameters
-        return core_canon if len(params) == 1 else None
-    return getattr(_dtypes, "canonicalize_value", None)
-
-
-_BIND_CANONICAL = _bind_canonicalizer()
-_typeof = getattr(core, "typeof", None) or core.get_aval
-
-
-class _Aliased(tuple):
-    """An operand order (see EquationReplay._operand_order) that holds only where each
-    argument j of `aliases` (j, first) is the same object as argument `first`."""
-
-    def __new__(cls, order, aliases):
-        self = super().__new__(cls, order)
-        self.aliases = tuple(aliases)
-        return self
-
-    def holds(self, args) -> bool:
-        return all(args[j] is args[first] for j, first in self.aliases)
-
-
-class EquationReplay:
-    """Stages again the one equation a pure lax call made, without running the call.
-
-    `emit(key, args)` is the result of the call `key` stands for on `args` (tracers of the
-    trace being built), or None when none was learned for their avals: then
-    `learn(key, args, run)` runs it (`run()`) and, where it staged exactly one pure,
-    single-result equation on exactly `args`, each once, in some order, or all but some
-    constants (numpy operands, keyed by identity) (no constant folding,
-    forwarding, effect, or staging rule but those of _STAGED_BY_AVALS), keeps (primitive,
-    params, result aval, operand order) for those avals. What `emit` stages is
-    the equation `run()` would have staged (same primitive, params, operands and result
-    aval; the current source info and context), without jax's bind, abstract evaluation and
-    tracer conversions: about a third of the cost of a traced elementwise op.
-
-    `key` must determine the call given its operands' avals (a handler that is one lax call
-    on its operands). Avals are looked up by identity first (jax's cached abstract
-    evaluation hands out one aval object per distinct type, so chains of ops hit; the learned
-    entries hold their avals, so no id is reused), then by equality. jax releases without `emit_eqn` (0.6) get
-    `replay() -> None` and every op binds as before."""
-    __slots__ = ("_learned", "_constant_avals", "constants_refused")
-
-    def __init__(self):
-        self._learned: dict = {}
-        # id(numpy operand) -> (it, the aval of what bind stages for it)
-        self._constant_avals: dict = {}
-        # keys whose handler treats a numpy operand otherwise than lax does (not replayed)
-        self.constants_refused: set = set()
-
-    def emit(self, key, args):
-        trace = core.trace_ctx.trace
-        ids = [key]
-        for arg in args:
-            if type(arg) is not _JaxprTracer or arg._trace is not trace:
-                return self._emit_with_constants(key, args, trace)
-            ids.append(id(arg.aval))
-        learned = self._learned
-        entry = learned.get(tuple(ids))
-        if entry is None:  # avals made afresh (broadcast_in_dim's): equal ones learned?
-            entry = learned.get((key,) + tuple([a.aval for a in args]))
-            if entry is None:
-                return None
-        order = entry[4]
-        if order is not None and type(order) is _Aliased and not order.holds(args):
-            return None
-        return trace.emit_eqn(list(args) if order is None else [args[j] for j in order],
-                              entry[2], entry[0], entry[1], core.no_effects,
-                              source_info_util.current())[0]
-
-    def _constant_aval(self, arg):
-        """The aval of what bind stages for the numpy `arg`, which is kept alive from then on
-        (its id is part of the keys learned for it)."""
-        hit = self._constant_avals.get(id(arg))
-        if hit is not None and hit[0] is arg:
-            return hit[1]
-        aval = _typeof(_BIND_CANONICAL(arg))
-        self._constant_avals[id(arg)] = (arg, aval)
-        return aval
-
-    def _emit_with_constants(self, key, args, trace):
-        """`emit` where some operands are numpy arrays (the translation's constants): learned
-        per each such array (by identity: a handler may decide by a constant's value, as
-        strong-zero `mul` does) and the other operands' avals, and staged as bind stages them:
-        canonicalized, then made a tracer by the trace (a literal, or the constant's one
-        constvar while it lives)."""
-        if (_BIND_CANONICAL is None or key in self.constants_refused
-                or not isinstance(trace, pe.DynamicJaxprTrace)):  # (constants only, run eagerly)
-            return None
-        ids = [key]
-        for arg in args:
-            if type(arg) is _JaxprTracer and arg._trace is trace:
-                ids.append(id(arg.aval))
-            elif type(arg) is np.ndarray:
-                ids.append(id(arg))
-            else:
-                return None
-        learned = self._learned
-        entry = learned.get(tuple(ids))
-        if entry is None:  # operand avals made afresh: equal ones learned?
-            entry = learned.get(self._constants_key(key, args))
-            if entry is None:
-                return None
-        source_info = source_info_util.current()
-        order = entry[4]
-        if order is not None and type(order) is _Aliased and not order.holds(args):
-            return None
-        tracers = [a if type(a) is _JaxprTracer else
-                   trace.to_jaxpr_tracer(_BIND_CANONICAL(a), source_info)
-                   for a in (args if order is None else [args[j] for j in order])]
-        return trace.emit_eqn(tracers, entry[2], entry[0], entry[1], core.no_effects,
-                              source_info)[0]
-
-    @staticmethod
-    def _constants_key(key, args) -> tuple:
-        # a traced operand by its aval, a constant by its id (an int: never equal to an aval)
-        return (key,) + tuple([a.aval if type(a) is _JaxprTracer else id(a) for a in args])
-
-    def _operand_order(self, in_tracers, args, constants, trace) -> Optional[tuple]:
-        """For each operand of the equation, the index of the argument it is (lax.select
-        stages (pred, on_false, on_true)); None where some operand is no argument, or could be
-        more than one (the same value passed twice: the order is learned from other calls),
-        or a traced argument is not used. Except: an equation of fewer operands than arguments
-        on one value passed several times (strong-zero `x * x` is one `square` of x: its key
-        says its operands are one value, so no other call teaches it) uses the first; the
-        others must be that same value whenever it is replayed (an `_Aliased` order)."""
-        order = []
-        for t in in_tracers:
-            found = [j for j, a in enumerate(args) if t is a or (
-                constants and type(a) is np.ndarray and self._staged_constant(t, a, trace))]
-            if len(found) > 1 and len(in_tracers) < len(args) and all(
-                    args[j] is args[found[0]] for j in found):
-                found = found[:1]
-            if len(found) != 1:
-                return None
-            order.append(found[0])
-        used = set(order)
-        if len(used) != len(order):
-            return None
-        aliases = []
-        for j, a in enumerate(args):
-            if j in used or type(a) is np.ndarray:
-                continue  # (an unused constant is part of the key: reduce's identity init)
-            first = next((u for u in order if args[u] is a), None)
-            if first is None:
-                return None
-            aliases.append((j, first))
-        return _Aliased(order, aliases) if aliases else tuple(order)
-
-    def _staged_constant(self, tracer, arg, trace) -> bool:
-        """Whether `tracer` (an equation's operand) is what bind staged for the numpy `arg`."""
-        if type(tracer) is not _JaxprTracer or tracer._trace is not trace:
-            return False
-        const = _BIND_CANONICAL(arg)
-        atom = tracer.val
-        if isinstance(atom, core.Literal):
-            return atom.val is const
-        staged = trace.frame.constvar_to_val.get(atom)  # (0.7-0.8: canonical and original)
-        return staged is const or getattr(staged, "original", None) is const
-
-    def learn(self, key, args, run):
-        trace = core.trace_ctx.trace
-        constants = False
-        if not isinstance(trace, pe.DynamicJaxprTrace):
-            return run()
-        for a in args:
-            if type(a) is not _JaxprTracer or a._trace is not trace:
-                if (type(a) is not np.ndarray or _BIND_CANONICAL is None
-                        or key in self.constants_refused):
-                    return run()
-                constants = True
-        staged = trace.frame.tracing_eqns
-        before = len(staged)
-        out = run()
-        if len(staged) != before + 1 or type(out) is not _JaxprTracer or out._trace is not trace:
-            return out
-        eqn = staged[-1]  # the equation, or a weak reference or thunk to it (jax <= 0.9)
-        if not isinstance(eqn, pe.TracingEqn):
-            eqn = eqn()
-        if not isinstance(eqn, pe.TracingEqn):
-            return out
-        prim = eqn.primitive
-        if (eqn.effects or prim.multiple_results or len(eqn.outvars) != 1
-                or eqn.outvars[0] is not out.val or len(eqn.in_tracers) > len(args)):
-            return out
-        order = self._operand_order(eqn.in_tracers, args, constants, trace)
-        if order is None:
-            return out
-        avals = tuple(a.aval if type(a) is _JaxprTracer else self._constant_aval(a)
-                      for a in args)
-        if (any(t.aval != avals[j] for t, j in zip(eqn.in_tracers, order))
-                or prim in pe.const_fold_rules
-                or (prim in pe.custom_staging_rules and prim.name not in _STAGED_BY_AVALS)
-                or prim.is_high(*avals, **eqn.params)
-                or any(callable(v) or isinstance(v, (core.Jaxpr, core.ClosedJaxpr))
-                       for v in eqn.params.values())):
-            return out
-        if order == tuple(range(len(args))):
-            order = None
-        entry = (prim, eqn.params, [out.aval], avals, order)
-        if constants:
-            self._learned[(key,) + tuple([id(a.aval) if type(a) is _JaxprTracer else id(a)
-                                          for a in args])] = entry
-            self._learned[self._constants_key(key, args)] = entry
-            return out
-        self._learned[(key,) + tuple(map(id, avals))] = entry
-        self._learned[(key,) + avals] = entry
-        return out
-
-
-def equation_replay() -> Optional[EquationReplay]:
-    """An `EquationReplay` (one per translator), or None on a jax without `emit_eqn`."""
-    return EquationReplay() if _REPLAY == "DynamicJaxprTrace.emit_eqn" else None
-
-
-# ------------------------------------------------------------------ checking a jax release
 
 # The jax internals used above that are the same across the supported range: a newer jax that
 # moves one fails here by name rather than at a program's first call.
@@ -1012,32 +657,4 @@ def _internals() -> str:
 _point("jax internals used")(_internals)
 
 
-def check(file=None) -> dict:
-    """How each compatibility point resolves on the installed jax: `{point: (ok, variant or
-    error)}`, printed to `file` (stdout by default; pass `False` to print nothing).
-
-    The way to try a jax newer than pyproject.toml's range (docs/guides/jax_versions.md):
-    install it, then shlo2jax with `pip install -e . --no-deps`, then
-    `python -m shlo2jax.compat`, which exits 1 when a point fails."""
-    import sys
-    import jaxlib
-    results = {}
-    for name, probe in _POINTS.items():
-        try:
-            results[name] = (True, str(probe()))
-        except Exception as e:  # a point with no variant for this jax: reported, not raised
-            results[name] = (False, f"{type(e).__name__}: {e}")
-    if file is not False:
-        out = sys.stdout if file is None else file
-        print(f"jax {jax.__version__}, jaxlib {jaxlib.__version__}", file=out)
-        width = max(map(len, results))
-        for name, (ok, detail) in results.items():
-            print(f"  {'ok  ' if ok else 'FAIL'} {name:<{width}}  {detail}", file=out)
-        failed = sum(not ok for ok, _ in results.values())
-        print(f"{len(results) - failed} of {len(results)} compatibility points resolve", file=out)
-    return results
-
-
-if __name__ == "__main__":
-    import sys
-    sys.exit(0 if all(ok for ok, _ in check().values()) else 1)
+from shlo2jax.compat.replay import JAXPR_TYPES, EquationReplay, equation_replay  # noqa: E402,F401
