@@ -20,7 +20,7 @@ from jaxlib.mlir.passmanager import PassManager
 
 from shlo2jax import compat
 from shlo2jax.errors import LoadError
-from shlo2jax.sources import vhlo_kinds
+from shlo2jax.sources import vhlo_downgrade, vhlo_kinds
 from shlo2jax.sources.safe_parse import (BYTECODE_MAGIC, check_bytecode, check_text,
                                          parse_in_child, printed_problem)
 
@@ -47,11 +47,30 @@ def parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str 
         if written is None or written <= newest:
             raise
         # jaxlib reads a newer artifact whose ops all exist in its own StableHLO: the
-        # version alone is no verdict, the failure with it is
+        # version alone is no verdict, the failure with it is. Where the newer ops have an
+        # older form that says the same, the artifact is rewritten to it and read on the
+        # checked path (`shlo2jax.sources.vhlo_downgrade`); else the error names the op
+        # and the feature it uses.
+        failure = e
+        try:
+            with context:
+                context.dialects["vhlo"]  # noqa: B018 - its ops are what jaxlib knows
+            downgraded = vhlo_downgrade.downgrade(source, stablehlo.get_current_version(),
+                                                  context.is_registered_operation)
+        except vhlo_downgrade.NewerFeature as feature:
+            lacks = feature.what
+        except LoadError:  # not readable as bytecode here either: jaxlib's message says why
+            lacks = None
+        else:
+            try:
+                return _parse_mlir(downgraded.data, context, source_name)
+            except LoadError as again:
+                failure, lacks = again, None
         text = lambda v: "v" + ".".join(map(str, v))  # noqa: E731
         where = f"{source_name}: " if source_name else ""
-        missing = re.search(r"unregistered operation '([^']+)'", str(e))
-        lacks = f"operation {missing[1]}" if missing else str(e).strip().splitlines()[0]
+        if lacks is None:
+            lacks = vhlo_downgrade.describe_reader_error(str(failure)) or \
+                str(failure).strip().splitlines()[0]
         raise NewerThanJaxlib(
             f"{where}a VHLO artifact written by StableHLO {text(written)}, newer than jaxlib "
             f"{jaxlib.__version__} reads (StableHLO {text(oldest)} to {text(newest)}), using "
