@@ -17,6 +17,7 @@ from shlo2jax.executables.exported import ExportedFunction
 from shlo2jax.options import LoadOptions
 from shlo2jax.outline import return_freed_memory
 from shlo2jax.program import Program
+from shlo2jax.sources.jax_export import record_of
 from shlo2jax.translate import gc_paused
 
 
@@ -111,15 +112,18 @@ def _program_of(source: sources.Source, options: LoadOptions) -> Program:
 
 def _take_exported_convention(program: Program, exported, options: LoadOptions,
                               drop_bytes: bool) -> None:
-    """The program came from a `jax.export.Exported`: its entry function takes the exported
-    function's arguments (`ExportedFunction`), which lets the Exported's module bytes go with
-    `drop_bytes` (an Exported the loader made, whose program lets its module go)."""
+    """The program came from a `jax.export` artifact (`exported`: its `ExportRecord`, or the
+    live `jax.export.Exported` the user gave): its entry function takes the exported
+    function's arguments (`ExportedFunction`), which lets the record's module bytes go with
+    `drop_bytes` (a record the loader read from serialized bytes, whose program lets its
+    module go)."""
     main = program.functions.get("main")
     if main is None:
         return
-    vjp = _LazyProgram(exported.vjp, options) if options.producer_vjp and exported.has_vjp() \
+    record = record_of(exported)
+    vjp = _LazyProgram(record.vjp, options) if options.producer_vjp and record.has_vjp() \
         else None
-    function = ExportedFunction.wrapping(main, exported, vjp)
+    function = ExportedFunction.wrapping(main, record, vjp)
     if drop_bytes:
         function.drop_module_bytes()
     program.functions["main"] = function
@@ -127,8 +131,8 @@ def _take_exported_convention(program: Program, exported, options: LoadOptions,
 
 class _LazyProgram:
     """The entry function of a program loaded on its first call (the producer's VJP of a
-    `jax.export` artifact: exporting or reading it costs as much as the artifact itself, and
-    only reverse mode needs it)."""
+    `jax.export` artifact, `make_source()` its `ExportRecord`: reading it costs as much as the
+    artifact itself, and only reverse mode needs it)."""
 
     def __init__(self, make_source, options: LoadOptions):
         self._make_source, self._options = make_source, options

@@ -160,7 +160,9 @@ def with_fallback(names: Sequence[Optional[str]], prefix: str) -> tuple:
 
 
 def exported_argument_names(exported, module_names: Sequence[Optional[str]]) -> list:
-    """Names of a `jax.export.Exported`'s flat arguments: the module's name for each kept
+    """Names of a `jax.export` artifact's flat arguments (`exported`: its
+    `sources.jax_export.ExportRecord`, or anything with its `in_tree` and
+    `module_kept_var_idx`): the module's name for each kept
     argument (`module_names[j]` for flat argument `module_kept_var_idx[j]`), and for those jax
     dropped, their `in_tree` path under the Python name learned from a kept argument of the
     same top-level position (`args[i]` when none is kept)."""

@@ -1,5 +1,5 @@
-"""A `jax.export.Exported`'s entry function, called like `exported.call`: with the exported
-function's flat arguments (`exported.in_avals`), returning its flat results.
+"""A `jax.export` artifact's entry function, called like `Exported.call`: with the exported
+function's flat arguments (`in_avals`), returning its flat results.
 
 The serialized module's own `@main` differs: jax drops arguments the function does not use
 (`module_kept_var_idx`), a multi-platform export takes a leading platform index, and ordered
@@ -8,6 +8,9 @@ backend's platform when the export lists it, else the first platform the export 
 translation runs that platform's code here, custom calls included). The module function
 itself runs on the executable chosen for it like any other; reverse mode goes through the
 producer's VJP where the program was loaded to use it (`producer_vjp`).
+
+What it reads of the export is shlo2jax's own record of it (`sources.jax_export.ExportRecord`),
+never a jax `Exported`: the same whichever jax wrote the artifact and whichever is installed.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import numpy as np
 
 from shlo2jax import names, signatures
 from shlo2jax import types as T
-from shlo2jax.compat import with_serialized_module
 from shlo2jax.errors import LoadError
 from shlo2jax.executables.producer_vjp import ProducerVjp
+from shlo2jax.sources import export_compat
+from shlo2jax.sources.jax_export import ExportRecord, record_of
 from shlo2jax.module import FunctionDef
 from shlo2jax.program import Function, Program
 from shlo2jax.translate import TOKEN
@@ -47,16 +51,18 @@ class ExportedCall:
 
 
 class ExportedFunction(Function):
-    """The entry function of a `jax.export.Exported` (see the module docstring).
+    """The entry function of a `jax.export` artifact (see the module docstring); `exported`:
+    its `ExportRecord` (or a live `jax.export.Exported`, read into one).
 
-    `vjp`: the producer's VJP (called as the entry function of the program of `exported.vjp()`,
+    `vjp`: the producer's VJP (called as the entry function of the program of `record.vjp()`,
     loaded on first use), when the artifact carries one and the program was loaded with
     `producer_vjp=True`: reverse mode then uses it; forward mode and vmap use the translation.
     """
 
     def __init__(self, program: Program, fdef: FunctionDef, exported, vjp=None):
         super().__init__(program, fdef)
-        self._exported = exported  # (its module bytes may be dropped: see `exported`)
+        exported = record_of(exported)
+        self._exported = exported  # the record (its module bytes may be dropped)
         self._kept = tuple(exported.module_kept_var_idx)
         module_inputs = list(fdef.input_types)
         self._platform_index = None
@@ -74,7 +80,7 @@ class ExportedFunction(Function):
             raise LoadError(
                 f"jax.export artifact {exported.fun_name}: @main returns "
                 f"({', '.join(map(str, returned))}) but the export declares "
-                f"({', '.join(a.str_short() for a in declared)})")
+                f"({', '.join(signatures.type_text(a) for a in declared)})")
         if len(module_inputs) - self._tokens != len(self._kept):
             raise LoadError(
                 f"jax.export artifact {exported.fun_name}: @main takes {len(module_inputs)} "
@@ -90,26 +96,38 @@ class ExportedFunction(Function):
         return cls(function.program, function._definition, exported, vjp)
 
     @property
-    def exported(self):
-        """The `jax.export.Exported`. One the loader made from serialized bytes does not keep
-        its module bytes once the program let its module go: it is rebuilt here, the module
-        serialized again, on each access."""
-        if not self._exported.mlir_module_serialized:
-            return with_serialized_module(self._exported, self.program.mlir_module)
+    def record(self) -> ExportRecord:
+        """shlo2jax's record of the export (what the calling convention, the names and the
+        producer's VJP read), whichever jax wrote it and whichever is installed."""
         return self._exported
 
+    @property
+    def exported(self):
+        """The `jax.export.Exported` of the installed jax, made on request
+        (`sources.export_compat.jax_exported`: a `LoadError` where this jax cannot represent
+        the artifact). One whose module bytes the program let go is rebuilt on each access,
+        the module serialized again; else it is made once."""
+        record = self._exported
+        if not len(record.mlir_module_serialized):
+            return export_compat.jax_exported(record, self.program.mlir_module)
+        made = self.__dict__.get("_jax_exported")
+        if made is None:
+            made = self.__dict__["_jax_exported"] = export_compat.jax_exported(record)
+        return made
+
     def drop_module_bytes(self) -> None:
-        """Lets the `Exported`'s module bytes go (they hold the weights once more; see
-        `exported`)."""
+        """Lets the record's module bytes go, and the serialized bytes that hold them (they
+        hold the weights once more; see `exported`)."""
         self._exported = dataclasses.replace(self._exported, mlir_module_serialized=b"")
+        self.__dict__.pop("_jax_exported", None)
 
     @property
     def in_avals(self) -> tuple:
-        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self._exported.in_avals)
+        return self._exported.in_avals
 
     @property
     def out_avals(self) -> tuple:
-        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self._exported.out_avals)
+        return self._exported.out_avals
 
     @property
     def signature(self) -> str:

@@ -1,22 +1,24 @@
-"""The flatbuffer of `Exported.serialize()`, read field by field with the flatbuffers runtime,
-for the artifacts the installed jax refuses or misreads.
+"""The flatbuffer of `Exported.serialize()`, read field by field with the flatbuffers runtime:
+how shlo2jax reads every serialized `jax.export` artifact, whatever jax is installed.
 
 `jax.export.deserialize` reads only what its own release understands: jax 0.4.2x reads
 serialization version 1 only, jax 0.4.30 version 2 only, jax 0.5-0.7 versions 2 and 3, and
-jax after 0.11 refuses what jax 0.8.1 and older wrote (a 16-bit device count only); an older
-jax also reads a newer artifact wrongly without complaint (jax 0.7 reads the device count of
-a jax >= 0.9 artifact as 0: it moved to another field). Every field jax has ever
-written keeps its slot in the schema (jax/_src/export/serialization.fbs; fields are only
-added), so one reader of the slots below reads every version: 1 (jax 0.4.22-0.4.2x), 2
-(0.4.30-0.7.x), 3 (stored by 0.8.x-0.11, schema versions 3-11 inside) and 12 (after 0.11).
+jax 0.11 on refuse what jax 0.8.1 and older wrote (a 16-bit device count only, HloSharding
+protos); an older jax also reads a newer artifact wrongly without complaint (jax 0.7 reads
+the device count of a jax >= 0.9 artifact as 0: it moved to another field). Every field jax
+has ever written keeps its slot in the schema (jax/_src/export/serialization.fbs; fields are
+only added), so one reader of the slots below reads every version: 1 (jax 0.4.22-0.4.2x), 2
+(0.4.30-0.7.x), 3 (stored by 0.8.x-0.10, schema versions 3-11 inside) and 12 (jax 0.11 on:
+the real version stored, and the writer's `jax_version`; the schema of jax 0.11.2 and
+0.12.0.1 is the same, 27 fields of `Exported`).
 
-Read here: the module bytes, the in/out avals (the per-value vectors of versions 1-11 or the
-unique avals and indices of version 10 on), the pytree definitions, the device count (16- or
-32-bit), the HloSharding protos, the platforms, the effects (by type name), the disabled
-checks, the calling convention, the kept arguments, and the `vjp`, recursively. Named
-shardings (versions 6 on) are read as unspecified: shlo2jax lays values out from the
-module's own sharding attributes, and the `Exported` built here keeps `in_shardings_hlo`
-None for them.
+Read here, into plain Python values (no jax object: `sources.jax_export.ExportRecord` makes
+the jax view of them): the module bytes, the in/out avals (the per-value vectors of versions
+1-11 or the unique avals and indices of version 10 on), the pytree definitions, the device
+count (16- or 32-bit), the shardings (HloSharding proto bytes, or the named shardings of
+schema version 6 on with their abstract meshes, inline or by index into the unique ones),
+the platforms, the effects (by type name), the disabled checks, the calling convention, the
+kept arguments, the writer's jax version, and the `vjp`, recursively.
 """
 
 from __future__ import annotations
@@ -26,12 +28,9 @@ import struct
 from typing import Optional
 
 import flatbuffers
-import jax
-import ml_dtypes
 import numpy as np
 from flatbuffers import number_types as N
 
-from shlo2jax import compat
 from shlo2jax.errors import LoadError
 
 # The slots of table `Exported` (its fields in schema order; never renumbered).
@@ -53,6 +52,10 @@ _DTYPES = {0: "bool", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "uint8",
            28: "key<rbg>", 29: "key<unsafe_rbg>"}
 _PYTREE_KINDS = {0: "leaf", 1: "none", 2: "tuple", 3: "list", 4: "dict", 5: "custom"}
 _CHECK_PLATFORM, _CHECK_CUSTOM_CALL, _CHECK_SHAPE_ASSERTIONS = 0, 1, 2
+_MEMORY_SPACES = {0: "device", 1: "device", 2: "host", 3: "any"}  # Missing, Device, Host, Any
+_AXIS_TYPES = {0: "auto", 1: "auto", 2: "explicit", 3: "manual"}  # Missing, Auto, Explicit, ...
+_AVAL_SHAPED_ARRAY, _AVAL_TOKEN = 0, 1
+_SHARDING_UNSPECIFIED, _SHARDING_HLO, _SHARDING_NAMED = 0, 1, 2
 
 
 class NotAnExport(Exception):
@@ -68,6 +71,28 @@ class NewerThanReader(LoadError):
 class Aval:
     shape: tuple  # the dimensions as jax wrote them: "3", "b", "2*b"
     dtype: str    # a name of _DTYPES
+    memory_space: str = "device"  # schema version 5 on: _MEMORY_SPACES
+
+
+@dataclasses.dataclass(frozen=True)
+class Mesh:
+    """An abstract mesh (schema version 6 on): axis names, sizes and types, and the abstract
+    device (kind, cores, platform) where one was written."""
+    axis_names: tuple
+    axis_sizes: tuple
+    axis_types: tuple        # names of _AXIS_TYPES
+    device: Optional[tuple] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class NamedSharding:
+    """A named sharding as written: its mesh, its partition spec (per dimension: None or a
+    tuple of mesh axis names), the reduced and unreduced axes, and the memory kind."""
+    mesh: Mesh
+    partitions: tuple
+    reduced: tuple = ()
+    unreduced: tuple = ()
+    memory_kind: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +100,8 @@ class Tree:
     kind: str
     children: tuple = ()
     names: tuple = ()        # dict keys
-    custom_name: str = ""
+    custom_name: str = ""    # a custom node's registered serialization name
+    custom_auxdata: bytes = b""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +115,7 @@ class SerializedExport:
     out_tree: Tree
     out_avals: tuple
     nr_devices: int
-    in_shardings: tuple      # HloSharding proto bytes, or None (unspecified or named)
+    in_shardings: tuple      # per value: HloSharding proto bytes, a NamedSharding, or None
     out_shardings: tuple
     platforms: tuple
     ordered_effects: tuple   # effect type names
@@ -227,6 +253,26 @@ def _exported(t: _Table, depth: int) -> SerializedExport:
             raise missing(what)
         return tuple(_aval(a) for a in values)
 
+    meshes = t.tables(UNIQUE_ABSTRACT_MESHES)
+    meshes = None if meshes is None else [_mesh(m) for m in meshes]
+    named = t.tables(UNIQUE_NAMED_SHARDINGS)
+    named = None if named is None else [_named_sharding(s, meshes) for s in named]
+
+    def shardings(per_value, idxs, n, what):
+        index = t.numbers(idxs, np.uint32)
+        if index is not None and named is not None:  # 0: unspecified, 1 + i: named[i]
+            if index.size != n or (index.size and int(index.max()) > len(named)):
+                raise LoadError(f"corrupt jax.export artifact {name}: {what} indices do not "
+                                f"match its {n} values and {len(named)} named shardings")
+            return tuple(None if i == 0 else named[int(i) - 1] for i in index)
+        tables = t.tables(per_value)
+        if tables is None:
+            return (None,) * n
+        if len(tables) != n:
+            raise LoadError(f"corrupt jax.export artifact {name}: {len(tables)} {what} for "
+                            f"{n} values")
+        return tuple(_sharding(s, meshes) for s in tables)
+
     in_avals = avals(IN_AVALS, IN_AVALS_IDXS, "input avals")
     out_avals = avals(OUT_AVALS, OUT_AVALS_IDXS, "output avals")
     module = t.bytes_view(MLIR_MODULE)
@@ -243,8 +289,9 @@ def _exported(t: _Table, depth: int) -> SerializedExport:
             Tree("leaf") for _ in out_avals)),
         out_avals=out_avals,
         nr_devices=t.scalar(NR_DEVICES, N.Uint32Flags) or t.scalar(NR_DEVICES_SHORT, N.Int16Flags),
-        in_shardings=_shardings(t.tables(IN_SHARDINGS), len(in_avals)),
-        out_shardings=_shardings(t.tables(OUT_SHARDINGS), len(out_avals)),
+        in_shardings=shardings(IN_SHARDINGS, IN_SHARDINGS_IDXS, len(in_avals), "input shardings"),
+        out_shardings=shardings(OUT_SHARDINGS, OUT_SHARDINGS_IDXS, len(out_avals),
+                                "output shardings"),
         platforms=tuple(t.strings(PLATFORMS) or ()),
         ordered_effects=tuple(e.string(0) or "" for e in t.tables(ORDERED_EFFECTS) or ()),
         unordered_effects=tuple(e.string(0) or "" for e in t.tables(UNORDERED_EFFECTS) or ()),
@@ -260,11 +307,17 @@ def _exported(t: _Table, depth: int) -> SerializedExport:
 
 
 def _aval(t: _Table) -> Aval:
+    if t.scalar(0, N.Int8Flags) == _AVAL_TOKEN:
+        return Aval((), "token")
     code = t.scalar(2, N.Uint8Flags)
     if code not in _DTYPES:
         raise NewerThanReader(f"jax.export artifact: an aval of dtype code {code}, which no "
                               f"jax this reader knows writes (known: 0-{max(_DTYPES)})")
-    return Aval(tuple(t.strings(1) or ()), _DTYPES[code])
+    space = t.scalar(3, N.Int8Flags)
+    if space not in _MEMORY_SPACES:
+        raise NewerThanReader(f"jax.export artifact: an aval in memory space {space}, which "
+                              "this reader does not know")
+    return Aval(tuple(t.strings(1) or ()), _DTYPES[code], _MEMORY_SPACES[space])
 
 
 def _tree(t: _Table, depth: int) -> Tree:
@@ -274,18 +327,55 @@ def _tree(t: _Table, depth: int) -> Tree:
     if code not in _PYTREE_KINDS:
         raise NewerThanReader(f"jax.export artifact: a pytree node of kind {code}, which this "
                               "reader does not know (a newer jax wrote it)")
+    aux = t.bytes_view(4)
     return Tree(_PYTREE_KINDS[code], tuple(_tree(c, depth + 1) for c in t.tables(1) or ()),
-                tuple(t.strings(2) or ()), t.string(3) or "")
+                tuple(t.strings(2) or ()), t.string(3) or "", b"" if aux is None else bytes(aux))
 
 
-def _shardings(tables, n: int) -> tuple:
-    if tables is None:  # version 10 on: indices into the named shardings only
-        return (None,) * n
-    out = []
-    for s in tables:
-        proto = s.bytes_view(1)
-        out.append(bytes(proto) if proto is not None and not s.has(2) else None)
-    return tuple(out)
+def _sharding(t: _Table, meshes):
+    named = t.table(2)
+    if named is not None:
+        return _named_sharding(named, meshes)
+    proto = t.bytes_view(1)
+    return None if proto is None else bytes(proto)
+
+
+def _named_sharding(t: _Table, meshes) -> NamedSharding:
+    if meshes:  # by index into the unique meshes (jax reads those first where written)
+        index = t.scalar(3, N.Uint32Flags)
+        if index >= len(meshes):
+            raise LoadError("corrupt jax.export artifact: a mesh index out of range")
+        mesh = meshes[index]
+    else:
+        inline = t.table(0)
+        mesh = Mesh((), (), ()) if inline is None else _mesh(inline)
+    spec = t.table(1)
+    partitions, reduced, unreduced = (), (), ()
+    if spec is not None:
+        partitions = tuple(tuple(p.strings(0) or ()) or None for p in spec.tables(0) or ())
+        reduced, unreduced = tuple(spec.strings(1) or ()), tuple(spec.strings(2) or ())
+    return NamedSharding(mesh, partitions, reduced, unreduced, t.string(2))
+
+
+def _mesh(t: _Table) -> Mesh:
+    sizes = t.numbers(0, np.uint32)
+    names = tuple(t.strings(1) or ())
+    codes = t.numbers(2, np.int8)
+    types = ()
+    if codes is not None:
+        unknown = sorted({int(c) for c in codes} - set(_AXIS_TYPES))
+        if unknown:
+            raise NewerThanReader(f"jax.export artifact: a mesh axis type {unknown[0]}, which "
+                                  "this reader does not know")
+        types = tuple(_AXIS_TYPES[int(c)] for c in codes)
+    sizes = () if sizes is None else tuple(int(n) for n in sizes)
+    if len(sizes) != len(names):
+        raise LoadError(f"corrupt jax.export artifact: a mesh of {len(sizes)} sizes and "
+                        f"{len(names)} axis names")
+    device = t.table(3)
+    if device is not None:
+        device = (device.string(0), device.scalar(1, N.Uint32Flags, None), device.string(2))
+    return Mesh(names, sizes, types, device)
 
 
 def _check(t: _Table):
@@ -298,136 +388,3 @@ def _check(t: _Table):
         return ("shape_assertions", None)
     raise NewerThanReader(f"jax.export artifact: a disabled safety check of kind {kind}, "
                           "which this reader does not know")
-
-
-# ---------------------------------------------------------------- the installed jax's Exported
-
-def to_exported(rec: SerializedExport):
-    """A `jax.export.Exported` of the installed jax holding `rec`'s fields (a `LoadError`
-    where a field holds what the installed jax cannot take: a corrupt sharding proto)."""
-    try:
-        return _to_exported(rec)
-    except LoadError:
-        raise
-    except Exception as e:  # noqa: BLE001 - corrupt contents: a LoadError, never a crash
-        raise LoadError(f"{rec.describe()}: cannot make an Exported of it: "
-                        f"{type(e).__name__}: {e}") from None
-
-
-def _to_exported(rec: SerializedExport):
-    where = rec.describe()
-    scope = jax.export.SymbolicScope()
-    in_avals = tuple(_shaped(a, scope, where) for a in rec.in_avals)
-    out_avals = tuple(_shaped(a, scope, where) for a in rec.out_avals)
-    vjp = rec.vjp
-    return compat.make_exported(
-        fun_name=rec.fun_name,
-        in_tree=_treedef(rec.in_tree, where),
-        in_avals=in_avals,
-        out_tree=_treedef(rec.out_tree, where),
-        out_avals=out_avals,
-        in_shardings_hlo=tuple(_hlo_sharding(p) for p in rec.in_shardings),
-        out_shardings_hlo=tuple(_hlo_sharding(p) for p in rec.out_shardings),
-        nr_devices=rec.nr_devices,
-        platforms=rec.platforms,
-        ordered_effects=tuple(_effect(e, where) for e in rec.ordered_effects),
-        unordered_effects=tuple(_effect(e, where) for e in rec.unordered_effects),
-        disabled_safety_checks=tuple(c for c in map(_disabled_check, rec.disabled_checks)
-                                     if c is not None),
-        mlir_module_serialized=bytes(rec.module),
-        calling_convention_version=rec.calling_convention_version,
-        module_kept_var_idx=rec.module_kept_var_idx,
-        uses_global_constants=rec.uses_global_constants,
-        _get_vjp=None if vjp is None else (lambda _: to_exported(vjp)),
-    )
-
-
-def agrees(exported, rec: SerializedExport) -> bool:
-    """Whether `exported` (the installed jax's reading) holds what `rec` says of what shlo2jax
-    uses: an older jax reads a newer artifact without error but leaves out what moved."""
-    def same(avals, recs):
-        return len(avals) == len(recs) and all(
-            len(a.shape) == len(r.shape) and _dtype_name(a.dtype) == r.dtype and all(
-                not isinstance(d, int) or not s.isdigit() or d == int(s)
-                for d, s in zip(a.shape, r.shape))
-            for a, r in zip(avals, recs))
-    return (same(exported.in_avals, rec.in_avals) and same(exported.out_avals, rec.out_avals)
-            and exported.nr_devices == rec.nr_devices
-            and tuple(exported.platforms) == rec.platforms
-            and tuple(exported.module_kept_var_idx) == rec.module_kept_var_idx
-            and exported.calling_convention_version == rec.calling_convention_version
-            and exported.has_vjp() == (rec.vjp is not None))
-
-
-def _dtype_name(dtype) -> str:
-    return "float0" if dtype == jax.dtypes.float0 else np.dtype(dtype).name
-
-
-def _numpy_dtype(name: str, where: str):
-    if name == "float0":
-        return jax.dtypes.float0
-    if name.startswith("key<"):
-        raise LoadError(f"{where}: a PRNG key ({name}) in its signature; shlo2jax reads "
-                        "arrays only")
-    if hasattr(np, name) and name not in ("bool",):
-        return np.dtype(name)
-    if name == "bool":
-        return np.dtype(np.bool_)
-    if hasattr(ml_dtypes, name):
-        return np.dtype(getattr(ml_dtypes, name))
-    raise LoadError(f"{where}: dtype {name}, which this ml_dtypes ({ml_dtypes.__version__}) "
-                    "does not have")
-
-
-def _shaped(aval: Aval, scope, where: str):
-    try:
-        shape = jax.export.symbolic_shape(",".join(aval.shape), scope=scope)
-    except Exception as e:  # noqa: BLE001 - jax's shape parser: the message names the dimension
-        raise LoadError(f"{where}: cannot read the shape ({', '.join(aval.shape)}): {e}") from None
-    return jax.core.ShapedArray(shape, _numpy_dtype(aval.dtype, where))
-
-
-def _treedef(tree: Tree, where: str):
-    counter = iter(range(1 << 30))
-
-    def build(node: Tree):
-        children = [build(c) for c in node.children]
-        if node.kind == "leaf":
-            return next(counter)
-        if node.kind == "none":
-            return None
-        if node.kind == "tuple":
-            return tuple(children)
-        if node.kind == "list":
-            return children
-        if node.kind == "dict":
-            if len(node.names) != len(children):
-                raise LoadError(f"{where}: a dict node with {len(node.names)} keys and "
-                                f"{len(children)} children")
-            return dict(zip(node.names, children))
-        raise LoadError(f"{where}: a custom pytree node {node.custom_name!r}, which "
-                        "jax.export.deserialize reads only where its type is registered "
-                        "(jax.export.register_pytree_node_serialization)")
-    return jax.tree_util.tree_structure(build(tree))
-
-
-def _hlo_sharding(proto: Optional[bytes]):
-    return None if proto is None else compat.hlo_sharding_from_proto(proto)
-
-
-def _effect(type_name: str, where: str):
-    effect = compat.effect_from_type_name(type_name)
-    if effect is None:
-        raise LoadError(f"{where}: effect {type_name}, which no module of this jax "
-                        f"({jax.__version__}) registers")
-    return effect
-
-
-def _disabled_check(check):
-    kind, target = check
-    if kind == "custom_call":
-        return jax.export.DisabledSafetyCheck.custom_call(target)
-    if kind == "platform":
-        return jax.export.DisabledSafetyCheck.platform()
-    # shape_assertions (jax 0.4.2x): jax removed the check it disabled; nothing to carry
-    return None

@@ -12,7 +12,15 @@ It writes, under `jax-<version>/`, for each program below that this jax can expo
 outputs `out<i>`, and, where a VJP ships, the gradient `grad<i>` of
 `sum(out<j> * ct<j>)` with respect to each floating input (cotangents `ct<j>` stored too).
 `manifest.json` lists each artifact with the flatbuffer serialization version and calling
-convention it carries, and the programs this jax could not export (with why).
+convention it carries, and the programs this jax could not export (with why). `sharded`
+(named shardings on a one-device mesh, serialized with their abstract mesh) is written by
+the writers from jax 0.11 on only (those before were run before it was added).
+
+jax 0.11 and 0.12 need Python >= 3.12 and write serialization version 12 themselves:
+
+    python3.12 -m venv /tmp/w12 && /tmp/w12/bin/pip install jax==0.12.0.1 jaxlib==0.12.0.1 \
+        numpy ml_dtypes absl-py flatbuffers
+    /tmp/w12/bin/python tests/export_artifacts/generate.py
 
 With `--future`, run under jax 0.10.2, it also writes `future/`: the same programs as jax
 after 0.11 writes them (jax-ml/jax 06d802bf: the real serialization version, 12, stored,
@@ -67,6 +75,10 @@ def int_arg(x, k):
     return x * k.astype(x.dtype), k * 2
 
 
+def sharded(a, b):
+    return jnp.tanh(a) * b, jnp.sum(a)
+
+
 PROGRAMS = {
     # name: (function, example inputs (a pytree), export options)
     "mlp": (mlp, ({"w1": _f32(3, 5), "b1": _f32(5), "w2": _f32(5, 2), "b2": _f32(2)},
@@ -76,18 +88,26 @@ PROGRAMS = {
                       dict(vjp=True, platforms=("cpu", "cuda"))),
     # an integer input: its cotangent in the VJP is float0 (serialization version >= 2)
     "int_arg": (int_arg, (_f32(3), np.array(3, np.int32)), dict(vjp=True)),
+    # named shardings on a one-device mesh (jax >= 0.9 serializes them with their abstract
+    # mesh: schema version 6 on); written by the writers from jax 0.11 on only
+    "sharded": (sharded, (_f32(4, 3), _f32(4, 3)), dict(vjp=True, sharded=True)),
 }
 
 
-def _export(fun, args, *, platforms=None, poly=None):
+def _export(fun, args, *, platforms=None, poly=None, sharded=False):
+    jitted = jax.jit(fun)
+    if sharded:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        rows = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("x",)), PartitionSpec("x", None))
+        jitted = jax.jit(fun, in_shardings=(rows, None), out_shardings=(rows, None))
     if poly is not None:
         specs = [jax.ShapeDtypeStruct(jexport.symbolic_shape(p), a.dtype)
                  for p, a in zip(poly, args)]
     else:
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), args)
     if NEW_API:
-        return jexport.export(jax.jit(fun), platforms=platforms)(*specs)
-    return jexport.export(jax.jit(fun), lowering_platforms=platforms)(*specs)
+        return jexport.export(jitted, platforms=platforms)(*specs)
+    return jexport.export(jitted, lowering_platforms=platforms)(*specs)
 
 
 def _serialize(exp, vjp_order: int) -> bytes:
@@ -137,7 +157,9 @@ def write(out_dir: str, extra_configs=()) -> None:
     os.makedirs(out_dir, exist_ok=True)
     manifest = {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "artifacts": {},
                 "not_exported": {}}
-    runs = [(name, name, {}) for name in PROGRAMS]
+    v = tuple(int(p) for p in jax.__version__.split(".")[:2])
+    runs = [(name, name, {}) for name, (_, _, opts) in PROGRAMS.items()
+            if not opts.get("sharded") or v >= (0, 11)]
     runs += [(f"{name}_{suffix}", name, cfg) for suffix, name, cfg in extra_configs]
     for artifact, name, cfg in runs:
         fun, args, opts = PROGRAMS[name]
@@ -145,7 +167,8 @@ def write(out_dir: str, extra_configs=()) -> None:
         try:
             for k, v in cfg.items():
                 jax.config.update(k, v)
-            exp = _export(fun, args, platforms=opts.get("platforms"), poly=opts.get("poly"))
+            exp = _export(fun, args, platforms=opts.get("platforms"), poly=opts.get("poly"),
+                          sharded=opts.get("sharded", False))
             blob = _serialize(exp, 1 if opts.get("vjp") else 0)
         except Exception as e:  # noqa: BLE001 - this writer cannot export it: recorded
             manifest["not_exported"][artifact] = f"{type(e).__name__}: {str(e)[:300]}"

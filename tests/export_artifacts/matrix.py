@@ -1,12 +1,14 @@
-"""One row of the jax version x artifact table of docs/guides/jax_export_artifacts.md: every
-artifact of tests/export_artifacts/ loaded with the installed jax, its forward values and
-gradient checked against the writer's golden, and which reader read it.
+"""One row of the writer x reader table of docs/guides/jax_export_artifacts.md: every
+artifact of tests/export_artifacts/ loaded by shlo2jax under the installed jax, its forward
+values, gradient and vmap checked against the writer's golden, beside what the installed
+jax's own `jax.export.deserialize` makes of it.
 
-    /work/venvs/jax-0.7.2/bin/python tests/export_artifacts/matrix.py
+    /work/venvs/jax072/bin/python tests/export_artifacts/matrix.py
 
-Prints one markdown row: per writer, `loaded/forward/grad` counts out of its artifacts and
-the reader: `jax` (jax.export.deserialize), `fb: refused` (jax refused it: the flatbuffer
-reader), `fb: misread` (jax read it wrongly without error: the flatbuffer reader).
+Prints one markdown row: per writer, `loaded/forward/grad/vmap` counts out of its
+artifacts (shlo2jax, which always reads them with its flatbuffer reader), and what jax
+itself does with them: `jax reads`, `jax refuses` (deserialize raises), `jax misreads`
+(reads without error, but differently from the flatbuffer).
 """
 
 from __future__ import annotations
@@ -18,23 +20,18 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import export as jax_export
 
 import shlo2jax
-from shlo2jax.sources import export_flatbuffer
+from shlo2jax.sources import export_compat, jax_export
 
 HERE = pathlib.Path(__file__).resolve().parent
 WRITERS = ["jax-0.4.23", "jax-0.4.30", "jax-0.5.3", "jax-0.7.2", "jax-0.8.3", "jax-0.9.2",
-           "jax-0.10.2", "future"]
+           "jax-0.10.2", "future", "jax-0.11.2", "jax-0.12.0.1"]
+JAX_DOES = {"jax": "jax reads", "refused": "jax refuses", "misread": "jax misreads"}
 
 
 def _reader(data: bytes) -> str:
-    record = export_flatbuffer.read(data)
-    try:
-        theirs = jax_export.deserialize(bytearray(data))
-    except Exception:  # noqa: BLE001 - refused: what is being measured
-        return "fb: refused"
-    return "jax" if export_flatbuffer.agrees(theirs, record) else "fb: misread"
+    return JAX_DOES[export_compat.jax_reading(data, jax_export.deserialize(data))]
 
 
 def _check(path: pathlib.Path, entry: dict) -> tuple:
@@ -43,16 +40,23 @@ def _check(path: pathlib.Path, entry: dict) -> tuple:
     try:
         fn = shlo2jax.load(str(path)).entry
     except Exception as e:  # noqa: BLE001 - reported in the table
-        return False, False, False, f"{type(e).__name__}: {str(e)[:120]}"
+        return False, False, False, False, f"{type(e).__name__}: {str(e)[:120]}"
+    try:
+        batched = jax.vmap(fn)(*[np.stack([x, x]) for x in ins])
+        batched = list(batched) if isinstance(batched, tuple) else [batched]
+        vmap = all(np.allclose(np.asarray(b), np.stack([golden[f"out{j}"]] * 2), rtol=1e-5,
+                               atol=1e-6) for j, b in enumerate(batched))
+    except Exception:  # noqa: BLE001
+        vmap = False
     try:
         outs = fn(*ins)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
         fwd = all(np.allclose(np.asarray(o), golden[f"out{j}"], rtol=1e-5, atol=1e-6)
                   for j, o in enumerate(outs))
     except Exception as e:  # noqa: BLE001
-        return True, False, False, f"{type(e).__name__}: {str(e)[:120]}"
+        return True, False, False, vmap, f"{type(e).__name__}: {str(e)[:120]}"
     if not entry["vjp"]:
-        return True, fwd, None, ""
+        return True, fwd, None, vmap, ""
     floating = [i for i, a in enumerate(ins) if jnp.issubdtype(a.dtype, jnp.floating)]
     cts = {int(k[2:]): v for k, v in golden.items() if k.startswith("ct")}
 
@@ -68,25 +72,26 @@ def _check(path: pathlib.Path, entry: dict) -> tuple:
         grad = all(np.allclose(np.asarray(g), golden[f"grad{i}"], rtol=1e-4, atol=1e-5)
                    for i, g in zip(floating, grads))
     except Exception as e:  # noqa: BLE001
-        return True, fwd, False, f"{type(e).__name__}: {str(e)[:120]}"
-    return True, fwd, grad, ""
+        return True, fwd, False, vmap, f"{type(e).__name__}: {str(e)[:120]}"
+    return True, fwd, grad, vmap, ""
 
 
 def main() -> None:
     cells, problems = [], []
     for writer in WRITERS:
         manifest = json.loads((HERE / writer / "manifest.json").read_text())
-        n = loaded = fwd = grad = 0
+        n = loaded = fwd = grad = vmap = 0
         readers = set()
         for name, entry in sorted(manifest["artifacts"].items()):
             path = HERE / writer / f"{name}.bin"
             readers.add(_reader(path.read_bytes()))
-            ok, f, g, why = _check(path, entry)
-            n, loaded, fwd, grad = n + 1, loaded + ok, fwd + bool(f), grad + bool(g)
-            if why or not (ok and f and g in (True, None)):
+            ok, f, g, v, why = _check(path, entry)
+            n, loaded, fwd, grad, vmap = (n + 1, loaded + ok, fwd + bool(f), grad + bool(g),
+                                          vmap + bool(v))
+            if why or not (ok and f and v and g in (True, None)):
                 problems.append(f"{writer}/{name}: {why or 'values differ'}")
-        mark = "✓" if loaded == fwd == grad == n else "✗"
-        cells.append(f"{mark} {loaded}/{fwd}/{grad} of {n} ({', '.join(sorted(readers))})")
+        mark = "✓" if loaded == fwd == grad == vmap == n else "✗"
+        cells.append(f"{mark} {loaded}/{fwd}/{grad}/{vmap} of {n} ({', '.join(sorted(readers))})")
     print(f"| {jax.__version__} | " + " | ".join(cells) + " |")
     for p in problems:
         print("  ", p, file=sys.stderr)
