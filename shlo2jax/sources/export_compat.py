@@ -5,8 +5,8 @@
 - `exported_fields`: a live `Exported` read through its public attributes (jax 0.9 on add
   the named shardings `_in_named_shardings`/`_out_named_shardings` beside
   `in_shardings_hlo`; jax 0.12's hold None in `in_shardings_hlo`);
-- `custom_node`: a custom pytree node made by the serialization the installed jax has
-  registered for it (`jax.export.register_pytree_node_serialization`, jax >= 0.4.31);
+- `custom_node`: where a custom pytree node could be made by the serialization the
+  installed jax has registered for it (not yet: see there);
 - `jax_exported`: the installed jax's `Exported` of an `ExportRecord`, for
   `ExportedFunction.exported` only (nothing in load, call, grad or vmap needs one): the live
   one it came from, else `jax.export.deserialize` of the bytes it was read from where this
@@ -25,8 +25,6 @@ from typing import Optional
 import jax
 import numpy as np
 from jax import export as _jax_export
-from jax._src import core as _core
-from jax._src.export import _export
 
 from shlo2jax import compat
 from shlo2jax.errors import LoadError
@@ -77,13 +75,13 @@ def _check(check) -> tuple:
 
 
 def custom_node(name: str, auxdata: bytes, children: list):
-    """The custom pytree node serialized as `name` made from `children` by the serialization
-    registered for it in the installed jax, or None where none is."""
-    registry = getattr(_export, "deserialization_registry", {})
-    if name not in registry:
-        return None
-    _, deserialize_auxdata, from_iter = registry[name]
-    return from_iter(deserialize_auxdata(auxdata), children)
+    """The custom pytree node serialized as `name` made from `children`, or None: the
+    serialization jax registers for it (`register_pytree_node_serialization`) is held in a
+    jax internal that `shlo2jax.compat` does not offer, so a custom node is read as a tuple
+    of its children (the same flat values); `jax_exported` gives jax's own reading of the
+    bytes where jax reads them."""
+    del name, auxdata, children
+    return None
 
 
 # ---------------------------------------------------------------- the installed jax's Exported
@@ -155,9 +153,9 @@ def _from_fields(record):
         fields = dict(
             fun_name=record.fun_name,
             in_tree=record.in_tree,
-            in_avals=tuple(_core.ShapedArray(a.shape, a.dtype) for a in record.in_avals),
+            in_avals=tuple(jax.core.ShapedArray(a.shape, a.dtype) for a in record.in_avals),
             out_tree=record.out_tree,
-            out_avals=tuple(_core.ShapedArray(a.shape, a.dtype) for a in record.out_avals),
+            out_avals=tuple(jax.core.ShapedArray(a.shape, a.dtype) for a in record.out_avals),
             in_shardings_hlo=tuple(_hlo(s) for s in record.in_shardings),
             out_shardings_hlo=tuple(_hlo(s) for s in record.out_shardings),
             nr_devices=record.nr_devices,
@@ -172,7 +170,7 @@ def _from_fields(record):
             uses_global_constants=record.uses_global_constants,
             _get_vjp=(lambda _: jax_exported(record.vjp())) if record.has_vjp() else None,
         )
-        names = {f.name for f in dataclasses.fields(_export.Exported)}
+        names = {f.name for f in dataclasses.fields(_jax_export.Exported)}
         # jax 0.9 on: the named shardings, left unspecified (as jax's own reader leaves them
         # for an artifact written with HloShardings; a named one of the record is left
         # unspecified too: shlo2jax lays values out from the module's own attributes);
@@ -187,7 +185,7 @@ def _from_fields(record):
             raise LoadError(f"{where}: the installed jax ({jax.__version__}) cannot represent "
                             f"it as an Exported: its Exported takes fields {unknown} that "
                             "shlo2jax does not know")
-        return _export.Exported(**{k: v for k, v in fields.items() if k in names})
+        return _jax_export.Exported(**{k: v for k, v in fields.items() if k in names})
     except LoadError:
         raise
     except Exception as e:  # noqa: BLE001 - contents this jax's Exported cannot hold
@@ -196,7 +194,7 @@ def _from_fields(record):
 
 
 def _required(name: str) -> bool:
-    field = {f.name: f for f in dataclasses.fields(_export.Exported)}[name]
+    field = {f.name: f for f in dataclasses.fields(_jax_export.Exported)}[name]
     return (field.default is dataclasses.MISSING
             and field.default_factory is dataclasses.MISSING)
 

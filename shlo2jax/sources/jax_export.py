@@ -43,8 +43,8 @@ class ExportRecord:
 
     `in_avals`/`out_avals`: `jax.ShapeDtypeStruct`s (a shape-polymorphic dimension is a
     `jax.export.symbolic_shape` dimension); `in_tree`/`out_tree`: `PyTreeDef`s (a custom
-    node the installed jax has no serialization registered for is read as a tuple of its
-    children, named in `custom_nodes`: the flat values are the same). Shardings as read:
+    node is read as a tuple of its children, its serialized name in `custom_nodes`: the flat
+    values are the same; see `export_compat.custom_node`). Shardings as read:
     per value HloSharding proto bytes, an `export_flatbuffer.NamedSharding`, or None
     (unspecified); for a live `Exported`, jax's own sharding objects. Effects by type name
     (as jax serializes them), disabled checks as `(kind, custom call target or None)`.
