@@ -23,6 +23,7 @@ import re
 import sys
 import warnings
 
+import jax
 import jaxlib
 import numpy as np
 import pytest
@@ -69,6 +70,12 @@ def test_release_artifact_loads_or_is_refused_by_name(path):
             f"a VHLO artifact written by StableHLO v{_name(path)}, newer than jaxlib "
             f"{jaxlib.__version__} reads (StableHLO v{oldest} to v{newest}), using what "
             f"v{newest} lacks (operation vhlo.")
+        # the first thing no downgrade brings to this jaxlib (shlo2jax.sources.vhlo_downgrade)
+        lacks = str(info.value).split(" lacks (", 1)[1]
+        key = _name(path) if READABLE >= (1, 15, 0) or _name(path) == "1.14.0" \
+            else "before 1.15"
+        expected = NEWER_FIRST_REFUSED_BY_RELEASE.get(key)
+        assert expected and lacks.startswith(expected), (lacks, expected)
         return
     program = shlo2jax.load(data, strict=False)
     assert len(program.functions) > 150
@@ -98,8 +105,101 @@ def test_release_artifact_loads_or_is_refused_by_name(path):
                for name, where, what in program.module.problems)
 
 
+# What refuses each newer release's artifact as a whole: the first op (by name) whose
+# newer form has no older one on this jaxlib; on one older than 1.15 (jax 0.7.2: 1.13),
+# the async ops of 1.15.
+NEWER_FIRST_REFUSED_BY_RELEASE = {
+    "1.18.0": "operation vhlo.custom_call_v2 with result_tilings (StableHLO 1.18.0)",
+    "1.19.0": "operation vhlo.collective_reduce_v1 (the op collective_reduce, StableHLO 1.19.0)",
+    "1.20.0": "operation vhlo.collective_broadcast_v2 (variadic operands and has_dynamic_root",
+    "1.14.0": "operation vhlo.composite_v2 with composite_regions (StableHLO 1.14.0)",
+    "before 1.15": "operation vhlo.async_done_v1 (the op async_done, StableHLO 1.15.0)",
+}
+
+# The newer releases' artifacts less the functions that use what has no older form (and
+# their callers), written again for that release by jax 0.12 (downgrade/, made by
+# make_downgrade_inputs.py): their custom_call_v2 (and, before 1.14, composite_v2) are
+# brought down to the installed jaxlib's version by shlo2jax.sources.vhlo_downgrade.
+SUBSETS = sorted((HERE / "downgrade").glob("release_subset.*.mlir.bc"), key=_version)
+
+
+def test_newer_release_subsets_are_here():
+    assert [_name(p) for p in SUBSETS] == ["1.18.0", "1.19.0", "1.20.0"]
+
+
+@pytest.mark.parametrize("path", SUBSETS, ids=_name)
+def test_newer_release_subset_loads(path):
+    program = shlo2jax.load(path.read_bytes(), strict=False)
+    assert len(program.functions) > 200
+    text = str(program.mlir_module)
+    # the ops the downgrade renamed are there, as StableHLO
+    assert text.count("stablehlo.custom_call") >= 10 and "stablehlo.composite" in text
+    # the same functions as the release the installed jaxlib reads itself, where their
+    # StableHLO is the same text (most functions repeat between releases)
+    own = max((p for p in ARTIFACTS if _version(p) <= READABLE), key=_version)
+    theirs = _function_modules(shlo2jax.load(own.read_bytes(), strict=False))
+    mine = _function_modules(program)
+    same = [n for n in mine if n in theirs and mine[n] == theirs[n]]
+    assert len(same) > 150, len(same)
+    assert any("custom_call" in n for n in same)
+
+
+# shlo2jax.tools.compare runs under `jax.enable_x64`, which jax before 0.8 lacks
+_NO_COMPARE = pytest.mark.skipif(not hasattr(jax, "enable_x64"),
+                                 reason="shlo2jax.tools.compare needs jax.enable_x64 (jax >= 0.8)")
+
+
+@_NO_COMPARE
+@pytest.mark.parametrize("path", SUBSETS, ids=_name)
+def test_newer_release_subset_against_the_reference_interpreter(path):
+    """The subset's functions that hold a renamed op (custom_call, composite) or whose
+    StableHLO differs from the release the installed jaxlib reads itself (none so far: the
+    others are that release's functions, which the slow test compares), run on seeded
+    inputs and compared with jaxlib's StableHLO reference interpreter (all of them: the
+    slow test below)."""
+    program = shlo2jax.load(path.read_bytes(), strict=False)
+    own = max((p for p in ARTIFACTS if _version(p) <= READABLE), key=_version)
+    theirs = _function_modules(shlo2jax.load(own.read_bytes(), strict=False))
+    chosen = {name: text for name, text in _function_modules(program).items()
+              if theirs.get(name) != text or "custom_call" in text or "composite" in text}
+    counts = _compare_all(chosen)
+    assert len(chosen) >= 10 and counts["agree"] >= 3, counts
+
+
+@pytest.mark.slow
+@_NO_COMPARE
+@pytest.mark.parametrize("path", SUBSETS, ids=_name)
+def test_newer_release_subset_all_against_the_reference_interpreter(path):
+    counts = _compare_all(_function_modules(shlo2jax.load(path.read_bytes(), strict=False)))
+    assert counts["agree"] > 100, counts
+
+
+def _compare_all(modules: dict) -> collections.Counter:
+    """Each function's module compared as `_compare_one` does: no plain exception, no
+    disagreement the spec does not explain (INTERPRETER_DIFFERS)."""
+    server = reference.InterpreterServer()
+    counts, disagree, plain = collections.Counter(), [], []
+    try:
+        for name, text in modules.items():
+            outcome, detail = _compare_one(text, name, server)
+            counts.update(outcome)
+            if "plain" in outcome:
+                plain.append((name, detail))
+            if "disagree" in outcome and name not in INTERPRETER_DIFFERS:
+                disagree.append((name, detail))
+    finally:
+        server.close()
+    print(dict(counts))
+    assert not plain, plain
+    assert not disagree, disagree
+    return counts
+
+
 def test_replica_groups_named_by_mesh_axes_are_refused_by_name():
     # 1.16.0 added `#stablehlo.replica_group_mesh_axes`; a plain ValueError escaped the load
+    if READABLE < (1, 16, 0):
+        pytest.skip("this jaxlib reads StableHLO before 1.16: the artifact is refused whole "
+                    "(test_release_artifact_loads_or_is_refused_by_name)")
     data = (HERE / "stablehlo_legalize_to_vhlo.1_16_0.mlir.bc").read_bytes()
     program = shlo2jax.load(data, strict=False)
     refused = [p for p in program.module.problems if "replica_group_mesh_axes" in p[2]]
