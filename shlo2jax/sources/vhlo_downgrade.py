@@ -59,9 +59,9 @@ import re
 from typing import NamedTuple, Optional
 
 from shlo2jax.errors import LoadError
-from shlo2jax.sources.safe_parse import (_ALIGNMENT_BYTE, _ATTR_TYPE, _ATTR_TYPE_OFFSET, _DIALECT, _IR,
-                                         _NUM_SECTIONS, _STRING, BYTECODE_MAGIC, _Framing,
-                                         _Reader)
+from shlo2jax.sources.safe_parse import (_ALIGNMENT_BYTE, _ATTR_TYPE, _ATTR_TYPE_OFFSET,
+                                         _DIALECT, _IR, _NUM_SECTIONS, _STRING,
+                                         BYTECODE_MAGIC, _Framing, _Reader)
 
 _PROPERTIES = 8
 # MLIR bytecode versions (mlir/Bytecode/Encoding.h)

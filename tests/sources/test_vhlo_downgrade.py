@@ -66,8 +66,8 @@ def test_jax012_mlp_with_a_composite_loads_and_computes():
     np.testing.assert_allclose(got, np.maximum(x @ w1 + b1, 0) @ w2 + b2, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.skipif(_knows("vhlo.custom_call_v2"),
-                    reason="this jaxlib reads custom_call_v2 (StableHLO >= 1.18): nothing to refuse")
+@pytest.mark.skipif(_knows("vhlo.custom_call_v2"), reason="this jaxlib reads "
+                    "custom_call_v2 (StableHLO >= 1.18): nothing to refuse")
 def test_result_tilings_is_refused_by_name():
     with pytest.raises(NewerThanJaxlib) as info:
         shlo2jax.load((DATA / "result_tilings.mlir.bc").read_bytes())
