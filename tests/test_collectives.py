@@ -17,6 +17,7 @@ import pytest
 
 import multidevice
 import shlo2jax
+from shlo2jax import compat
 
 from _helpers import element, tensor
 
@@ -743,7 +744,7 @@ def _grid_run_parallel_op():
 def _child_main():
     def in_x64(fn):
         def run():
-            with jax.enable_x64(True):
+            with compat.enable_x64():
                 fn()
         return run
     multidevice.report(multidevice.run_checks(

@@ -9,6 +9,7 @@ import shlo2jax
 from shlo2jax import TOKEN
 from shlo2jax.errors import HostIOError
 from shlo2jax.host_transfers import call_with_io, host_io
+from shlo2jax import compat
 
 TOK = "!stablehlo.token"
 
@@ -101,7 +102,7 @@ def test_interleaved_infeed_outfeed_in_a_loop_keep_program_order():
     # Under the user's own jax.jit too, and again with a fresh feed (the jit cache is reused).
     jitted = jax.jit(lambda n: program(n))
     for feed in ([np.float32(1)], [np.float32(2), np.float32(5)]):
-        with jax.enable_x64(True), host_io(infeed=list(feed)) as io:
+        with compat.enable_x64(), host_io(infeed=list(feed)) as io:
             total = jitted(np.array(len(feed), np.int32))
         assert float(total) == sum(feed)
         assert [float(v) for v in io.outfeed[:-1]] == [2 * float(v) for v in feed]

@@ -52,6 +52,7 @@ from shlo2jax.program import Program
 from shlo2jax.tools import reference
 from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.numerics import Errors, array_errors
+from shlo2jax import compat
 
 BUILTIN_BACKENDS = ("cpu", "gpu", "tpu", "interpreter", "xla-direct", "f64")
 DEFAULT_BACKENDS = ("cpu", "interpreter", "xla-direct", "f64")
@@ -130,7 +131,7 @@ class TranslatedBackend(Backend):
     def _call(self, program, function, inputs, call):
         device = self.device()
         fn = program[function]
-        with jax.enable_x64(True):  # or device_put would narrow 64-bit inputs
+        with compat.enable_x64():  # or device_put would narrow 64-bit inputs
             args = [jax.device_put(x, device) for x in self.inputs_for(inputs)]
             with jax.default_device(device):
                 return call(fn, args)

@@ -76,6 +76,7 @@ from shlo2jax.quant import F6Array
 from shlo2jax.tools import exits, isolated, reference
 from shlo2jax.tools.numerics import check_values, compare_with_reference
 from shlo2jax.tools.reference import (join_complex as _join_complex,
+from shlo2jax import compat
                                 interpreter_module_text as _reference_module_text,
                                 split_complex as _split_complex)
 from shlo2jax.translate import Token, Translator, TranslatorMode
@@ -394,7 +395,7 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
         outs = body()
         return _flat_arrays(outs), [list(r[2]) for r in recorded]
 
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         _, operands = jax.jit(traced)()
         jax.block_until_ready(operands)
     failures = []

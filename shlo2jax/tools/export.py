@@ -11,6 +11,7 @@ import jax
 
 from shlo2jax import types as T
 from shlo2jax.errors import InputError
+from shlo2jax import compat
 
 
 def export_translated(function, platforms=None) -> "jax.export.Exported":
@@ -24,7 +25,7 @@ def export_translated(function, platforms=None) -> "jax.export.Exported":
         if not isinstance(t, T.TensorType) or not t.is_static or t.quant is not None:
             raise InputError(f"export_translated: {fn.signature} has a {t} in its signature; "
                              "only static, non-quantized tensor signatures can be exported")
-    with jax.enable_x64(True):  # 64-bit signatures stay 64-bit
+    with compat.enable_x64():  # 64-bit signatures stay 64-bit
         return jax.export.export(jax.jit(fn), platforms=platforms)(*fn.in_avals)
 
 

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from shlo2jax import compat
 
 try:
     from . import entry as corpus_entry
@@ -242,7 +243,7 @@ def check_vmap(e, fn: Callable) -> Result:
     batched_args = [stacks.get(i, a) for i, a in enumerate(e.args)]
     # 64-bit arguments (PyTorch/XLA's s64 ids) pass through vmap as they are with x64 on only
     wide = any(np.asarray(a).dtype.itemsize == 8 for a in e.args)
-    with jax.enable_x64(True) if wide else contextlib.nullcontext():
+    with compat.enable_x64() if wide else contextlib.nullcontext():
         batched = [np.asarray(o) for o in as_list(jax.vmap(fn, in_axes=axes)(*batched_args))]
     looped = []
     for k in range(VMAP_BATCH):
@@ -257,7 +258,7 @@ def check_jit_eager(e, fn: Callable) -> Result:
     # 64-bit arguments (torch's int64 ids) pass through jax.jit as they are with x64 on;
     # with it off, jit would make them int32, which the function refuses (never converted).
     wide = any(np.asarray(a).dtype.itemsize == 8 for a in e.args)
-    with jax.enable_x64(True) if wide else contextlib.nullcontext():
+    with compat.enable_x64() if wide else contextlib.nullcontext():
         jitted = [np.asarray(o) for o in as_list(jax.jit(fn)(*e.args))]
     with jax.disable_jit():
         eager = [np.asarray(o) for o in as_list(fn(*e.args))]

@@ -325,7 +325,7 @@ def test_reduce_sort_and_while(element):
 
 @pytest.mark.parametrize("element", F6)
 def test_bitcast_convert(element):
-        crash = "bytes split into 2-bit lanes"
+    crash = "bytes split into 2-bit lanes"
     if xla_known.xla_crashes(crash):  # a known failure that kills the process: xfail cannot run it
         pytest.skip(XLA_CRASHES_PREFIX + xla_known.XLA_CRASHES[crash][1])
     other = "f6E3M2FN" if element == "f6E2M3FN" else "f6E2M3FN"

@@ -144,12 +144,6 @@ def test_newer_release_subset_loads(path):
     assert any("custom_call" in n for n in same)
 
 
-# shlo2jax.tools.compare runs under `jax.enable_x64`, which jax before 0.8 lacks
-_NO_COMPARE = pytest.mark.skipif(not hasattr(jax, "enable_x64"),
-                                 reason="shlo2jax.tools.compare needs jax.enable_x64 (jax >= 0.8)")
-
-
-@_NO_COMPARE
 @pytest.mark.parametrize("path", SUBSETS, ids=_name)
 def test_newer_release_subset_against_the_reference_interpreter(path):
     """The subset's functions that hold a renamed op (custom_call, composite) or whose
@@ -167,7 +161,6 @@ def test_newer_release_subset_against_the_reference_interpreter(path):
 
 
 @pytest.mark.slow
-@_NO_COMPARE
 @pytest.mark.parametrize("path", SUBSETS, ids=_name)
 def test_newer_release_subset_all_against_the_reference_interpreter(path):
     counts = _compare_all(_function_modules(shlo2jax.load(path.read_bytes(), strict=False)))
@@ -456,5 +449,5 @@ if __name__ == "__main__" and "--child" in sys.argv:
     import jax
     sys.path.insert(0, str(HERE.parent))  # tests/: multidevice
     import multidevice
-    with jax.enable_x64(True):
+    with compat.enable_x64():
         multidevice.report(_run_grid_only_functions())
