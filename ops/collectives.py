@@ -472,6 +472,50 @@ def collective_broadcast(ctx, op, x):
     return jnp.where(member, vals[0], jnp.zeros_like(x))
 
 
+# ---------------------------------------------------------------- collective_reduce
+
+def _prepare_collective_reduce(op) -> Grouped:
+    # The spec's process groups: cross_replica for channel_id <= 0, else cross_partition (as
+    # collective_broadcast); use_global_device_ids (an attribute the op has and the spec does
+    # not mention) reads the groups as flat ids, as all_reduce does.
+    if op.attrs.get("use_global_device_ids", False):
+        mode = group_mode(op)
+    else:
+        mode = "cross_replica" if channel_id(op) <= 0 else "cross_partition"
+    return Grouped(mode, _id_groups(op.attrs.get("replica_groups", ())), _monoid(op))
+
+
+@register_op("stablehlo.collective_reduce", prepare=_prepare_collective_reduce)
+def collective_reduce(ctx, op, *operands):
+    """all_reduce's reduction of each group, kept by the group's root alone: its first
+    member, or with `has_dynamic_root` the member whose index in the group the last operand
+    (si32, one per data operand) names. Every other process, and one in no group, gets
+    zeros (the spec's examples)."""
+    roots = None
+    if op.attrs.get("has_dynamic_root", False):
+        operands, roots = operands[:-1], jnp.reshape(operands[-1], (-1,))
+    operands = _promoted(op, operands)
+    plan = plan_for(ctx, op, lax_ok=_lax_reducible(op, operands))
+    if plan.path == "single":
+        me = 0
+        member, position = bool(plan.member[0]), 0
+    else:
+        me = lax.axis_index(AXES)
+        member, position = jnp.asarray(plan.member)[me], jnp.asarray(plan.position)[me]
+    out = []
+    for k, x in enumerate(operands):
+        if plan.path == "lax":
+            total = _LAX_REDUCE[op.params.monoid](x, AXES,
+                                                  axis_index_groups=plan.axis_index_groups)
+        else:
+            vals, _ = _members(x, plan)
+            total = _fold(vals, _group_size(plan, me), _elementwise(ctx.region(op.regions[0])))
+        root = 0 if roots is None else roots[k]
+        out.append(jnp.where(jnp.logical_and(member, position == root), total,
+                             jnp.zeros_like(total)))
+    return single_or_tuple(op, out)
+
+
 # ---------------------------------------------------------------- interpreter.run_parallel
 
 class RunParallel(NamedTuple):
