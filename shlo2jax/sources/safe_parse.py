@@ -580,7 +580,10 @@ def _printed_problem(asm: bytes, escaped: bool) -> Optional[str]:
 # dialects, unregistered ones allowed, `quant` loaded), and reads the input on the same path
 # as `shlo2jax.loader.parse_mlir_unchecked`: a VHLO artifact first (that path has no Python
 # diagnostic handler), then `ir.Module.parse`. Exit status 0: parsed; 3: a Python exception,
-# its message on stdout; anything else: the parser killed it.
+# its message on stdout; 4: a VHLO module that parses but does not convert to StableHLO (the
+# conversion's exception on stdout, its diagnostics on stderr: jaxlib 0.12 verifies a
+# converted `stablehlo.constant` whose `value` is no tensor, where older ones crash);
+# anything else: the parser killed it.
 _CHILD = compat.CHILD_DIALECTS_SOURCE + """
 import sys
 
@@ -609,8 +612,12 @@ try:
         if sys.argv[1] == "bytes":
             try:
                 stablehlo.deserialize_portable_artifact(context, data)
-            except Exception:
-                ir.Module.parse(data)
+            except Exception as vhlo_error:
+                module = ir.Module.parse(data)
+                if any(op.operation.name.startswith("vhlo.")
+                       for op in module.body.operations):
+                    sys.stdout.write(str(vhlo_error))
+                    sys.exit(4)
         else:
             ir.Module.parse(data.decode("utf-8"))
 except Exception as e:
@@ -640,6 +647,10 @@ def parse_in_child(source, source_name: str = "", timeout: float = 600.0) -> Chi
     if proc.returncode == 3:
         return ChildParse(False, out)
     err = proc.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
+    if proc.returncode == 4:
+        errors = [line.strip() for line in err if "error:" in line]
+        return ChildParse(False, "the VHLO artifact does not convert to StableHLO: "
+                          + out + (f": {' | '.join(errors[-3:])}" if errors else ""))
     tail = " | ".join(line.strip() for line in err[-3:] if line.strip())
     how = how_child_ended(proc.returncode)
     return ChildParse(False, f"jaxlib's MLIR parser aborts on this input ({how})"
