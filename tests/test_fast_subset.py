@@ -76,7 +76,12 @@ def test_every_family_has_a_test_outside_slow():
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow",
          "-p", "no:cacheprovider", *files],
         cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # A test file that does not import (a syntax error in it or in what it imports) fails
+    # the collection: the message is the ERRORS section, not the tail of the collected ids.
+    errors = proc.stdout.find("= ERRORS =")
+    report = proc.stdout[proc.stdout.rfind("\n", 0, errors) + 1:] if errors >= 0 else \
+        proc.stdout[-3000:]
+    assert proc.returncode == 0, report[:6000] + proc.stderr[-3000:]
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     missing = uncovered(ids)
     assert not missing, f"no test outside `slow` for: {missing}"
