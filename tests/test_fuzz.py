@@ -96,12 +96,67 @@ def test_one_interpreter_child_serves_many_programs_and_survives_an_abort():
         server.close()
 
 
+# XLA compiling seed 2544's module itself, alone in a child process (see below)
+_XLA_DIRECT_2544 = """
+from shlo2jax.loader import load
+from shlo2jax.tools import fuzz
+from shlo2jax.tools.compare import XlaDirectBackend
+program = fuzz.generate(2544)
+XlaDirectBackend().run(load(program.text()), "main", program.inputs)
+"""
+
+
+def _xla_dies_on_seed_2544() -> bool:
+    """Whether this jaxlib's XLA kills the process compiling seed 2544's `rem(x - x, x - x)`
+    (its constant folding divides by zero: SIGFPE up to jaxlib 0.10; jaxlib 0.12 folds it
+    without dying)."""
+    import os
+    done = subprocess.run([sys.executable, "-c", _XLA_DIRECT_2544], capture_output=True,
+                          timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode <= 0, done.stderr.decode(errors="replace")[-2000:]
+    return done.returncode < 0
+
+
 def test_xla_killing_the_process_is_told_apart_from_the_translation():
-    """Seed 2544 computes `rem(x - x, x - x)`: XLA's constant folding divides by zero while
-    compiling the module directly and the worker dies (SIGFPE). The translation guards its
-    divisor and runs; the run reports XLA's crash apart and counts no crash of ours. Seed
-    1145 (a 0-d input with a subnormal) once raised in the flushing check."""
+    """Seed 2544 computes `rem(x - x, x - x)`: where XLA's constant folding divides by zero
+    while compiling the module directly (jaxlib <= 0.10), the worker dies (SIGFPE). The
+    translation guards its divisor and runs; the run reports XLA's crash apart and counts no
+    crash of ours. Where XLA survives it (jaxlib 0.12), the seed is one that agrees.
+    Seed 1145 (a 0-d input with a subnormal) once raised in the flushing check."""
+    dies = _xla_dies_on_seed_2544()
     report = fuzz.run([2544, 1145], jobs=1)
     assert report.crashes == [] and report.mismatches == []
-    assert [c["seed"] for c in report.xla_crashes] == [2544]
-    assert "SIGFPE" in report.xla_crashes[0]["detail"]
+    assert [c["seed"] for c in report.xla_crashes] == ([2544] if dies else [])
+    if dies:
+        assert "SIGFPE" in report.xla_crashes[0]["detail"]
+
+
+# Loaded by the fuzzer's workers (PYTHONPATH): XLA compiling a module directly kills the process
+_XLA_DIES = """
+import os
+import signal
+
+from shlo2jax.tools import compare
+
+
+def _die(self, program, function, inputs):
+    os.kill(os.getpid(), signal.SIGFPE)
+
+
+compare.XlaDirectBackend.run_program = _die
+"""
+
+
+def test_any_xla_crash_is_told_apart_from_the_translation(tmp_path, monkeypatch):
+    """Whatever jaxlib's XLA survives: with XLA compiling the module directly made to kill
+    its worker (SIGFPE) in every program, each program is run again without it, runs, and is
+    reported as XLA's crash, none as a crash of the translation."""
+    import os
+    (tmp_path / "sitecustomize.py").write_text(_XLA_DIES)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    report = fuzz.run([1000, 1001], jobs=1)
+    assert report.crashes == [] and report.mismatches == []
+    assert [c["seed"] for c in report.xla_crashes] == [1000, 1001]
+    assert all("SIGFPE" in c["detail"] and "without it the program ran" in c["detail"]
+               for c in report.xla_crashes)
