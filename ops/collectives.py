@@ -30,9 +30,10 @@ from jax.experimental import io_callback
 
 from shlo2jax import grid as G
 from shlo2jax import host_transfers
+from shlo2jax import sharding_attributes as S
 from shlo2jax import types as T
 from shlo2jax.attributes import Opaque
-from shlo2jax.errors import SpmdUnsupported, UnsupportedError
+from shlo2jax.errors import ShardingError, SpmdUnsupported, UnsupportedError
 from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
 from shlo2jax.grid import AXES, ProcessGrid
@@ -72,6 +73,8 @@ class Grouped:
     def beyond_grid(self, num_replicas: int, num_partitions: int) -> Optional[str]:
         """Why the groups name more processes than the grid has, or None (see
         grid.plain_call_problems)."""
+        if isinstance(self.groups, S.MeshAxesGroups):
+            return None  # (the devices of the program's own mesh)
         ids = [i for g in self.groups for i in g]
         return _beyond(self.mode, ids, max((len(g) for g in self.groups), default=0),
                        "replica_groups", self.groups, num_replicas, num_partitions)
@@ -146,8 +149,12 @@ def group_mode(op) -> str:
 def _id_groups(groups) -> list:
     """`replica_groups` without the -1 padding of ragged groups."""
     if isinstance(groups, Opaque):
-        # e.g. StableHLO 1.16's `#stablehlo.replica_group_mesh_axes<mesh = @m, axes = [...]>`:
-        # groups named by the axes of a (shardy) mesh, not by process ids
+        # StableHLO 1.16's `#stablehlo.replica_group_mesh_axes<mesh = @m, axes = [...]>`
+        # (jax >= 0.12's shard_map collectives): groups named by the axes of a Shardy mesh,
+        # resolved into process ids where the op runs (plan_for: the program's meshes)
+        named = S.parse_mesh_axes_groups(groups.text)
+        if named is not None:
+            return named
         construct = groups.text.split("<", 1)[0]
         raise Unsupported(f"replica_groups given as {construct} (not a list of process ids) "
                           f"are not supported: {groups.text}")
@@ -236,11 +243,35 @@ def plan_for(ctx, op, lax_ok: bool = True) -> Plan:
     plans = op.params.plans
     plan = plans.get(key)
     if plan is None:
-        groups = process_groups(op.params.mode, op.params.groups, g.num_replicas,
-                                g.num_partitions)
+        groups = op.params.groups
+        if isinstance(groups, S.MeshAxesGroups):
+            groups = _mesh_axes_ids(ctx, op, groups, g)
+        groups = process_groups(op.params.mode, groups, g.num_replicas, g.num_partitions)
         plan = make_plan(groups, g.num_replicas * g.num_partitions, g.in_mesh, lax_ok)
         plans[key] = plan
     return plan
+
+
+def _mesh_axes_ids(ctx, op, named: "S.MeshAxesGroups", g: ProcessGrid) -> list:
+    """Groups named by the axes of a Shardy mesh -> lists of device ids, which are the
+    ids of the op's mode (a program exported with a mesh has one replica: device id =
+    partition id = flat id)."""
+    sc = ctx.translator.mode.sharding
+    mesh = (getattr(sc, "meshes", None) or {}).get(named.mesh)
+    if mesh is None:
+        if g.num_replicas * g.num_partitions == 1:
+            return [[0]]
+        raise ValueError(f"{op.name}: replica groups over the axes of sdy.mesh @{named.mesh}, "
+                         "which this run of the program does not know (run the program on "
+                         "its mesh: a plain call)")
+    if mesh.size != g.num_replicas * g.num_partitions:
+        raise ValueError(f"{op.name}: replica groups over sdy.mesh @{named.mesh} "
+                         f"({mesh.size} devices) in a {g.num_replicas}x{g.num_partitions} "
+                         "grid of processes")
+    try:
+        return named.groups(mesh)
+    except ShardingError as e:
+        raise ValueError(f"{op.name}: {e}") from None
 
 
 # ---------------------------------------------------------------- the general path

@@ -129,6 +129,9 @@ def parse_hlo_sharding(text: str) -> HloSharding:
     if body.startswith("{") or body == "":
         return HloSharding("tuple", elements=tuple(parse_hlo_sharding(p) for p in _split_top(body)))
     body = re.sub(r"\s*metadata=\{.*\}\s*$", "", body)
+    body = re.sub(r",\s*$", "", body)
+    if body.startswith(("mesh[", "single_device[")):
+        return _parse_named_hlo_sharding(body, text)
     if body in ("replicated", "manual", "unknown"):
         return HloSharding(body)
     if body.startswith("maximal"):
@@ -169,6 +172,54 @@ def parse_hlo_sharding(text: str) -> HloSharding:
     return HloSharding("tiled", tiles, devices, iota_form, manual_subgroup="manual" in subgroups)
 
 
+def _parse_named_hlo_sharding(body: str, text: str) -> HloSharding:
+    """XLA's named sharding (what jax >= 0.12's XLA writes in HLO, e.g. `--xla_dump_to`):
+    `{mesh['x'=4,'y'=2], [{}, {'y'}]}`, `{mesh['a'=2], device_ids=([4,16]T(1,0)), [{'a'}],
+    replicated={'c'}}`, `{mesh[...], replicated}`, `{mesh[...], manual}`,
+    `{single_device[device_id=5]}` -> the tile assignment it stands for. Sub-axes
+    (`'b':(2)2`), unreduced and partly manual values are not read."""
+    single = re.fullmatch(r"single_device\[device_id=(\d+)\]", body)
+    if single:
+        return HloSharding("maximal", device=int(single[1]))
+    head = re.match(r"mesh\[([^\]]*)\]\s*(?:,\s*|$)", body)
+    if head is None:
+        raise ShardingError(f"unsupported HLO sharding {text!r}")
+    axes = tuple((n, int(v)) for n, v in re.findall(r"'([^']+)'\s*=\s*(\d+)", head[1]))
+    rest = body[head.end():]
+    ids = None
+    listed = re.match(r"device_ids=\((.*?)\)\s*(?:,\s*|$)", rest) or \
+        re.match(r"device_ids=\[([\d,\s]*)\]\s*(?:,\s*|$)", rest)
+    if listed:
+        n = math.prod(v for _, v in axes)
+        iota = re.fullmatch(r"\s*\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?\s*", listed[1])
+        if iota:
+            reshape = _ints(iota[1])
+            perm = _ints(iota[2]) if iota[2] else list(range(len(reshape)))
+            ids = np.arange(n).reshape(reshape).transpose(perm).reshape(-1)
+        else:
+            ids = np.asarray(_ints(listed[1]))
+        rest = rest[listed.end():]
+    rest = rest.strip()
+    if rest in ("replicated", "manual") or not axes:
+        return HloSharding(rest if rest in ("replicated", "manual") else "replicated")
+    if not rest.startswith("["):
+        raise ShardingError(f"unsupported HLO sharding {text!r}")
+    close = rest.index("]")
+    extra = rest[close + 1:]
+    if ":" in rest or "unreduced" in extra or "manual" in extra:
+        raise ShardingError(f"unsupported HLO sharding (sub-axes, unreduced or partly "
+                            f"manual) {text!r}")
+    dims = tuple(tuple(re.findall(r"'([^']+)'", d)) for d in _split_top(rest[1:close]))
+    mesh = SdyMesh(axes, None if ids is None else tuple(int(i) for i in ids))
+    tiling = sdy_tiling(SdySharding(mesh, dims), mesh)
+    flat = tiling.devices.reshape(-1)
+    names = [a for a, _ in axes]
+    order = [names.index(a) for d in dims for a in d]
+    perm = order + [i for i in range(len(names)) if i not in order]
+    iota_form = (tuple(v for _, v in axes), tuple(perm)) if ids is None else _as_iota(flat)
+    return HloSharding("tiled", tuple(tiling.tiles), tiling.devices, iota_form)
+
+
 def _as_iota(assignment: np.ndarray) -> Optional[tuple]:
     if (assignment == np.arange(assignment.size)).all():
         return ((int(assignment.size),), (0,))
@@ -202,6 +253,44 @@ def parse_sdy_mesh(text: str) -> SdyMesh:
     axes = tuple((name, int(size)) for name, size in re.findall(r'"([^"]+)"\s*=\s*(\d+)', s))
     ids = re.search(r"device_ids\s*=\s*\[([\d,\s]*)\]", s)
     return SdyMesh(axes, tuple(_ints(ids.group(1))) if ids else None)
+
+
+class MeshAxesGroups(NamedTuple):
+    """StableHLO 1.16's `#stablehlo.replica_group_mesh_axes<mesh = @m, axes = [...]>`
+    (jax >= 0.12 writes a shard_map's collectives so): the process groups of a collective
+    named by axes of a `sdy.mesh`, not listed as process ids."""
+    mesh: str       # the sdy.mesh symbol
+    axes: tuple     # the axis names, major first
+    text: str
+
+    def groups(self, mesh: SdyMesh) -> list:
+        """The device-id groups: one per combination of the other axes (in mesh order),
+        each the devices along `axes` (major first), ids from the mesh's device order."""
+        sizes = dict(mesh.axes)
+        unknown = [a for a in self.axes if a not in sizes]
+        if unknown:
+            raise ShardingError(f"{self.text}: sdy.mesh @{self.mesh} has no axis {unknown[0]!r}")
+        names = [name for name, _ in mesh.axes]
+        rest = [n for n in names if n not in self.axes]
+        ids = mesh.device_array().transpose([names.index(n) for n in rest + list(self.axes)])
+        size = math.prod(sizes[a] for a in self.axes)
+        return [[int(i) for i in row] for row in ids.reshape(-1, size)]
+
+
+_MESH_AXES_RE = re.compile(r'^#stablehlo\.replica_group_mesh_axes<mesh\s*=\s*@([\w.$\-]+),\s*'
+                           r'axes\s*=\s*\[(.*)\]>$', re.S)
+
+
+def parse_mesh_axes_groups(text: str) -> Optional[MeshAxesGroups]:
+    """`#stablehlo.replica_group_mesh_axes<...>` -> MeshAxesGroups; None for any other text
+    and for sub-axes (`sub_axis_info`), which are not read."""
+    found = _MESH_AXES_RE.match(text.strip())
+    if found is None or "sub_axis_info" in found[2]:
+        return None
+    refs = re.findall(r'#stablehlo\.axis_ref<name\s*=\s*"([^"]+)"\s*>', found[2])
+    if len(refs) != found[2].count("axis_ref<"):
+        return None
+    return MeshAxesGroups(found[1], tuple(refs), text.strip())
 
 
 def parse_sdy_sharding(text: str) -> SdySharding:
