@@ -159,6 +159,19 @@ def entries(root=CORPUS) -> list:
     return sorted(found, key=lambda e: e.id)
 
 
+def known_failures_of_jaxlib(version: Optional[str] = None, root=CORPUS) -> dict:
+    """{(entry id, check): reason} from `known_failures_by_jaxlib.json`: the records naming
+    the installed jaxlib (or `version`) among the releases each was measured on (an older
+    XLA rounding differently; a newer jaxlib that cannot read a producer's plain MLIR
+    bytecode)."""
+    if version is None:
+        import jaxlib
+        version = jaxlib.__version__
+    records = json.loads((pathlib.Path(root) / "known_failures_by_jaxlib.json").read_text())
+    return {(r["entry"], r["check"]): f"{r['reason']} (jaxlib {version})"
+            for r in records if version in r["jaxlib"]}
+
+
 def known_failures(root=CORPUS) -> dict:
     """{(entry id, check): reason} from every `<producer>/known_failures.json`
     (a list of {"entry": name, "check": "forward" | "grad" | ..., "reason": ...})."""

@@ -84,6 +84,9 @@ def test_functions_the_direct_lowering_cannot_express_run_translated():
     e, _, poly = _load("jax/mlp_poly", lowering="direct")  # a `?` dimension
     assert poly.lowering == "translate" and "tensor<?x" in poly.lowering_note
     assert poly.islands == ()
+    unreadable = corpus_entry.known_failures_of_jaxlib().get(("tensorflow/tf_special", "load"))
+    if unreadable is not None:  # (torch_xla/mlp's @mhlo.erf islands: test_direct_islands)
+        pytest.skip(f"tensorflow/tf_special: {unreadable}")
     e, _, fn = _load("tensorflow/tf_special", lowering="direct")  # @mhlo.erf: an island
     assert fn.lowering == "direct" and fn.lowering_note is None
     assert [island.why for island in fn.islands] == [

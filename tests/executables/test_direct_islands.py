@@ -20,8 +20,16 @@ from shlo2jax.errors import UnsupportedError
 ENTRIES = {e.id: e for e in corpus_entry.entries()}
 
 
+# Entries the installed jaxlib cannot read (tests/corpus/known_failures_by_jaxlib.json: jaxlib
+# >= 0.11.2 and TensorFlow's plain MLIR bytecode of a custom_call): skipped with that reason.
+UNREADABLE = {entry: reason for (entry, check), reason in
+              corpus_entry.known_failures_of_jaxlib().items() if check == "load"}
+
+
 def _load(entry_id, **options):
     e = ENTRIES[entry_id]
+    if entry_id in UNREADABLE:
+        pytest.skip(f"{entry_id}: {UNREADABLE[entry_id]}")
     program = shlo2jax.load(str(e.artifact_path), **options)
     return e, program, program[e.meta.get("function", "main")]
 
@@ -342,6 +350,8 @@ def test_decoded_islands_hold_no_mlir_context():
     (its bytecode is what it lowers): no decoded island keeps the context, and its weights."""
     import gc
     e = ENTRIES["tensorflow/tf_special"]
+    if e.id in UNREADABLE:  # the same @mhlo.erf island, from PyTorch/XLA's bundle
+        e = ENTRIES["torch_xla/mlp"]
     gc.collect()
     before = ir.Context._get_live_count()
     programs = [shlo2jax.load(str(e.artifact_path), lowering="direct") for _ in range(2)]
