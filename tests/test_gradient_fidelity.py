@@ -256,6 +256,7 @@ SCIPY_SPECIAL = {
     "erfc": ((_REAL,), (0,)),
     "erfcx": ((_REAL,), (0,)),
     "erfinv": ((UNIT,), (0,)),
+    "erfcinv": ((UNIT + 1,), (0,)),  # (jax >= 0.12)
     "exp1": ((_POS,), (0,)),
     "expi": ((_POS,), (0,)),
     "expn": ((_INT2, _POS), (1,)),
@@ -313,7 +314,9 @@ def test_scipy_special_list_is_complete():
 
 def _scipy_case(name):
     args, argnums = SCIPY_SPECIAL[name]
-    fn = getattr(jsp, name)
+    fn = getattr(jsp, name, None)
+    if fn is None:
+        pytest.skip(f"this jax's jax.scipy.special has no {name}")
     if name == "multigammaln":
         return (lambda a: fn(a, args[1])), args[:1], argnums
     return fn, args, argnums
