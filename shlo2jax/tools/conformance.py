@@ -67,6 +67,7 @@ import jax
 import numpy as np
 
 from shlo2jax import quant
+from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported, LoadError, UnsupportedError
 from shlo2jax.host_transfers import host_io
@@ -76,7 +77,6 @@ from shlo2jax.quant import F6Array
 from shlo2jax.tools import exits, isolated, reference
 from shlo2jax.tools.numerics import check_values, compare_with_reference
 from shlo2jax.tools.reference import (join_complex as _join_complex,
-from shlo2jax import compat
                                 interpreter_module_text as _reference_module_text,
                                 split_complex as _split_complex)
 from shlo2jax.translate import Token, Translator, TranslatorMode
