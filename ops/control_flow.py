@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import warnings
 from typing import NamedTuple, Optional
 
@@ -25,10 +26,49 @@ from shlo2jax.translate import evaluate
 _INLINED_OPS = 32
 
 
+# Private functions jax emits as the lowering of a primitive whose derivative jax defines on
+# the primitive (`mlir.lower_fun` of a jitted implementation): the export keeps only the
+# implementation, which may compute through the bits of its argument (`bitcast_convert`, no
+# derivative), so differentiating it gives zeros. Such a call keeps its body's values and
+# takes the primitive's derivative, as the producer's gradient does. jax 0.12 lowers f32
+# `lax.lgamma` so (`@lgamma_impl`; f16/bf16 convert to f32 and call it), whose JVP is
+# `g * digamma(x)`; a second signature's copy is `@lgamma_impl_0`, ...
+_PRIMITIVE_IMPLEMENTATIONS = {"lgamma_impl": lax.digamma}
+
+
+def _implemented_primitive_derivative(fdef):
+    """The derivative of the primitive `fdef` implements (see _PRIMITIVE_IMPLEMENTATIONS), or
+    None: a private function of one floating-point tensor to one of the same type."""
+    match = re.fullmatch(r"(\w+?)(?:_\d+)?", fdef.name)
+    derivative = _PRIMITIVE_IMPLEMENTATIONS.get(match[1]) if match else None
+    if (derivative is None or fdef.public or len(fdef.input_types) != 1
+            or tuple(fdef.output_types) != tuple(fdef.input_types)
+            or not isinstance(fdef.input_types[0], T.TensorType)
+            or not jnp.issubdtype(fdef.input_types[0].dtype, jnp.floating)):
+        return None
+    return derivative
+
+
+def _with_derivative(fn, derivative):
+    """`fn` (one value to a 1-tuple) with the JVP `t * derivative(x)`."""
+    @jax.custom_jvp
+    def primitive(x):
+        return fn(x)[0]
+
+    @primitive.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return primitive(x), t * derivative(x)
+    return primitive
+
+
 @register_op("func.call", prepare=lambda op: op.attrs["callee"])
 def call(ctx, op, *args):
     translator = ctx.translator
     fdef = translator.module.functions.get(op.params)
+    derivative = None if fdef is None else _implemented_primitive_derivative(fdef)
+    if derivative is not None:
+        return _with_derivative(translator.callee(op.params), derivative)(*args)
     if fdef is not None and _inlined(fdef):
         # A small helper (an exporter's `_var`, `silu`, `_where`) evaluated in its caller's
         # trace, sharing the caller's table of values (Scope.seen): what it computes again

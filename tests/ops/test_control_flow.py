@@ -3,6 +3,8 @@
 Expected values are written out by hand or computed with plain Python loops.
 """
 
+import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
@@ -306,3 +308,36 @@ def test_small_callees_are_inlined_and_what_they_compute_again_is_staged_once(pa
         jax.grad(loss(program))(x),
         jax.grad(loss(lambda x: (jnp.mean(x, 1, keepdims=True),
                                  sign * jnp.mean(x, 1, keepdims=True))))(x), rtol=1e-6)
+
+
+# jax 0.12 lowers f32 lax.lgamma to a private @lgamma_impl computing through its argument's
+# bits; here the body does the same (a bitcast round trip: no derivative), so only the
+# primitive's derivative, digamma, gives the producer's gradient.
+_LGAMMA_IMPL = """func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = call @lgamma_impl(%x) : (tensor<3xf32>) -> tensor<3xf32>
+  %1 = stablehlo.multiply %0, %x : tensor<3xf32>
+  return %1 : tensor<3xf32>
+}
+func.func private @lgamma_impl(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %bits = stablehlo.bitcast_convert %x : (tensor<3xf32>) -> tensor<3xi32>
+  %back = stablehlo.bitcast_convert %bits : (tensor<3xi32>) -> tensor<3xf32>
+  %0 = chlo.lgamma %back : tensor<3xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}"""
+
+
+@pytest.mark.parametrize("name", ["lgamma_impl", "lgamma_impl_0", "my_lgamma"])
+def test_a_call_of_jaxs_lgamma_implementation_has_lgammas_derivative(name):
+    fn = shlo2jax.load(_LGAMMA_IMPL.replace("lgamma_impl", name)).entry
+    x = np.array([0.3, 1.7, 4.5], np.float32)
+    np.testing.assert_allclose(fn(x), jax.lax.lgamma(x) * x, rtol=1e-6)
+    grad = jax.grad(lambda v: jnp.sum(fn(v)))(x)
+    want = jax.grad(lambda v: jnp.sum(jax.lax.lgamma(v) * v))(x)
+    if name == "my_lgamma":  # any other function is differentiated through its body: the
+        # bitcast has no derivative, so only the outer product's term is left
+        np.testing.assert_allclose(grad, jax.lax.lgamma(x), rtol=1e-6)
+    else:
+        np.testing.assert_allclose(grad, want, rtol=1e-6)
+        batched = jax.vmap(jax.grad(lambda v: jnp.sum(fn(v))))(np.stack([x, 2 * x]))
+        np.testing.assert_allclose(batched[1], jax.grad(
+            lambda v: jnp.sum(jax.lax.lgamma(v) * v))(2 * x), rtol=1e-6)
