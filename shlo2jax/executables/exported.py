@@ -70,7 +70,10 @@ class ExportedFunction(Function):
             module_inputs.pop(0)
             platforms = tuple(exported.platforms)
             here = jax.default_backend()
-            self._platform_index = np.int32(platforms.index(here) if here in platforms else 0)
+            # in the type @main declares: i32, or i64 where the exporter ran with x64 (jax's
+            # own back-compat records of jax 0.12); jax's call converts its index so too
+            index = platforms.index(here) if here in platforms else 0
+            self._platform_index = np.asarray(index, fdef.input_types[0].dtype)[()]
         self._tokens = _leading_tokens(module_inputs)
         self.result_tokens = _leading_tokens(fdef.output_types)
         declared = tuple(exported.out_avals)
