@@ -74,7 +74,7 @@ _COLLECTIVES = frozenset({
     "stablehlo.all_reduce", "mhlo.all_reduce", "stablehlo.all_gather", "mhlo.all_gather",
     "stablehlo.reduce_scatter", "mhlo.reduce_scatter", "stablehlo.all_to_all", "mhlo.all_to_all",
     "stablehlo.collective_permute", "mhlo.collective_permute", "stablehlo.collective_broadcast",
-    "mhlo.collective_broadcast"})
+    "mhlo.collective_broadcast", "stablehlo.collective_reduce"})
 
 
 def collective_in(module, name: str) -> Optional[str]:
