@@ -53,7 +53,8 @@ class Source(NamedTuple):
 def default_sources(root: str, shared: str = "", max_bytes: int = 200_000,
                     hlo: bool = True) -> list:
     """The bundled example, the corpus's exports (serialized, their VHLO modules, and the
-    printed text of their bytecode modules), `shared`/models/*.mlir.bc when present, and with
+    printed text of their bytecode modules where this jaxlib reads them: plain bytecode is
+    not portable across MLIR versions), `shared`/models/*.mlir.bc when present, and with
     `hlo` the corpus's HLO text and protos (`model.hlo`, `model.hlo.pb`: TensorFlow's dumps'
     `xla.HloProto` files; after the others)."""
     sources = []
@@ -84,7 +85,14 @@ def default_sources(root: str, shared: str = "", max_bytes: int = 200_000,
                 sources.append(Source(rel + ":vhlo", inner))
                 text = str(_stablehlo_module(context, inner))
             else:
-                text = str(ir.Module.parse(data))
+                # Plain MLIR bytecode (not VHLO) is read only by the MLIR that wrote it, or one
+                # whose dialects encode their ops the same way: jaxlib 0.12's StableHLO reads
+                # a custom_call's properties with a field (result_tilings) that TensorFlow's
+                # MLIR did not write (tf_special). Such a file is a seed as bytes only.
+                try:
+                    text = str(ir.Module.parse(data))
+                except ir.MLIRError:
+                    continue
         sources.append(Source(rel + ":text", text))
     if hlo:  # XLA's HLO (sources/hlo.py): text mutated as text, protos as bytes
         hlo_root = os.path.join(corpus, "hlo")
