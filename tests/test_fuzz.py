@@ -149,14 +149,14 @@ compare.XlaDirectBackend.run_program = _die
 
 def test_any_xla_crash_is_told_apart_from_the_translation(tmp_path, monkeypatch):
     """Whatever jaxlib's XLA survives: with XLA compiling the module directly made to kill
-    its worker (SIGFPE) in every program, each program is run again without it, runs, and is
-    reported as XLA's crash, none as a crash of the translation."""
+    its worker (SIGFPE), the program is run again without it, runs, and is reported as
+    XLA's crash, not as a crash of the translation."""
     import os
     (tmp_path / "sitecustomize.py").write_text(_XLA_DIES)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         [str(tmp_path)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    report = fuzz.run([1000, 1001], jobs=1)
+    report = fuzz.run([1000], jobs=1)
     assert report.crashes == [] and report.mismatches == []
-    assert [c["seed"] for c in report.xla_crashes] == [1000, 1001]
+    assert [c["seed"] for c in report.xla_crashes] == [1000]
     assert all("SIGFPE" in c["detail"] and "without it the program ran" in c["detail"]
                for c in report.xla_crashes)
