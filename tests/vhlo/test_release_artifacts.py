@@ -90,7 +90,8 @@ def test_release_artifact_loads_or_is_refused_by_name(path):
     assert {p[0] for p in grid} <= {"stablehlo.all_reduce", "stablehlo.all_gather",
                                    "stablehlo.reduce_scatter", "stablehlo.all_to_all",
                                    "stablehlo.collective_permute",
-                                   "stablehlo.collective_broadcast", "stablehlo.cross-replica-sum"}
+                                   "stablehlo.collective_broadcast", "stablehlo.collective_reduce",
+                                   "stablehlo.cross-replica-sum"}
     assert len(grid) >= 11 and all("shlo2jax.spmd.run_spmd(..., num_" in p[2] for p in grid)
     assert {p[:1] + p[2:] for p in info.value.problems} == \
         {p[:1] + p[2:] for p in program.module.problems if p not in grid}
