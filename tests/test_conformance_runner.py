@@ -412,6 +412,28 @@ def test_gate_floor_and_known_failures(corpus, tmp_path, capsys):
     assert "bad/wrong.mlir: fail and not a known failure" in capsys.readouterr().out
 
 
+@pytest.mark.conformance
+def test_known_failures_of_one_jaxlib_hold_there_only(corpus, tmp_path, capsys):
+    import jaxlib
+    floor, known = tmp_path / "floor.json", tmp_path / "known.json"
+    base = [str(corpus), "-j", "0", "--floor", str(floor), "--known-failures", str(known)]
+    # bad/wrong.mlir fails on every jaxlib; listed for this jaxlib's release alone, the gate
+    # lets it fail here and lowers its folder's floor by it (it would pass elsewhere)
+    floor.write_text(json.dumps({"floor": {"bad": 1, "good": 2}}))
+    minor = ".".join(jaxlib.__version__.split(".")[:2])
+    for release in (jaxlib.__version__, minor):
+        known.write_text(json.dumps({"known_failures": {}, "known_failures_by_jaxlib": {
+            release: {"bad/wrong.mlir": "this jaxlib's XLA rounds otherwise"}}}))
+        assert C.main(base) == 0, capsys.readouterr().out
+        assert "(known failure)" in capsys.readouterr().out
+    # another release's list does not hold here
+    known.write_text(json.dumps({"known_failures": {}, "known_failures_by_jaxlib": {
+        "0.1": {"bad/wrong.mlir": "an old jaxlib's XLA"}}}))
+    assert C.main(base) == 1
+    out = capsys.readouterr().out
+    assert "bad/wrong.mlir: fail and not a known failure" in out and "below the floor" in out
+
+
 # ---------------------------------------------------------------- check syntax layout
 
 def _reflow_checks(text):
