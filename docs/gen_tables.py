@@ -119,6 +119,11 @@ def conformance(floor_path: pathlib.Path = FLOOR,
         lines += [f"{len(cases)} cases.", "", "| case | reason |", "|---|---|"]
         for case, reason in sorted(cases.items()):
             lines.append(f"| `{case}` | {_cell(reason)} |")
+    for release, cases in sorted(known.get("known_failures_by_jaxlib", {}).items()):
+        lines += ["", f"### Known failures of jaxlib {release} alone", "",
+                  f"{len(cases)} cases.", "", "| case | reason |", "|---|---|"]
+        for case, reason in sorted(cases.items()):
+            lines.append(f"| `{case}` | {_cell(reason)} |")
     return "\n".join(lines) + "\n"
 
 
