@@ -150,6 +150,8 @@ def _strings(data: bytes, start: int, end: int) -> list[bytes]:
     for size in sizes:
         if size < 1 or data_end - size < r.pos:
             raise _Framing("a string's size exceeds the string table")
+        if data[data_end - 1] != 0:
+            raise _Framing("a string of the string table is not NUL-terminated")
         strings.append(data[data_end - size:data_end - 1])
         data_end -= size
     if data_end != r.pos:

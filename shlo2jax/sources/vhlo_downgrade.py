@@ -61,7 +61,7 @@ from typing import NamedTuple, Optional
 from shlo2jax.errors import LoadError
 from shlo2jax.sources.safe_parse import (_ALIGNMENT_BYTE, _ATTR_TYPE, _ATTR_TYPE_OFFSET,
                                          _DIALECT, _IR, _NUM_SECTIONS, _STRING,
-                                         BYTECODE_MAGIC, _Framing, _Reader)
+                                         BYTECODE_MAGIC, _Framing, _Reader, _strings)
 
 _PROPERTIES = 8
 # MLIR bytecode versions (mlir/Bytecode/Encoding.h)
@@ -189,24 +189,6 @@ def _read_sections(data: bytes) -> tuple[int, int, list]:
         if required not in seen:
             raise _Framing(f"required section {required} is missing")
     return version, header_end, sections
-
-
-def _read_strings(section: bytes) -> list:
-    r = _Reader(section)
-    count = r.varint()
-    if count > len(section):
-        raise _Framing("the string table claims more strings than it has bytes")
-    sizes = [r.varint() for _ in range(count)]
-    end, strings = len(section), []
-    for size in sizes:
-        if size < 1 or end - size < r.pos or section[end - 1] != 0:
-            raise _Framing("a string's size exceeds the string table")
-        strings.append(section[end - size:end - 1])
-        end -= size
-    if end != r.pos:
-        raise _Framing("unexpected data between the string sizes and the strings")
-    strings.reverse()
-    return strings
 
 
 def _write_strings(strings: list) -> bytes:
@@ -440,7 +422,8 @@ def _downgrade(data: bytes, target: str, registered) -> Downgraded:
     by_id = {s.id: s for s in sections}
     if version < _NATIVE_PROPERTIES:
         raise _Framing(f"bytecode version {version} predates the properties encoding")
-    strings = _read_strings(by_id[_STRING].data)
+    section = by_id[_STRING].data
+    strings = _strings(section, 0, len(section))
     dialects = _read_dialects(by_id[_DIALECT].data, version)
 
     def string(i):
