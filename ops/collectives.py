@@ -136,9 +136,12 @@ def group_mode(op) -> str:
     """The spec's process-group mode of a collective."""
     channel = channel_id(op)
     short = op.name.split(".", 1)[1]
-    if short in ("all_to_all", "collective_permute", "collective_broadcast"):
-        return "cross_replica" if channel <= 0 else "cross_partition"
     use_global = bool(op.attrs.get("use_global_device_ids", False))
+    # collective_reduce's groups are collective_broadcast's, unless use_global_device_ids (an
+    # attribute it has and the spec does not mention) reads them as flat ids, as all_reduce's
+    if short in ("all_to_all", "collective_permute", "collective_broadcast") or (
+            short == "collective_reduce" and not use_global):
+        return "cross_replica" if channel <= 0 else "cross_partition"
     if channel <= 0:
         if use_global:
             raise Unsupported("use_global_device_ids needs a channel_handle > 0")
@@ -506,14 +509,7 @@ def collective_broadcast(ctx, op, x):
 # ---------------------------------------------------------------- collective_reduce
 
 def _prepare_collective_reduce(op) -> Grouped:
-    # The spec's process groups: cross_replica for channel_id <= 0, else cross_partition (as
-    # collective_broadcast); use_global_device_ids (an attribute the op has and the spec does
-    # not mention) reads the groups as flat ids, as all_reduce does.
-    if op.attrs.get("use_global_device_ids", False):
-        mode = group_mode(op)
-    else:
-        mode = "cross_replica" if channel_id(op) <= 0 else "cross_partition"
-    return Grouped(mode, _id_groups(op.attrs.get("replica_groups", ())), _monoid(op))
+    return Grouped(group_mode(op), _id_groups(op.attrs.get("replica_groups", ())), _monoid(op))
 
 
 @register_op("stablehlo.collective_reduce", prepare=_prepare_collective_reduce)

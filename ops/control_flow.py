@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import warnings
 from typing import NamedTuple, Optional
 
@@ -39,9 +38,10 @@ _PRIMITIVE_IMPLEMENTATIONS = {"lgamma_impl": lax.digamma}
 def _implemented_primitive_derivative(fdef):
     """The derivative of the primitive `fdef` implements (see _PRIMITIVE_IMPLEMENTATIONS), or
     None: a private function of one floating-point tensor to one of the same type."""
-    match = re.fullmatch(r"(\w+?)(?:_\d+)?", fdef.name)
-    derivative = _PRIMITIVE_IMPLEMENTATIONS.get(match[1]) if match else None
-    if (derivative is None or fdef.public or len(fdef.input_types) != 1
+    if fdef.public:
+        return None
+    derivative = _PRIMITIVE_IMPLEMENTATIONS.get(fdef.name.rstrip("0123456789").rstrip("_"))
+    if (derivative is None or len(fdef.input_types) != 1
             or tuple(fdef.output_types) != tuple(fdef.input_types)
             or not isinstance(fdef.input_types[0], T.TensorType)
             or not jnp.issubdtype(fdef.input_types[0].dtype, jnp.floating)):

@@ -447,19 +447,6 @@ def with_serialized_module(exported, module):
     return dataclasses.replace(exported, mlir_module_serialized=serialized)
 
 
-def make_exported(**fields):
-    """A `jax.export.Exported` from the fields every jax since 0.6 has (`fun_name` ...
-    `_get_vjp`, as `jax.export.deserialize` passes them); jax >= 0.9 adds the named
-    shardings, left unspecified here as jax's own reader leaves them for an export whose
-    shardings are HloShardings."""
-    names = {f.name for f in dataclasses.fields(_export.Exported)}
-    if "_has_named_shardings" in names:
-        fields.update(_has_named_shardings=False,
-                      _in_named_shardings=(None,) * len(fields["in_avals"]),
-                      _out_named_shardings=(None,) * len(fields["out_avals"]))
-    return _export.Exported(**fields)
-
-
 def hlo_sharding_from_proto(data: bytes):
     """The `HloSharding` of a serialized `OpSharding` proto (as jax.export writes it)."""
     proto = xla_client.OpSharding()
@@ -657,4 +644,4 @@ def _internals() -> str:
 _point("jax internals used")(_internals)
 
 
-from shlo2jax.compat.replay import JAXPR_TYPES, EquationReplay, equation_replay  # noqa: E402,F401
+from shlo2jax.compat.replay import EquationReplay, equation_replay  # noqa: E402,F401

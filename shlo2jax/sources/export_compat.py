@@ -5,8 +5,6 @@
 - `exported_fields`: a live `Exported` read through its public attributes (jax 0.9 on add
   the named shardings `_in_named_shardings`/`_out_named_shardings` beside
   `in_shardings_hlo`; jax 0.12's hold None in `in_shardings_hlo`);
-- `custom_node`: where a custom pytree node could be made by the serialization the
-  installed jax has registered for it (not yet: see there);
 - `jax_exported`: the installed jax's `Exported` of an `ExportRecord`, for
   `ExportedFunction.exported` only (nothing in load, call, grad or vmap needs one): the live
   one it came from, else `jax.export.deserialize` of the bytes it was read from where this
@@ -72,16 +70,6 @@ def _check(check) -> tuple:
     if impl.startswith("custom_call:"):
         return ("custom_call", impl[len("custom_call:"):])
     return (impl, None)
-
-
-def custom_node(name: str, auxdata: bytes, children: list):
-    """The custom pytree node serialized as `name` made from `children`, or None: the
-    serialization jax registers for it (`register_pytree_node_serialization`) is held in a
-    jax internal that `shlo2jax.compat` does not offer, so a custom node is read as a tuple
-    of its children (the same flat values); `jax_exported` gives jax's own reading of the
-    bytes where jax reads them."""
-    del name, auxdata, children
-    return None
 
 
 # ---------------------------------------------------------------- the installed jax's Exported

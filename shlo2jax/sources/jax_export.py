@@ -44,7 +44,7 @@ class ExportRecord:
     `in_avals`/`out_avals`: `jax.ShapeDtypeStruct`s (a shape-polymorphic dimension is a
     `jax.export.symbolic_shape` dimension); `in_tree`/`out_tree`: `PyTreeDef`s (a custom
     node is read as a tuple of its children, its serialized name in `custom_nodes`: the flat
-    values are the same; see `export_compat.custom_node`). Shardings as read:
+    values are the same; see `_treedef`). Shardings as read:
     per value HloSharding proto bytes, an `export_flatbuffer.NamedSharding`, or None
     (unspecified); for a live `Exported`, jax's own sharding objects. Effects by type name
     (as jax serializes them), disabled checks as `(kind, custom call target or None)`.
@@ -244,9 +244,10 @@ def _treedef(tree: export_flatbuffer.Tree, where: str, custom: list):
                 raise LoadError(f"{where}: a dict node with {len(node.names)} keys and "
                                 f"{len(children)} children")
             return dict(zip(node.names, children))
-        made = export_compat.custom_node(node.custom_name, node.custom_auxdata, children)
-        if made is None:  # not registered here: its children, in order (same flat values)
-            custom.append(node.custom_name)
-            return tuple(children)
-        return made
+        # a custom node: its children, in order (the same flat values). The serialization
+        # jax registers for it (`register_pytree_node_serialization`) is a jax internal that
+        # `shlo2jax.compat` does not offer; `ExportedFunction.exported` gives jax's own
+        # reading of the bytes where jax reads them.
+        custom.append(node.custom_name)
+        return tuple(children)
     return jax.tree_util.tree_structure(build(tree))
