@@ -1,6 +1,8 @@
 import os
 import pathlib
+import zlib
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -14,6 +16,15 @@ def shared_dir():
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent: the shared models/conformance data is not part of the repo")
     return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _module_rng_per_test(request, monkeypatch):
+    """A test module's `RNG` draws the same numbers in each test whatever ran before it: pytest-xdist
+    gives each worker another order, and a module-wide generator another set of data per order."""
+    rng = getattr(request.module, "RNG", None)
+    if isinstance(rng, np.random.Generator):
+        monkeypatch.setattr(request.module, "RNG", np.random.default_rng(zlib.crc32(request.node.nodeid.encode())))
 
 
 # Marks of tests in files that do not import pytest (a decorator there would need the import).
