@@ -193,9 +193,9 @@ def _same_shape(shape, expected) -> bool:
         d is None or d == s for d, s in zip(expected, shape))
 
 
-def check_quantized_argument(function, i, arg, expected) -> None:
-    """Function.check_arguments' hook: a QArray of the type, or its raw storage integers."""
-    where = f"argument {function.arg_names[i]} of @{function.name}"  # as the signature names it
+def check_quantized_argument(where: str, arg, expected) -> None:
+    """The argument check's hook (`where`: "argument x of @main"): a QArray of the type, or its
+    raw storage integers."""
     if type(expected.quant) is T.Float6Type:
         _check_f6_argument(where, arg, expected)
         return

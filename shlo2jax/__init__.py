@@ -7,7 +7,8 @@ from shlo2jax.probes import ProbeKey, probe
 from shlo2jax.loader import load
 from shlo2jax.options import LoadOptions
 from shlo2jax.params import bind_params, lift_params
-from shlo2jax.program import Function, Program
+from shlo2jax.function import Function
+from shlo2jax.program import Program
 from shlo2jax.registry import register_composite, register_custom_call, register_op
 from shlo2jax.translate import TOKEN, Token
 

@@ -1,24 +1,18 @@
 """`load()`: any supported input -> `Program`.
 
 The walk of one input: its options decided (`LoadOptions`), the source read
-(`shlo2jax.sources`), its module decoded (`shlo2jax.decoding`; for a program that lowers
-directly, only its signatures, see `shlo2jax.executables.direct`), the `Program` made, whose
-functions choose their executables (`shlo2jax.executables`).
+(`shlo2jax.sources`), the program built from what it read (`shlo2jax.assembly`).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Optional
 
-from shlo2jax import decoding, sources
-from shlo2jax.executables.direct import scan as direct_scan
-from shlo2jax.executables.exported import ExportedFunction
-from shlo2jax.options import LoadOptions
-from shlo2jax.outline import return_freed_memory
-from shlo2jax.program import Program
-from shlo2jax.sources.jax_export import record_of
+from shlo2jax import sources
+from shlo2jax.assembly import assemble
 from shlo2jax.translate import gc_paused
+from shlo2jax.options import LoadOptions
+from shlo2jax.program import Program
 
 
 def load(source, options: Optional[LoadOptions] = None, *, source_name: str = "",
@@ -67,82 +61,7 @@ def load(source, options: Optional[LoadOptions] = None, *, source_name: str = ""
     # collector's passes over them (~8% of a 50k-op load) free nothing.
     with gc_paused():
         _load_builtin_rules()
-        return _program_of(sources.read(source, source_name, module), options)
-
-
-def _program_of(source: sources.Source, options: LoadOptions) -> Program:
-    mlir_module, name, exported, owned = (source.mlir_module, source.name, source.exported,
-                                          source.owned)
-    convention = source.convention
-    program = None
-    scan = None
-    as_bytecode = False
-    if options.lowering == "direct":
-        # A program whose @main lowers directly is not decoded until something needs its
-        # translation (shlo2jax.executables.direct): loading it is parsing it and one walk.
-        with mlir_module.context, decoding.names_read_as_utf8(name):
-            scan = direct_scan(mlir_module, name)
-        signatures = decoding.signatures(mlir_module, name) if scan.blocker is None else None
-        if signatures is not None:
-            program = Program(signatures, mlir_module, name, options, decoded=False, scan=scan)
-            main = program.functions.get("main")
-            if main is None or main.lowering != "direct":
-                program.module  # noqa: B018 - decodes it now: nothing lowers directly
-            else:  # @main lowers from the module's bytecode: held so below
-                as_bytecode = True
-    if program is None:
-        program = Program(decoding.decode(mlir_module, name, options), mlir_module, name,
-                          options, scan=scan)
-        if program.release_mlir_module():
-            del source, mlir_module  # the last references: the context goes here
-            return_freed_memory()
-    if exported is not None:
-        _take_exported_convention(program, exported, options,
-                                  owned and (as_bytecode or program.released_mlir_module))
-    if convention is not None:
-        convention(program)  # the source's calling convention (sources.Source.convention)
-    if as_bytecode:
-        # The module's bytecode, written once the Exported's module bytes went; the parsed
-        # module (its context holds the weights once more) goes with the last references.
-        del source, mlir_module, exported
-        program.release_mlir_module(as_bytecode=True)
-        return_freed_memory()
-    return program
-
-
-def _take_exported_convention(program: Program, exported, options: LoadOptions,
-                              drop_bytes: bool) -> None:
-    """The program came from a `jax.export` artifact (`exported`: its `ExportRecord`, or the
-    live `jax.export.Exported` the user gave): its entry function takes the exported
-    function's arguments (`ExportedFunction`), which lets the record's module bytes go with
-    `drop_bytes` (a record the loader read from serialized bytes, whose program lets its
-    module go)."""
-    main = program.functions.get("main")
-    if main is None:
-        return
-    record = record_of(exported)
-    vjp = _LazyProgram(record.vjp, options) if options.producer_vjp and record.has_vjp() \
-        else None
-    function = ExportedFunction.wrapping(main, record, vjp)
-    if drop_bytes:
-        function.drop_module_bytes()
-    program.functions["main"] = function
-
-
-class _LazyProgram:
-    """The entry function of a program loaded on its first call (the producer's VJP of a
-    `jax.export` artifact, `make_source()` its `ExportRecord`: reading it costs as much as the
-    artifact itself, and only reverse mode needs it)."""
-
-    def __init__(self, make_source, options: LoadOptions):
-        self._make_source, self._options = make_source, options
-
-    @functools.cached_property
-    def entry(self):
-        return _program_of(sources.read(self._make_source()), self._options).entry
-
-    def __call__(self, *args):
-        return self.entry(*args)
+        return assemble(sources.read(source, source_name, module), options)
 
 
 def _load_builtin_rules() -> None:

@@ -132,7 +132,7 @@ def _func_attributes(fdef) -> dict:
     return {"tf.entry_function": fdef.entry_function}
 
 
-def module_argument_names(program, fdef) -> list:
+def module_argument_names(fdef) -> list:
     """The name the module gives each argument of `fdef` (None where it gives none)."""
     locations = [_named_location(text) for text in fdef.arg_locations] or \
         [None] * len(fdef.input_types)
@@ -145,7 +145,7 @@ def module_argument_names(program, fdef) -> list:
     return names
 
 
-def module_result_names(program, fdef) -> list:
+def module_result_names(fdef) -> list:
     entry = _entry_function(_func_attributes(fdef), "outputs", len(fdef.output_types))
     names = []
     for i, attrs in enumerate(fdef.result_attrs or ({},) * len(fdef.output_types)):

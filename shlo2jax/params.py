@@ -42,11 +42,10 @@ from shlo2jax import compat
 from shlo2jax import names as naming
 from shlo2jax import types as T
 from shlo2jax.errors import UnsupportedError
-from shlo2jax.executables.bound import BoundFunction
-from shlo2jax.executables.exported import ExportedFunction
 from shlo2jax.loader import load
 from shlo2jax.module import Region
-from shlo2jax.program import Function, Program
+from shlo2jax.function import Function
+from shlo2jax.program import Program
 from shlo2jax.translate import Translator, TranslatorMode
 
 _CONSTANT_OPS = frozenset({"stablehlo.constant", "mhlo.constant"})
@@ -416,7 +415,7 @@ class Lifted:
     `names`: every parameter's name; `constants`: the lifted constants (LiftedConstant: its
     ops, value, where it came from); `arguments`: the names of the arguments taken into
     `params`; `input_names`: the arguments `apply` still takes, in order; `bound`: the weights
-    the source bound (a PyTorch/XLA bundle's, `BoundFunction.params`), parameters under their
+    the source bound (a PyTorch/XLA bundle's, `Function.params`), parameters under their
     own names.
     Reverse mode differentiates the translation (an artifact's own VJP knows nothing of
     lifted constants).
@@ -436,9 +435,7 @@ class Lifted:
                 "from it is not supported")])
         self.function = function
         self.constants = constants
-        self._exported = isinstance(function, ExportedFunction)
-        self._binds = isinstance(function, BoundFunction)
-        self.bound = dict(function.params) if self._binds else {}
+        self.bound = dict(function.params)  # the weights the source binds (its convention's)
         arg_names = function.arg_names
         self._argument_positions = [arg_names.index(n) for n in arguments]
         self.arguments = tuple(arguments)
@@ -553,22 +550,16 @@ class Lifted:
             full[i] = params[name]
         for value, i in zip(inputs, self._input_positions):
             full[i] = value
-        module_fn = fn
-        if self._binds:  # the caller's inputs and the bound values, as the module takes them
-            fn.check_arguments(full)
-            full = fn.module_arguments(full, {n: params[n] for n in self.bound})
-            module_fn = fn.module_function
-        module_args = fn.module_arguments(full) if self._exported else tuple(full)
-        module_fn.check_arguments(module_args)
-        module_args = module_fn.coerce_f6(module_args)
+        # the caller's arguments (and the bound weights params replaces) as the module takes them
+        fn.check_arguments(full)
+        convention = fn.convention
+        module_args = convention.module_arguments(full, {n: params[n] for n in self.bound})
+        fn.check_module_arguments(module_args)
+        module_args = fn.coerce_f6(module_args)
         values = tuple(params[n] for n in self._constant_names)
         with compat.enable_x64():
             outs = self._traced(values, *module_args)
-        if self._exported:
-            outs = outs[fn.result_tokens:]
-        if self._binds:
-            return fn.structured(outs)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return convention.returned(convention.flat_results(outs))
 
     def bind(self, params) -> "Bound":
         """The function with `params` baked in: see `bind_params`."""
@@ -607,7 +598,7 @@ def lift_params(source, min_elements: int = 2, params: Union[None, Callable[[str
     """
     function = _function_of(source)
     arguments = _argument_selection(function, params)
-    bound = function.params if isinstance(function, BoundFunction) else {}
+    bound = function.params
     constants = find_constants(function, min_elements, splats=splats, integers=integers,
                                taken=tuple(function.arg_names) + tuple(bound))
     lifted = Lifted(function, constants, arguments)

@@ -1,172 +1,77 @@
-"""`Program` and `Function`: the user-facing callables.
+"""`Program`: a loaded module, its public functions (`shlo2jax.function.Function`) by name.
 
-A `Function` is a facade: its signature, its argument names, the check of a call's arguments,
-and one executable chosen when the program is loaded (`shlo2jax.executables`) that runs it.
+A `Program` is built once, by `shlo2jax.assembly.assemble`, and is not edited after.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Optional
 
-from shlo2jax import decoding, executables, manual_regions, mesh, names, outline, quant, signatures
-from shlo2jax import types as T
+from shlo2jax import manual_regions, mesh, outline
 from shlo2jax.executables.direct import scan as direct_scan
-from shlo2jax.executables.sharded import named_shardings
-from shlo2jax.module import FunctionDef, ModuleDef
+from shlo2jax.function import Function
+from shlo2jax.module import ModuleDef
+from shlo2jax.errors import LoadError
 from shlo2jax.options import LoadOptions
 from shlo2jax.translate import Translator
-
-
-class Function:
-    """One function of a program, callable like a JAX function.
-
-    64-bit types work without the user enabling `jax_enable_x64`: calls run with x64 enabled
-    inside the library. Arguments are never converted: a wrong count, shape or dtype raises
-    `TypeError`. How a call runs (translated, lowered directly, partitioned over the program's
-    mesh, specialised to `?` dimensions) was decided at load: see `executable` and `lowering`.
-    """
-
-    def __init__(self, program: "Program", fdef: FunctionDef):
-        self.program = program
-        self._definition = fdef  # its signature; its body too once the program is decoded
-        self.name = fdef.name
-        self.input_types: tuple = fdef.input_types
-        self.output_types: tuple = fdef.output_types
-        # `?` dimensions: each call specialises the module to its arguments' shapes.
-        self.is_polymorphic = any(isinstance(t, T.TensorType) and not t.is_static
-                                  for t in self.input_types + self.output_types)
-        self.lowering_note: Optional[str] = executables.why_translated(self)
-        self.executable: executables.Executable = executables.choose(self)
-
-    @property
-    def definition(self) -> FunctionDef:
-        """The decoded function (decoding the program on first use, see `Program.module`)."""
-        if self._definition.body is None:
-            self._definition = self.program.module.functions[self.name]
-        return self._definition
-
-    lowering = property(lambda self: self.executable.lowering, doc=""""direct" when calls and jit
-        lower this function to the module's own ops (`load(..., lowering="direct")`, where it
-        allows it), else "translate". `lowering_note` says why it is translated ("not asked
-        for" by default); `islands`, which of its ops lower from their translation inside it.""")
-    islands = property(lambda self: getattr(self.executable, "islands", ()), doc="""An `Island`
-        (op, location, why) per op lowered from its translation (shlo2jax.executables.islands).""")
-
-    @property
-    def in_avals(self) -> tuple:
-        """Inputs as `jax.ShapeDtypeStruct`s (a TensorType where a dimension is dynamic)."""
-        return tuple(signatures.aval(t) for t in self.input_types)
-
-    @property
-    def out_avals(self) -> tuple:
-        return tuple(signatures.aval(t) for t in self.output_types)
-
-    @property
-    def signature(self) -> str:
-        """`@main(w1: f32[8,16], x: f32[2,8]) -> (f32[2,4])`, named by `arg_names`."""
-        return signatures.text(self.name, self.input_types, self.output_types, self.arg_names)
-
-    __repr__ = lambda self: f"<shlo2jax.Function {self.signature}>"  # noqa: E731
-
-    @functools.cached_property
-    def arg_names(self) -> tuple:
-        """Each argument's name as the module gives it (shlo2jax.names: jax's argument paths,
-        `tf_saved_model.index_path`, ...), else `arg_<i>`; unique. A call takes them as
-        keyword arguments."""
-        return names.with_fallback(names.module_argument_names(self.program, self._definition),
-                                   "arg")
-
-    @functools.cached_property
-    def result_names(self) -> tuple:
-        """Each result's name (`jax.result_info`, ...), else `result_<i>`; unique."""
-        return names.with_fallback(names.module_result_names(self.program, self._definition),
-                                   "result")
-
-    def bind_keywords(self, args: tuple, kwargs: dict) -> tuple:
-        """The positional arguments, completed by keyword arguments named by `arg_names`
-        (too few positional arguments: an error naming the missing ones)."""
-        if not kwargs and len(args) >= len(self.in_avals):
-            return args
-        return names.bind_keywords(self.arg_names, args, kwargs, self.signature)
-
-    def check_arguments(self, args) -> None:
-        signatures.check_arguments(self, args)
-
-    def taking_storage_integers(self, body):
-        """`body` (of this function's arguments), taking quantized arguments as their raw
-        storage integers too."""
-        return quant.taking_storage_integers(self.input_types, body)
-
-    def coerce_f6(self, args) -> tuple:
-        """ml_dtypes float6 arguments as F6Arrays (jax cannot hold f6); the others as given."""
-        return quant.coerced_f6(self.input_types, args)
-
-    # -- sharded programs (see shlo2jax.executables.sharded)
-
-    @property
-    def is_sharded(self) -> bool:
-        """Whether the program is partitioned over several devices (mhlo.num_replicas *
-        mhlo.num_partitions > 1)."""
-        return self.program.sharding.num_devices > 1
-
-    @property
-    def mesh(self):
-        """The `jax.sharding.Mesh` the program runs on (its `sdy.mesh`, or for GSPMD shardings
-        a mesh over the first num_partitions devices whose axes express them); None for a
-        one-device program."""
-        return self.program.sharding.mesh if self.is_sharded else None
-
-    @property
-    def in_shardings(self) -> tuple:
-        """The declared sharding of each argument as a `NamedSharding` on `mesh` (None where
-        the program leaves it open); all None for a one-device program."""
-        return named_shardings(self.program, self._definition.arg_attrs, self.input_types)
-
-    @property
-    def out_shardings(self) -> tuple:
-        return named_shardings(self.program, self._definition.result_attrs, self.output_types)
-
-    def __call__(self, *args, **kwargs):
-        outs = self.call_module(*self.bind_keywords(args, kwargs))
-        return outs[0] if len(outs) == 1 else outs
-
-    def call_module(self, *args) -> tuple:
-        """The module function's results (a tuple) for its positional arguments."""
-        self.check_arguments(args)
-        return self.executable(*self.coerce_f6(args))
 
 
 class Program:
     """A loaded StableHLO module. Calling it calls its entry function."""
 
-    def __init__(self, module: ModuleDef, mlir_module, source_name: str, options: LoadOptions,
-                 decoded: bool = True, scan=None):
-        """`module` decoded; or, with `decoded=False`, only its functions' signatures
-        (`decoding.signatures`): the ops are decoded on first use of `module` (a program
-        that lowers directly: see shlo2jax.executables.direct). `scan`: the loader's
-        `direct.scan` of the module, when it made one."""
-        self._module = module
+    def __init__(self, assembly, mlir_module, module: ModuleDef, *, decoded: bool = True,
+                 scan=None, conventions=None):
+        """Built by `shlo2jax.assembly.assemble` (`assembly`: how, the options among it), once.
+
+        `module` decoded; or, with `decoded=False`, only its functions' signatures: then a
+        program whose @main lowers directly (see shlo2jax.executables.direct) holds its module
+        as bytecode and decodes it on first use of `module`, and any other decodes it now
+        (what it cannot translate is reported at load). `scan`: the assembly's `direct.scan`
+        of the module, when it made one. `conventions`: module function name -> the factory of
+        its calling convention (`sources.Source.conventions`; the others take their own)."""
+        self.assembly = assembly
+        self.options: LoadOptions = assembly.options
+        self.source_name: str = assembly.source_name
+        self._module, self._decoded = module, decoded
         if scan is not None:
             self.direct_scan = scan
-        self._decoded = decoded
-        self.options = options
-        self.source_name = source_name
         self._held = outline.HeldModule(mlir_module)
         self.sharding = mesh.ShardingContext(module, mlir_module)
-        self.functions: dict[str, Function] = {
-            name: Function(self, fdef) for name, fdef in module.functions.items() if fdef.public}
+        conventions = dict(conventions or {})
+        self.functions: dict[str, Function] = {}
+        for name, fdef in module.functions.items():
+            if not fdef.public:
+                continue
+            make = conventions.pop(name, None)
+            function = Function(self, fdef, make(fdef, assembly) if make else None)
+            self.functions[function.name] = function
+        if conventions:
+            raise LoadError(f"{self.source_name}: the module has no public function "
+                            f"{', '.join('@' + n for n in conventions)}, whose calling "
+                            "convention the source gives")
+        if decoded:
+            self._held.release(module)
+        else:
+            main = next((f for f in self.functions.values() if f.module_name == "main"), None)
+            if main is not None and main.lowering == "direct":
+                self._held.hold_bytecode()  # @main lowers from the module's bytecode
+            else:
+                self.decode()  # nothing lowers directly
 
     @property
     def module(self) -> ModuleDef:
         """The decoded module: every op as a record the translation runs. A program loaded to
         lower directly decodes it here, on first use (an `UnsupportedError` then lists what
         it cannot translate, at each use until it can)."""
+        return self._module if self._decoded else self.decode()
+
+    def decode(self) -> ModuleDef:
+        """Decodes the module (the assembly's `decode`), once."""
         if not self._decoded:
             parsed = self._held.module()  # (where held as bytecode, a parse of it: once)
-            self._module = decoding.decode(parsed, self.source_name, self.options)
+            self._module = self.assembly.decode(parsed)
             self._decoded, self.sharding = True, mesh.ShardingContext(self._module, parsed)
-            self.release_mlir_module()
+            self._held.release(self._module)
         return self._module
 
     decoded = property(lambda self: self._decoded, doc="Whether the ops are decoded (`module`).")
@@ -193,17 +98,11 @@ class Program:
     mlir_bytecode = property(lambda self: self._held.bytecode(),
                              doc="The module as bytecode (where held so, those bytes).")
 
-    def release_mlir_module(self, as_bytecode: bool = False) -> bool:
-        """Lets the MLIR module and its context go when the program's large constants add up
-        to `outline.RELEASE_BYTES`, or holding it as bytecode (`as_bytecode`: a program that
-        lowers directly lowers from those bytes); whether it did."""
-        return self._held.hold_bytecode() if as_bytecode else self._held.release(self._module)
-
     @property
     def exported(self):
         """The `jax.export.Exported` the program was loaded from (None for other sources)."""
         main = self.functions.get("main")
-        return getattr(main, "exported", None)
+        return None if main is None else main.exported
 
     @property
     def entry(self) -> Function:
@@ -225,12 +124,11 @@ class Program:
         return self.entry(*args, **kwargs)
 
     def refined(self, mlir_module) -> "Program":
-        """The program of a refined copy of this program's module (`?` dimensions specialised:
-        shlo2jax.executables.polymorphic), decoded with this program's options."""
-        program = Program(decoding.decode(mlir_module, self.source_name, self.options),
-                          mlir_module, self.source_name, self.options)
-        program.release_mlir_module()
-        return program
+        """The program of another module made from this one's (a refined copy with `?`
+        dimensions specialised: shlo2jax.executables.polymorphic; the ops of its islands),
+        built the same way, with this program's options; its functions take their own
+        calling conventions."""
+        return self.assembly.program(mlir_module)
 
     @property
     def num_replicas(self) -> int:

@@ -56,36 +56,34 @@ def text(name: str, input_types, output_types, arg_names=None, mlir_types: bool 
     return f"@{name}({ins}) -> ({outs})"
 
 
-def check_arguments(function, args) -> None:
-    """Raises TypeError unless `args` are arrays of `function`'s input types (quantized
-    arguments are checked by `shlo2jax.quant`)."""
-    names = function.arg_names
-    if len(args) != len(function.input_types):
-        raise TypeError(f"{function.signature} takes {len(function.input_types)} argument(s), "
-                        f"got {len(args)}")
-    for i, (arg, expected) in enumerate(zip(args, function.input_types)):
+def check_types(args, types, names, function: str, signature: str) -> None:
+    """Raises TypeError unless `args` are arrays of `types` (quantized arguments are checked by
+    `shlo2jax.quant`); errors name the arguments by `names`, the function by `function`."""
+    if len(args) != len(types):
+        raise TypeError(f"{signature} takes {len(types)} argument(s), got {len(args)}")
+    for i, (arg, expected) in enumerate(zip(args, types)):
         if isinstance(expected, T.TokenType):
             if not isinstance(arg, Token):
-                raise TypeError(f"argument {names[i]} of @{function.name} must be a token "
+                raise TypeError(f"argument {names[i]} of @{function} must be a token "
                                 f"(shlo2jax.TOKEN), got {type(arg).__name__}")
             continue
         if isinstance(expected, T.TupleType):
             continue
         if expected.quant is not None:
-            check_quantized_argument(function, i, arg, expected)
+            check_quantized_argument(f"argument {names[i]} of @{function}", arg, expected)
             continue
         shape, dtype = getattr(arg, "shape", None), getattr(arg, "dtype", None)
         # (numpy's float64 and complex128 scalars are Python floats and complexes too: arrays)
         if shape is None or dtype is None or (isinstance(arg, (bool, int, float, complex))
                                               and not isinstance(arg, np.generic)):
             raise TypeError(
-                f"argument {names[i]} of @{function.name} must be an array of type "
+                f"argument {names[i]} of @{function} must be an array of type "
                 f"{type_text(expected)}, got "
                 f"{type(arg).__name__} (pass a numpy/jax array; values are never converted)")
         if np.dtype(dtype) != expected.dtype:
-            raise TypeError(f"argument {names[i]} of @{function.name} has dtype "
+            raise TypeError(f"argument {names[i]} of @{function} has dtype "
                             f"{np.dtype(dtype)}, expected {type_text(expected)} ({expected.dtype})")
         if len(shape) != len(expected.shape) or any(
                 d is not None and d != s for d, s in zip(expected.shape, shape)):
-            raise TypeError(f"argument {names[i]} of @{function.name} has shape {tuple(shape)}, "
+            raise TypeError(f"argument {names[i]} of @{function} has shape {tuple(shape)}, "
                             f"expected {type_text(expected)}")

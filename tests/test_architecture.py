@@ -32,11 +32,12 @@ CORE = {
 }
 FEATURES = {
     "shlo2jax.chlo_legalize", "shlo2jax.shape_legalize", "shlo2jax.mesh", "shlo2jax.manual_regions", "shlo2jax.spmd",
-    "shlo2jax.probes", "shlo2jax.program", "shlo2jax.loader", "shlo2jax.names", "shlo2jax.params",
+    "shlo2jax.probes", "shlo2jax.program", "shlo2jax.function", "shlo2jax.assembly", "shlo2jax.loader",
+    "shlo2jax.names", "shlo2jax.params",
     "shlo2jax.decoding", "shlo2jax.signatures",
 }
 # Folders of features: every module in them
-FEATURE_PACKAGES = ("shlo2jax.sources", "shlo2jax.executables")
+FEATURE_PACKAGES = ("shlo2jax.sources", "shlo2jax.executables", "shlo2jax.conventions")
 # The package itself and the documented names of tools: `shlo2jax.testing`, `shlo2jax.export`
 # The compat package's self-check translates a program as a user does: a tool over the library
 SELF_CHECK = {"shlo2jax.compat.selfcheck", "shlo2jax.compat.__main__"}
@@ -262,8 +263,66 @@ def test_no_jax_internals_module_under_its_old_name():
 
 
 def test_program_stays_a_thin_facade():
-    # Issue 27: program.py holds the Program and the Function facade only; the ways a
-    # function runs live in executables/, one module each. Growing past this means a piece
-    # of an executable or a source crept back in.
-    lines = (ROOT / "shlo2jax" / "program.py").read_text().count("\n")
-    assert lines < 250, f"shlo2jax/program.py has {lines} lines (under 250 keeps it a facade)"
+    # Issue 27: program.py holds the Program and function.py the Function facade only; the
+    # ways a function runs live in executables/, what its callers see in conventions/, one
+    # module each. Growing past this means a piece of an executable or a source crept back in.
+    for name in ("program.py", "function.py"):
+        lines = (ROOT / "shlo2jax" / name).read_text().count("\n")
+        assert lines < 250, f"shlo2jax/{name} has {lines} lines (under 250 keeps it a facade)"
+
+
+# Issue 42: a Function is a calling convention plus an executable, each in its own layer under
+# the program: neither knows the other, and neither knows the Function or the Program built on
+# them (the program assembles them).
+PROGRAM = {"shlo2jax.program", "shlo2jax.function", "shlo2jax.assembly", "shlo2jax.loader"}
+
+
+def _in(package: str, module: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_conventions_and_executables_are_apart_below_the_program():
+    graph = import_graph()
+    wrong = []
+    for name, targets in graph.items():
+        for own, foreign in (("shlo2jax.conventions", "shlo2jax.executables"),
+                             ("shlo2jax.executables", "shlo2jax.conventions")):
+            if _in(own, name):
+                wrong += [(name, t) for t in targets if _in(foreign, t) or t in PROGRAM]
+    assert not wrong, wrong
+
+
+def test_no_function_subclass_and_no_question_of_which_convention():
+    # what differs between calling conventions is the conventions' own (one attribute set)
+    subclasses, questions = [], []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(
+                    getattr(b, "id", getattr(b, "attr", None)) == "Function" for b in node.bases):
+                subclasses.append((name, node.name))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" \
+                    and "Convention" in ast.unparse(node.args[1]):
+                questions.append((name, ast.unparse(node)))
+    assert not subclasses and not questions, (subclasses, questions)
+
+
+def test_one_decoding_call_and_one_program_construction():
+    # Issue 42: one assembly path: a module is decoded (`decoding.decode`) in one place and a
+    # Program is made in one place, both in shlo2jax.assembly
+    calls = {"decoding.decode": [], "Program": []}
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(), str(path))
+        imported = {(node.module, alias.name) for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) for alias in node.names}
+        assert ("shlo2jax.decoding", "decode") not in imported, name  # (called by its module)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = ast.unparse(node.func)
+            if func == "decoding.decode":
+                calls[func].append(name)
+            if func == "Program" and ("shlo2jax.program", "Program") in imported:
+                calls[func].append(name)
+    assert calls == {"decoding.decode": ["shlo2jax.assembly"],
+                     "Program": ["shlo2jax.assembly"]}, calls

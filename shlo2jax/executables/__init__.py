@@ -9,9 +9,11 @@ and `jax.vmap` of a `Function` trace that call. `lowering` names what calls and 
 - `direct`: the module's own ops, through one primitive whose derivatives and vmap are the
   translation's (`load(..., lowering="direct")`);
 - `sharded`: a program partitioned over several devices, on its mesh;
-- `polymorphic`: a function with `?` dimensions, specialised per call;
-- `exported` and `producer_vjp`: a `jax.export` artifact's calling convention, and reverse
-  mode through the VJP it ships (they wrap one of the above).
+- `polymorphic`: a function with `?` dimensions, specialised per call.
+
+An executable runs the module function on the module's own arguments and knows nothing of who
+calls it: what a caller passes and gets back is the function's calling convention's
+(`shlo2jax.conventions`).
 
 A new kind is one module with a class of this protocol and one line in `choose`.
 """

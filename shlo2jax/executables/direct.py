@@ -179,7 +179,7 @@ class DirectScan:
             context = None if program.released_mlir_module else program.mlir_module.context
             self._decoded = Islands(self.island_outline,
                                     lambda module: _Classifier().find(module, names)[0],
-                                    program.source_name, program.options, context)
+                                    program.refined, context)
         return self._decoded
 
     def decoded_kernels(self, program) -> Optional[Islands]:
@@ -191,7 +191,7 @@ class DirectScan:
         # (the islands' kernels are theirs)
         names = frozenset(self.island_outline.ops if self.island_outline is not None else ())
         return Islands(self.kernel_outline, lambda module: _Classifier().find(module, names)[1],
-                       program.source_name, program.options)
+                       program.refined)
 
 
 def _custom_call_blocker(operation, stable: frozenset) -> Optional[str]:
@@ -505,8 +505,8 @@ def direct_call_primitive():
 
 def why_not_direct(program, fn) -> Optional[str]:
     """None when `fn` of `program` can lower directly, else the reason it cannot."""
-    if fn.name != "main":
-        return f"only @main lowers directly (this is @{fn.name})"
+    if fn.module_name != "main":
+        return f"only @main lowers directly (this is @{fn.module_name})"
     if program.sharding.num_devices > 1:
         return "the program runs on several devices"
     for t in tuple(fn.input_types) + tuple(fn.output_types):
@@ -590,7 +590,7 @@ class Direct:
     @functools.cached_property
     def state(self) -> DirectState:
         """What the primitive lowers: the module's bytecode as the program holds it (the loader
-        wrote it once and let the parsed module go: `Program.release_mlir_module`), so a
+        wrote it once and let the parsed module go: `Program.__init__`), so a
         program whose weights are baked in holds them once until the first call's lowering."""
         fn = self.function
         program = fn.program
@@ -604,7 +604,7 @@ class Direct:
     def callee(self) -> DirectCallee:
         fn = self.function
         results = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in fn.output_types)
-        return DirectCallee(fn.name, results, self.state)
+        return DirectCallee(fn.module_name, results, self.state)
 
     @functools.cached_property
     def jitted(self):

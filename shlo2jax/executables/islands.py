@@ -29,7 +29,7 @@ from jax.interpreters import mlir
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_dialect
 
-from shlo2jax import compat, decoding
+from shlo2jax import compat
 from shlo2jax.compat import attribute_items
 from shlo2jax.errors import Shlo2JaxError
 from shlo2jax.module import format_location
@@ -203,20 +203,23 @@ class Islands:
     """Ops of a program decoded from their `Outline`, and lowered in place of those ops at each
     lowering of the program's module."""
 
-    def __init__(self, outlined: Outline, find, source_name: str, options, context=None):
-        """`find(mlir_module)`: the outlined ops of a module, in walk order. `context`: the MLIR
-        context to parse them in (the program's, while it holds its module; else a new one)."""
+    def __init__(self, outlined: Outline, find, program_of, context=None):
+        """`find(mlir_module)`: the outlined ops of a module, in walk order. `program_of`: the
+        program of an `ir.Module`, built as the program that holds the ops was
+        (`Program.refined`: its options; what the translation lacks is an UnsupportedError
+        now). `context`: the MLIR context to parse them in (the program's, while it holds its
+        module; else a new one)."""
         self._outlined, self.slots, self._find = outlined, outlined.slots, find
         self._prefix = outlined.prefix
         with context or compat.make_ir_context():
             module = ir.Module.parse(outlined.bytecode)
-        # strict options (the default): what the translation lacks is an UnsupportedError now
-        self.module = decoding.decode(module, source_name, options)
+        program = program_of(module)
+        self.module = program.module
         # No record refers to the context after this (as `outline.release` leaves a program):
         # the locations are held apart, and the constants are held as the records'.
         self.module.large_constants = []
         self.module.hold_locations()
-        self.translator = Translator(self.module, options)
+        self.translator = Translator(self.module, program.options)
 
     records = property(lambda self: self._outlined.records,
                        doc="An `Island` per op, in walk order (`Outline.records`).")

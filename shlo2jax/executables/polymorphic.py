@@ -94,7 +94,7 @@ def plan_at_load(function) -> tuple:
     except UnsupportedError as e:
         error, problems = e, list(e.problems)
     except ShapeError as e:  # refinement on the signature's own shapes failed: no call runs
-        problems = [(f"func.func @{function.name}", function.definition.location, str(e))]
+        problems = [(f"func.func @{function.module_name}", function.definition.location, str(e))]
         error = UnsupportedError(problems)
         error.__cause__ = e
     else:
@@ -390,7 +390,7 @@ def _clone(function, context=None):
         _passes_registered = True
     source = function.program.mlir_module
     if source is None:
-        raise UnsupportedError([(f"func.func @{function.name}", function.definition.location,
+        raise UnsupportedError([(f"func.func @{function.module_name}", function.definition.location,
                                  "dynamic shapes need the MLIR module the program was "
                                  "loaded from")])
     bounded = function.__dict__.setdefault("_bounded", _has_bounds(function.program))
@@ -401,9 +401,9 @@ def _clone(function, context=None):
             module = ir.Module.parse(_copied(function, source, bounded, subset=True))
         except ir.MLIRError:  # a symbol the walk did not see: the whole module, as before
             module = ir.Module.parse(_copied(function, source, bounded, subset=False))
-        if function.name != "main":
+        if function.module_name != "main":
             _rename(module, "main", "__shlo2jax_original_main")
-            _rename(module, function.name, "main")
+            _rename(module, function.module_name, "main")
     return context, module
 
 
@@ -431,10 +431,10 @@ def _reachable_part(function, source):
     top = [view.operation for view in source.body.operations]
     functions = {operation.attributes["sym_name"].value: operation for operation in top
                  if operation.name == "func.func"}
-    if function.name not in functions:  # (not a top-level function: copy the whole module)
+    if function.module_name not in functions:  # (not a top-level function: copy the whole module)
         return None
     if reached is None:
-        reached, stack = {function.name}, [function.name]
+        reached, stack = {function.module_name}, [function.module_name]
         while stack:
             for callee in _symbol_uses(functions[stack.pop()]):
                 if callee not in reached and callee in functions:
@@ -467,7 +467,8 @@ def _check_bounds(function, key) -> None:
         if bounds and isinstance(k, tuple):
             for d, (size, bound) in enumerate(zip(k[0], bounds)):
                 if bound is not None and size > bound:
-                    raise ShapeError(f"argument {function.arg_names[i]} of @{function.name} has shape {k[0]}: "
+                    raise ShapeError(f"argument {function.module_arg_names[i]} of "
+                                     f"@{function.module_name} has shape {k[0]}: "
                                      f"dimension {d} exceeds its bound {bound}")
 
 
@@ -523,11 +524,11 @@ def _describe_call(function, key, values) -> str:
     parts = []
     for i, k in enumerate(key):
         if isinstance(k, tuple):
-            text = f"{function.arg_names[i]}: {T.tensor_type(k[0], k[1])}"
+            text = f"{function.module_arg_names[i]}: {T.tensor_type(k[0], k[1])}"
             if values and i in values:
                 text += f" = {values[i]}"
             parts.append(text)
-    return f"calling @{function.name}({', '.join(parts)})"
+    return f"calling @{function.module_name}({', '.join(parts)})"
 
 
 def _is_dynamic(mlir_type) -> bool:
@@ -645,7 +646,7 @@ def _still_dynamic(function, operations, values) -> UnsupportedError:
         types = ", ".join(str(r.type) for r in operation.results if _is_dynamic(r.type))
         problems.append((operation.name, format_location(operation.location, source),
                          f"result type(s) {types or '(block arguments)'} stay dynamic after shape "
-                         f"refinement of @{function.name}" + (" with the dimension-size arguments specialised"
+                         f"refinement of @{function.module_name}" + (" with the dimension-size arguments specialised"
                                          if values else "")))
     return UnsupportedError(problems)
 
@@ -658,7 +659,8 @@ def _dimension_value(function, args, index: int):
         value = np.asarray(args[index])  # a tracer raises unless its value is known
     except TypeError:
         raise ShapeError(
-            f"argument {function.arg_names[index]} of @{function.name} decides `?` dimensions of the program by "
+            f"argument {function.module_arg_names[index]} of @{function.module_name} decides `?` "
+            "dimensions of the program by "
             "its value (a dimension size), so it must be concrete, but it is a traced value; pass "
             "it as a numpy array or a concrete jax array (e.g. a static argument of the enclosing "
             "jit), or use a program whose `?` dimensions follow from the argument shapes "

@@ -28,8 +28,8 @@ from typing import Callable, NamedTuple, Optional
 
 from jaxlib.mlir import ir
 
-from shlo2jax import outline
 from shlo2jax.compat import make_ir_context
+from shlo2jax.conventions.exported import of_export
 from shlo2jax.errors import LoadError, MissingFileError
 from shlo2jax.sources import hlo, jax_export, torch_xla_bundle
 from shlo2jax.sources.mlir import NewerThanJaxlib, parse_mlir
@@ -38,16 +38,15 @@ from shlo2jax.sources.safe_parse import BYTECODE_MAGIC
 
 @dataclasses.dataclass
 class Source:
-    """One input, read: its verified MLIR module, the name errors give it, and, for a
-    `jax.export` artifact, the `Exported` (`owned`: made here from serialized bytes, so the
-    program may drop its copy of the module bytes). `convention`: what the loader applies to
-    the program it makes, where the source says how its functions are called (a PyTorch/XLA
-    bundle's weights bound: `sources.torch_xla_bundle`)."""
+    """One input, read: its verified MLIR module, the name errors give it, and the calling
+    convention of each module function whose callers do not pass the module's own arguments
+    (`conventions`: the module function's name -> a factory of its `shlo2jax.conventions`
+    convention, given the function's signature and the `assembly.Assembly`): a `jax.export`
+    artifact's @main (`conventions.exported`), a PyTorch/XLA bundle's functions with their
+    weights bound (`sources.torch_xla_bundle`)."""
     mlir_module: ir.Module
     name: str
-    exported: Optional[object] = None
-    owned: bool = False
-    convention: Optional[Callable] = None
+    conventions: dict = dataclasses.field(default_factory=dict)
 
 
 def read(source, source_name: str = "", module: Optional[str] = None) -> Source:
@@ -307,8 +306,7 @@ def _xla_dump(path: str, source_name: str, module: Optional[str]) -> Source:
 
 FOLDER_READERS.append(FolderReader("xla-dump", hlo.is_dump_folder, _xla_dump))
 def _torch_xla_bundle(path: str, source_name: str, module: Optional[str]) -> Source:
-    mlir_module, convention = torch_xla_bundle.read(path, module)
-    return Source(mlir_module, source_name, convention=convention)
+    return Source(*torch_xla_bundle.read(path, module, source_name))
 
 
 FOLDER_READERS.append(FolderReader("torch-xla-bundle", torch_xla_bundle.claims,
@@ -329,9 +327,9 @@ READERS: dict = {
 def _exported(exported, owned: bool) -> Source:
     name = jax_export.source_name(exported)
     module = jax_export.read_module(exported, make_ir_context())
-    if owned and len(exported.mlir_module_serialized) >= outline.RELEASE_BYTES:
+    record = jax_export.record_of(exported)
+    if owned:
         # The parsed module holds the weights now: the module bytes, a copy of them, go
-        # before decoding makes another (a program that keeps the module would have let
-        # them go after it; `ExportedFunction.exported` writes them again on access)
-        exported = dataclasses.replace(exported, mlir_module_serialized=b"")
-    return Source(module, name, exported, owned)
+        # before decoding makes another (`Function.exported` writes them again on access)
+        record = dataclasses.replace(record, mlir_module_serialized=b"")
+    return Source(module, name, {"main": of_export(record)})

@@ -6,7 +6,7 @@
   the named shardings `_in_named_shardings`/`_out_named_shardings` beside
   `in_shardings_hlo`; jax 0.12's hold None in `in_shardings_hlo`);
 - `jax_exported`: the installed jax's `Exported` of an `ExportRecord`, for
-  `ExportedFunction.exported` only (nothing in load, call, grad or vmap needs one): the live
+  `Function.exported` only (nothing in load, call, grad or vmap needs one): the live
   one it came from, else `jax.export.deserialize` of the bytes it was read from where this
   jax reads them right, else one made from the record's fields where this jax's `Exported`
   takes them (its constructor's fields differ by release: 17 in jax 0.7, 20 in 0.9-0.11 with

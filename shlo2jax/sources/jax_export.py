@@ -2,7 +2,7 @@
 shlo2jax's own description of an export, an `ExportRecord`.
 
 The module inside is read like any MLIR source; the record travels with it, for the calling
-convention of its entry function (`shlo2jax.executables.exported`), its argument names and
+convention of its entry function (`shlo2jax.conventions.exported`), its argument names and
 the producer's VJP. Nothing on the way (load, call, grad, vmap) asks the installed jax to
 read the artifact or builds a jax `Exported`:
 
@@ -13,7 +13,7 @@ read the artifact or builds a jax `Exported`:
 - a live `jax.export.Exported` the user passes is read through its public attributes
   (`sources.export_compat.exported_fields`, tolerant of what differs between jax releases).
 
-`ExportedFunction.exported` still gives a jax `Exported` of the installed jax where that jax
+`Function.exported` still gives a jax `Exported` of the installed jax where that jax
 can represent the artifact (`sources.export_compat.jax_exported`), on request only.
 """
 
@@ -33,7 +33,7 @@ from shlo2jax.sources import export_compat, export_flatbuffer
 from shlo2jax.sources.mlir import parse_mlir, vhlo_version  # noqa: F401  (vhlo_version: its API)
 
 # The calling conventions of the `Exported` module that jax has written by default (8 in jax
-# 0.4.2x, 9 in 0.4.30-0.6.x, 10 from 0.7) and that shlo2jax's ExportedFunction follows.
+# 0.4.2x, 9 in 0.4.30-0.6.x, 10 from 0.7) and that shlo2jax.s exported convention follows.
 CALLING_CONVENTIONS = (8, 9, 10)
 
 
@@ -246,7 +246,7 @@ def _treedef(tree: export_flatbuffer.Tree, where: str, custom: list):
             return dict(zip(node.names, children))
         # a custom node: its children, in order (the same flat values). The serialization
         # jax registers for it (`register_pytree_node_serialization`) is a jax internal that
-        # `shlo2jax.compat` does not offer; `ExportedFunction.exported` gives jax's own
+        # `shlo2jax.compat` does not offer; `Function.exported` gives jax's own
         # reading of the bytes where jax reads them.
         custom.append(node.custom_name)
         return tuple(children)

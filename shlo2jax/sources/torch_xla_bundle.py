@@ -8,10 +8,10 @@ the user's `input_arg` at a flat position), the arguments' and results' signatur
 pytree specs of the inputs and outputs; `data/<state_dict key>` and `constants/<i>` are numpy
 `.npy` files. The folder is claimed by its `functions/*.meta` files.
 
-`read` parses the module and reads the weights; the loader then applies `bind` to the program
-it made: `program[name]` (torch_xla's function name, "forward"; a bundle of several functions
-is one module holding each, its `@main` renamed to its name, or only the one `module=` names)
-is a `shlo2jax.executables.bound.BoundFunction` taking the user's inputs in torch's order (named
+`read` parses the module and reads the weights, and gives each module function its calling
+convention (`shlo2jax.conventions.bound`): `program[name]` (torch_xla's function name,
+"forward"; a bundle of several functions is one module holding each, its `@main` renamed to its
+name, or only the one `module=` names) is a function taking the user's inputs in torch's order (named
 from the input pytree spec: `args[0]`, a keyword input by its key), with the weights bound
 under their `state_dict` names (`params`, `with_params`, `shlo2jax.lift_params`) and the
 constants under `constants/<i>`; results are unflattened by the output pytree spec where it
@@ -33,7 +33,7 @@ from jaxlib.mlir import ir
 from shlo2jax import types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError
-from shlo2jax.executables.bound import Binding, BoundFunction, BoundValue
+from shlo2jax.conventions.bound import Binding, BoundConvention, BoundValue
 from shlo2jax.sources.mlir import parse_mlir
 
 SOURCE = "PyTorch/XLA bundle"
@@ -62,9 +62,10 @@ class _Function(NamedTuple):
     values: dict
 
 
-def read(path: str, module: Optional[str] = None) -> tuple:
+def read(path: str, module: Optional[str] = None, source_name: str = "") -> tuple:
     """(one verified module holding the bundle's functions, or only the function `module`;
-    the convention that binds their weights: see the module docstring)."""
+    `source_name`; the conventions that bind their weights, by module function: see the
+    module docstring), a `sources.Source`'s fields."""
     functions = os.path.join(path, "functions")
     names = sorted(n[:-len(".meta")] for n in os.listdir(functions) if n.endswith(".meta"))
     if module is not None and module not in names:
@@ -73,9 +74,9 @@ def read(path: str, module: Optional[str] = None) -> tuple:
     context = make_ir_context()
     read_ = [_read_function(path, name, context) for name in ([module] if module else names)]
     if len(read_) == 1:  # the module as torch_xla wrote it: the function is its @main
-        return read_[0].mlir_module, functools.partial(bind, functions=[("main", read_[0])])
-    return (_merged(read_, context, path),
-            functools.partial(bind, functions=[(f.name, f) for f in read_]))
+        return read_[0].mlir_module, source_name, {"main": _convention(read_[0])}
+    return (_merged(read_, context, path), source_name,
+            {f.name: _convention(f) for f in read_})
 
 
 def _read_function(path: str, name: str, context) -> _Function:
@@ -128,40 +129,34 @@ def _merged(functions, context, path: str):
     return merged
 
 
-def bind(program, *, functions) -> None:
-    """The loader's last step: each module function (`@main` of a one-function bundle) as
-    `program[name]`, a BoundFunction."""
-    for module_name, function in functions:
-        main = program.functions.get(module_name)
-        if main is None:
-            raise LoadError(f"{function.meta_path}: the module has no public @{module_name}")
-        program.functions.pop(module_name)
-        program.functions[function.name] = _bound(main, function)
-
-
-def _bound(main, function: _Function) -> BoundFunction:
-    meta, meta_path = function.meta, function.meta_path
-    module_types = main.input_types
-    signature, locations = meta["input_signature"], meta["input_locations"]
-    at = f"the module's @{main.name}"
-    if len(locations) != len(module_types):
-        raise LoadError(f"{meta_path}: input_locations names {len(locations)} arguments, but "
-                        f"{at} takes {len(module_types)}")
-    for i, (declared, ttype) in enumerate(zip(signature, module_types)):
-        _check_declared(declared, ttype, f"{meta_path}: input_signature[{i}]",
-                        f"{at} argument {i}")
-    outputs = meta["output_signature"]
-    if len(outputs) != len(main.output_types):
-        raise LoadError(f"{meta_path}: output_signature has {len(outputs)} results, {at} "
-                        f"returns {len(main.output_types)}")
-    for i, (declared, ttype) in enumerate(zip(outputs, main.output_types)):
-        _check_declared(declared, ttype, f"{meta_path}: output_signature[{i}]", f"{at} result {i}")
-    bindings = [_binding(loc) for loc in locations]
-    inputs = _inputs(bindings, module_types, meta, meta_path)
-    structure = _structure(meta.get("output_pytree_spec"), len(main.output_types), meta_path,
-                           at)
-    return BoundFunction(main, function.name, bindings, function.values, inputs, structure,
-                         SOURCE)
+def _convention(function: _Function):
+    """The factory of `function`'s calling convention: its weights and constants bound, torch's
+    inputs in torch's order (checked against the module function's signature `fdef`)."""
+    def make(fdef, assembly) -> BoundConvention:
+        meta, meta_path = function.meta, function.meta_path
+        module_types = fdef.input_types
+        signature, locations = meta["input_signature"], meta["input_locations"]
+        at = f"the module's @{fdef.name}"
+        if len(locations) != len(module_types):
+            raise LoadError(f"{meta_path}: input_locations names {len(locations)} arguments, "
+                            f"but {at} takes {len(module_types)}")
+        for i, (declared, ttype) in enumerate(zip(signature, module_types)):
+            _check_declared(declared, ttype, f"{meta_path}: input_signature[{i}]",
+                            f"{at} argument {i}")
+        outputs = meta["output_signature"]
+        if len(outputs) != len(fdef.output_types):
+            raise LoadError(f"{meta_path}: output_signature has {len(outputs)} results, {at} "
+                            f"returns {len(fdef.output_types)}")
+        for i, (declared, ttype) in enumerate(zip(outputs, fdef.output_types)):
+            _check_declared(declared, ttype, f"{meta_path}: output_signature[{i}]",
+                            f"{at} result {i}")
+        bindings = [_binding(loc) for loc in locations]
+        inputs = _inputs(bindings, module_types, meta, meta_path)
+        structure = _structure(meta.get("output_pytree_spec"), len(fdef.output_types),
+                               meta_path, at)
+        return BoundConvention(fdef, function.name, bindings, function.values, inputs,
+                               structure, SOURCE)
+    return make
 
 
 # -- reading

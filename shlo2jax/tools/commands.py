@@ -14,7 +14,6 @@ import numpy as np
 
 from shlo2jax import grid, mesh, registry
 from shlo2jax.errors import UsageError
-from shlo2jax.executables.exported import ExportedFunction
 from shlo2jax.loader import load
 from shlo2jax.signatures import text as signature_text
 from shlo2jax.tools import exits
@@ -224,10 +223,7 @@ def _inputs(fn, args) -> tuple:
 def _signature(fn, mlir_types: bool) -> str:
     if not mlir_types:
         return fn.signature
-    if isinstance(fn, ExportedFunction):
-        return signature_text(fn.name, fn.in_avals, fn.out_avals, fn.arg_names, mlir_types=True)
-    return signature_text(fn.name, fn.input_types, fn.output_types, fn.arg_names,
-                          mlir_types=True)
+    return signature_text(fn.name, fn.in_avals, fn.out_avals, fn.arg_names, mlir_types=True)
 
 
 # ------------------------------------------------------------------- the commands

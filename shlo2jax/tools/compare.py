@@ -42,7 +42,6 @@ from shlo2jax import attributes
 from shlo2jax import types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import BackendUnavailable
-from shlo2jax.executables.bound import BoundFunction
 from shlo2jax.executables.polymorphic import inline_calls, specialise
 from shlo2jax.loader import load
 from shlo2jax.module import format_location
@@ -566,9 +565,10 @@ def compare(source, backends: Sequence = DEFAULT_BACKENDS, *, function: Optional
     else:
         inputs, how = [np.asarray(x) for x in inputs], "given"
     fn.check_arguments(inputs)
-    if isinstance(fn, BoundFunction):  # (a PyTorch/XLA bundle) every backend runs the module's
-        inputs = [np.asarray(x) for x in fn.module_arguments(inputs)]  # function, weights in
-        name, program = fn.module_function.name, program.refined(program.mlir_module)
+    if fn.params or fn.constants:  # (values the source binds: a PyTorch/XLA bundle's) every
+        # backend runs the module's own function, with the bound values among its arguments
+        inputs = [np.asarray(x) for x in fn.convention.module_arguments(inputs)]
+        name, program = fn.module_name, program.refined(program.mlir_module)
         fn = program[name]
     if fn.is_polymorphic:  # every backend runs the module refined to these inputs' shapes
         fn = specialise(fn, inputs)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from typing import Mapping, NamedTuple, Optional
 
+import jax
 import numpy as np
 
 from shlo2jax import types as T
 from shlo2jax.errors import InputError, UsageError
-from shlo2jax.executables.exported import ExportedFunction
 from shlo2jax.signatures import type_text
 
 
@@ -34,17 +34,16 @@ class ArgumentSpec(NamedTuple):
 
 def argument_specs(function) -> list:
     """The arguments a call of `function` takes, as `ArgumentSpec`s."""
-    names = function.arg_names
-    if isinstance(function, ExportedFunction):
-        return [ArgumentSpec(n, tuple(d if isinstance(d, int) else str(d) for d in a.shape),
-                             np.dtype(a.dtype), type_text(a))
-                for n, a in zip(names, function.in_avals)]
     specs = []
-    for n, t in zip(names, function.input_types):
-        if isinstance(t, T.TensorType) and t.quant is None:
-            specs.append(ArgumentSpec(n, tuple(t.shape), t.dtype, type_text(t)))
+    for n, a in zip(function.arg_names, function.argument_types):
+        if isinstance(a, T.TensorType) and a.quant is None:  # (a dynamic dimension: None)
+            specs.append(ArgumentSpec(n, tuple(a.shape), a.dtype, type_text(a)))
+        elif isinstance(a, jax.ShapeDtypeStruct):  # (a jax.export symbolic dimension: its name)
+            specs.append(ArgumentSpec(n, tuple(d if isinstance(d, int) else str(d)
+                                               for d in a.shape), np.dtype(a.dtype),
+                                      type_text(a)))
         else:
-            specs.append(ArgumentSpec(n, (), None, type_text(t), why=_why_not_seeded(t)))
+            specs.append(ArgumentSpec(n, (), None, type_text(a), why=_why_not_seeded(a)))
     return specs
 
 

@@ -247,11 +247,11 @@ def test_a_direct_jax_export_artifact_holds_its_weights_once():
     main = program["main"]
     assert main.lowering == "direct" and not program.decoded
     assert program.released_mlir_module and program._held._module is None
-    assert main._exported.mlir_module_serialized == b""
+    assert main.record.mlir_module_serialized == b""
     np.testing.assert_allclose(np.asarray(main(x)), f(x), rtol=1e-5, atol=1e-5)
     # the lowering's bytes are the program's, not a copy written at the first call
     assert main.executable.callee.bytecode is program.mlir_bytecode
-    assert program._held._module is None and main._exported.mlir_module_serialized == b""
+    assert program._held._module is None and main.record.mlir_module_serialized == b""
     grad = jax.grad(lambda v: main(v).sum())(x)
     np.testing.assert_allclose(grad, jax.grad(lambda v: f(v).sum())(x), rtol=1e-5, atol=1e-5)
     assert program.decoded and program._held._module is None

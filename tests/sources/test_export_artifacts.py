@@ -262,7 +262,7 @@ def test_load_never_asks_jax_to_read_the_artifact(path, monkeypatch):
 
 @pytest.mark.parametrize("path", WRITERS3, ids=WRITERS3_IDS)
 def test_exported_of_the_installed_jax(path):
-    """`ExportedFunction.exported`, on request: a jax Exported of the installed jax (jax's
+    """`Function.exported`, on request: a jax Exported of the installed jax (jax's
     own reading where it reads the bytes right, else made from the record's fields), which
     jax calls and serializes again."""
     golden = _golden(path)

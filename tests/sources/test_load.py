@@ -240,7 +240,7 @@ def test_jax_export_bytearray_and_dropped_module_bytes(monkeypatch):
     with monkeypatch.context() as patched:
         patched.setattr(outline, "RELEASE_BYTES", 0)
         program = shlo2jax.load(bytearray(data))
-        assert program["main"]._exported.mlir_module_serialized == b""
+        assert program["main"].record.mlir_module_serialized == b""
         _check(program)
         again = jax_export.deserialize(program.exported.serialize())
         np.testing.assert_array_equal(np.asarray(again.call(X, Y)), EXPECTED)

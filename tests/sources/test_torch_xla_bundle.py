@@ -1,5 +1,5 @@
-"""PyTorch/XLA StableHLO bundles (shlo2jax/sources/torch_xla_bundle.py and the BoundFunction
-of shlo2jax/executables/bound.py): a folder loads as a program whose function takes torch's
+"""PyTorch/XLA StableHLO bundles (shlo2jax/sources/torch_xla_bundle.py and the bound calling
+convention of shlo2jax/conventions/bound.py): a folder loads as a program whose function takes torch's
 inputs, with the weights bound under their state_dict names; a malformed bundle is a LoadError
 naming the file and what was wrong. The bundles are the corpus's (tests/corpus/torch_xla/),
 copied into tmp_path and damaged there."""
@@ -68,7 +68,7 @@ def test_inputs_are_in_torchs_order_whatever_the_modules():
     # The module takes input 1 (scale) before input 0 (the ids).
     e = _entry("embedding_padding_idx")
     fn = shlo2jax.load(_bundle("embedding_padding_idx"))["forward"]
-    assert [b.position for b in fn.bindings if b.kind == "input"] == [1, 0]
+    assert [b.position for b in fn.convention.bindings if b.kind == "input"] == [1, 0]
     ids, scale = e.args
     assert ids.dtype == np.int64 and scale.dtype == np.float32
     want = e.outputs[0]
@@ -226,7 +226,7 @@ def test_a_bundle_of_several_functions_is_one_program(tmp_path):
     program = shlo2jax.load(folder)
     assert sorted(program.functions) == ["forward", "lstm"]
     forward, recurrent = program["forward"], program["lstm"]
-    assert forward.module_function.name == "forward" and "lstm.weight_hh_l0" in recurrent.params
+    assert forward.module_name == "forward" and "lstm.weight_hh_l0" in recurrent.params
     assert "0.weight" not in recurrent.params and "lstm.weight_hh_l0" not in forward.params
     for fn, e in ((forward, _entry("mlp")), (recurrent, _entry("lstm"))):
         ok, err, msg = checks.compare([np.asarray(o) for o in checks.as_list(fn(*e.args))],

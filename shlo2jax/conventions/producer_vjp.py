@@ -18,19 +18,13 @@ from shlo2jax.gradients import custom_linear
 
 
 class ProducerVjp:
-    """Wraps `call` (the exported function's executable) so that reverse mode runs `vjp` (the
+    """Wraps `call` (the exported function's call) so that reverse mode runs `vjp` (the
     producer's VJP: takes (*primals, *output cotangents), returns the cotangents of the
     primals, float0 placeholders for integer ones). `exported`: the export's
     `sources.jax_export.ExportRecord` (its avals: `jax.ShapeDtypeStruct`s)."""
 
     def __init__(self, call, exported, vjp):
         self.call, self.exported, self.vjp = call, exported, vjp
-
-    @property
-    def lowering(self) -> str:
-        return self.call.lowering
-
-    islands = property(lambda self: getattr(self.call, "islands", ()))
 
     def __call__(self, *args) -> tuple:
         return tuple(self._with_vjp(*args))

@@ -1,6 +1,7 @@
-"""BoundFunction (shlo2jax/executables/bound.py): a module function some of whose arguments are
-bound to named values, called with the rest. The PyTorch/XLA bundles that use it are tested in
-tests/sources/test_torch_xla_bundle.py; here it is built by hand on a small module."""
+"""The bound calling convention (shlo2jax/conventions/bound.py): a module function some of whose
+arguments are bound to named values, called with the rest. The PyTorch/XLA bundles that use it
+are tested in tests/sources/test_torch_xla_bundle.py; here a source of a small module gives its
+@main the convention, as a source file would."""
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +10,9 @@ import pytest
 
 import shlo2jax
 from shlo2jax.errors import LoadError
-from shlo2jax.executables.bound import Binding, BoundFunction, BoundValue
+from shlo2jax import sources
+from shlo2jax.assembly import assemble
+from shlo2jax.conventions.bound import Binding, BoundValue, binding
 
 TEXT = """
 func.func @main(%w: tensor<2xf32>, %x: tensor<2xf32>, %c: tensor<i1>) -> (tensor<2xf32>, tensor<2xf32>) {
@@ -27,11 +30,11 @@ def _values(w=np.array([2.0, 3.0], np.float32), c=np.array(True)):
 
 
 def _bound(bindings=BINDINGS, values=None, inputs=None, structure=None):
-    program = shlo2jax.load(TEXT)
-    main = program["main"]
-    t = main.input_types[1]
-    return BoundFunction(main, "f", bindings, values or _values(), inputs or [("x", t)],
-                         structure, "test")
+    t = shlo2jax.load(TEXT)["main"].input_types[1]
+    source = sources.read(TEXT, "test.mlir")
+    source.conventions = {"main": binding("f", bindings, values or _values(),
+                                          inputs or [("x", t)], structure, "test")}
+    return assemble(source, shlo2jax.LoadOptions())["f"]
 
 
 def test_called_with_the_remaining_inputs():

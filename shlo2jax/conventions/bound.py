@@ -3,11 +3,11 @@ the remaining ones: a PyTorch/XLA bundle (`sources.torch_xla_bundle`) binds its 
 `data/` under their `state_dict` names and its constants from `constants/`, and the caller
 passes torch's inputs, in torch's order.
 
-`BoundFunction` is the facade (its arguments are the caller's inputs; `params` the named
-weights; `with_params` the same function with other weights, e.g. tracers under `jax.grad`);
-the module's function runs as it would on its own (its executable, chosen at load), with the
-arguments assembled from the bindings (`module_arguments`). Values are checked against the
-module's argument types once, at load, and never converted.
+`BoundConvention`: the caller's arguments are its inputs; `params` the named weights;
+`with_params` the same convention with other weights (e.g. tracers under `jax.grad`); the
+module's function runs as it would on its own, with the arguments assembled from the bindings
+(`module_arguments`). Values are checked against the module's argument types once, at load,
+and never converted.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import numpy as np
 
 from shlo2jax import compat, signatures
 from shlo2jax import types as T
+from shlo2jax.conventions import ModuleConvention
 from shlo2jax.errors import LoadError
-from shlo2jax.program import Function
+from shlo2jax.module import FunctionDef
 
 
 class Binding(NamedTuple):
@@ -40,72 +41,60 @@ class BoundValue(NamedTuple):
     origin: str
 
 
-class _BoundCall:
-    """The executable: the caller's inputs and the bound values, as the module function takes
-    them, run by the module function's own executable."""
-
-    def __init__(self, function: "BoundFunction"):
-        self.function = function
-
-    @property
-    def lowering(self) -> str:
-        return self.function.module_function.executable.lowering
-
-    islands = property(lambda self: self.function.module_function.islands)
-
-    def __call__(self, *args) -> tuple:
-        fn = self.function
-        return fn.module_function.call_module(*fn.module_arguments(args))
+def binding(name: str, bindings, values: dict, inputs, structure: Optional[Callable] = None,
+            source: str = "bound"):
+    """The factory of a `BoundConvention` (its arguments, but the module function's
+    definition), for `sources.Source.conventions`."""
+    return lambda fdef, assembly: BoundConvention(fdef, name, bindings, values, inputs,
+                                                  structure, source)
 
 
-class BoundFunction(Function):
-    """The module function `function` with the arguments `bindings` names bound (see the module
-    docstring). `inputs`: the caller's inputs in order, as (name, TensorType) (an input the
-    module does not read is still taken); `values`: name -> BoundValue for every param and
-    constant binding; `structure`: the flat results -> what a call returns (None: the one
-    result, or a tuple); `source`: what the signature says the function came from."""
+class BoundConvention(ModuleConvention):
+    """The module function `fdef` with the arguments `bindings` names bound (see the module
+    docstring), public as `name`. `inputs`: the caller's inputs in order, as (name, TensorType)
+    (an input the module does not read is still taken); `values`: name -> BoundValue for every
+    param and constant binding; `structure`: the flat results -> what a call returns (None: the
+    one result, or a tuple); `source`: what the signature says the function came from."""
 
-    def __init__(self, function: Function, name: str, bindings, values: dict, inputs,
+    def __init__(self, fdef: FunctionDef, name: str, bindings, values: dict, inputs,
                  structure: Optional[Callable] = None, source: str = "bound"):
-        super().__init__(function.program, function._definition)
-        self.module_function = function
-        self.name = name
+        super().__init__(fdef, name)
         self.bindings = tuple(bindings)
-        self.input_types = tuple(t for _, t in inputs)
+        self.caller_types = tuple(t for _, t in inputs)
         self._input_names = tuple(n for n, _ in inputs)
         self._structure = structure
         self._source = source
-        module_types = function.input_types
+        module_types = self.input_types
         if len(self.bindings) != len(module_types):
             raise LoadError(f"{source}: {len(self.bindings)} argument bindings for "
-                            f"@{function.name}, which takes {len(module_types)} arguments")
+                            f"@{fdef.name}, which takes {len(module_types)} arguments")
         taken = set()
-        for i, (binding, ttype) in enumerate(zip(self.bindings, module_types)):
-            if binding.kind == "input":
-                if not 0 <= binding.position < len(inputs) or binding.position in taken:
-                    raise LoadError(f"{source}: @{function.name}'s argument {i} is input "
-                                    f"{binding.position}, which is not one input of "
+        for i, (binding_, ttype) in enumerate(zip(self.bindings, module_types)):
+            if binding_.kind == "input":
+                if not 0 <= binding_.position < len(inputs) or binding_.position in taken:
+                    raise LoadError(f"{source}: @{fdef.name}'s argument {i} is input "
+                                    f"{binding_.position}, which is not one input of "
                                     f"{len(inputs)} (or is bound twice)")
-                taken.add(binding.position)
-                _check_type(ttype, self.input_types[binding.position],
-                            f"{source}: input {binding.position}", i, function.name)
+                taken.add(binding_.position)
+                _check_type(ttype, self.caller_types[binding_.position],
+                            f"{source}: input {binding_.position}", i, fdef.name)
                 continue
-            bound = values.get(binding.name)
+            bound = values.get(binding_.name)
             if bound is None:
-                raise LoadError(f"{source}: no value for {binding.kind} {binding.name!r} "
-                                f"(@{function.name}'s argument {i})")
-            _check_value(ttype, bound, i, function.name)
+                raise LoadError(f"{source}: no value for {binding_.kind} {binding_.name!r} "
+                                f"(@{fdef.name}'s argument {i})")
+            _check_value(ttype, bound, i, fdef.name)
         with compat.enable_x64():  # 64-bit values stay 64-bit
             self._values = {n: jax.device_put(v.value) for n, v in values.items()}
         self._params = tuple(dict.fromkeys(b.name for b in self.bindings if b.kind == "param"))
-        self.executable = _BoundCall(self)
 
     # -- names, signature
 
-    @functools.cached_property
+    argument_types = property(lambda self: self.caller_types)
+
+    @property
     def arg_names(self) -> tuple:
-        """The caller's inputs' names (see `BoundFunction`); the bound arguments are named in
-        `module_arg_names`."""
+        """The caller's inputs' names; the bound arguments are named in `module_arg_names`."""
         return self._input_names
 
     @functools.cached_property
@@ -116,7 +105,7 @@ class BoundFunction(Function):
 
     @property
     def signature(self) -> str:
-        return (signatures.text(self.name, self.input_types, self.output_types, self.arg_names)
+        return (signatures.text(self.name, self.caller_types, self.output_types, self.arg_names)
                 + f"  [{self._source}: {len(self._params)} weights bound]")
 
     # -- the bound values
@@ -150,40 +139,33 @@ class BoundFunction(Function):
                                 f"is {np.dtype(want.dtype)}{list(want.shape)} (values are never "
                                 "converted)")
 
-    def with_params(self, params: dict) -> "BoundFunction":
-        """This function with the weights `params` names replaced (the others kept); values
+    def with_params(self, params: dict) -> "BoundConvention":
+        """This convention with the weights `params` names replaced (the others kept); values
         are checked, never converted, and may be tracers (`jax.grad` w.r.t. them)."""
         self.check_params(params)
         new = copy.copy(self)
         new._values = {**self._values, **params}
-        new.executable = _BoundCall(new)
         return new
 
     # -- calling
 
+    def check_arguments(self, args) -> None:
+        signatures.check_types(args, self.caller_types, self.arg_names, self.name,
+                               self.signature)
+
     def module_arguments(self, args, params: Optional[dict] = None) -> tuple:
         """The caller's inputs `args` and the bound values (weights from `params` where it
         names them) as the module function takes them."""
+        self.check_arguments(args)
         values = self._values if not params else {**self._values, **params}
         return tuple(args[b.position] if b.kind == "input" else values[b.name]
                      for b in self.bindings)
 
-    def structured(self, outs):
+    def returned(self, flat):
         """The flat results as a call returns them (unflattened where the source says how)."""
         if self._structure is not None:
-            return self._structure(tuple(outs))
-        return outs[0] if len(outs) == 1 else tuple(outs)
-
-    def taking_storage_integers(self, body):
-        return self.module_function.taking_storage_integers(body)
-
-    def call_module(self, *args) -> tuple:
-        return self.module_function.call_module(*args)
-
-    def __call__(self, *args, **kwargs):
-        args = self.bind_keywords(args, kwargs)
-        self.check_arguments(args)
-        return self.structured(self.executable(*args))
+            return self._structure(tuple(flat))
+        return flat[0] if len(flat) == 1 else tuple(flat)
 
 
 def _check_type(module_type, given, what: str, index: int, function: str) -> None:
