@@ -17,7 +17,7 @@ from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import ModuleDef, decode_module, decode_signatures
 from shlo2jax.options import LoadOptions
 from shlo2jax.shape_legalize import legalize_shapes
-from shlo2jax.translate import gc_paused
+from shlo2jax.memory import gc_paused
 
 
 def decode(mlir_module, source_name: str, options: LoadOptions) -> ModuleDef:

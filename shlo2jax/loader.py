@@ -15,10 +15,10 @@ from shlo2jax import decoding, sources
 from shlo2jax.executables.direct import scan as direct_scan
 from shlo2jax.executables.exported import ExportedFunction
 from shlo2jax.options import LoadOptions
-from shlo2jax.outline import return_freed_memory
+from shlo2jax.memory import return_freed_memory
 from shlo2jax.program import Program
 from shlo2jax.sources.jax_export import record_of
-from shlo2jax.translate import gc_paused
+from shlo2jax.memory import gc_paused
 
 
 def load(source, options: Optional[LoadOptions] = None, *, source_name: str = "",

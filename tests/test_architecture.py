@@ -29,6 +29,8 @@ CORE = {
     "shlo2jax.host_transfers", "shlo2jax.grid", "shlo2jax.sharding_attributes",
     # the decoded program's outline of its MLIR module (large constants held once)
     "shlo2jax.outline",
+    # the garbage collector paused over decoding and tracing, freed C heap handed back
+    "shlo2jax.memory",
 }
 FEATURES = {
     "shlo2jax.chlo_legalize", "shlo2jax.shape_legalize", "shlo2jax.mesh", "shlo2jax.manual_regions", "shlo2jax.spmd",

@@ -34,7 +34,8 @@ from shlo2jax.compat import attribute_items
 from shlo2jax.errors import Shlo2JaxError
 from shlo2jax.module import format_location
 from shlo2jax.outline import HeldLocations, write_bytecode
-from shlo2jax.translate import Translator, gc_paused
+from shlo2jax.memory import gc_paused
+from shlo2jax.translate import Translator
 
 
 class Island(NamedTuple):
