@@ -33,12 +33,12 @@ CORE = {
     "shlo2jax.memory",
 }
 FEATURES = {
-    "shlo2jax.chlo_legalize", "shlo2jax.shape_legalize", "shlo2jax.mesh", "shlo2jax.manual_regions", "shlo2jax.spmd",
+    "shlo2jax.mesh", "shlo2jax.manual_regions", "shlo2jax.spmd",
     "shlo2jax.probes", "shlo2jax.program", "shlo2jax.loader", "shlo2jax.names", "shlo2jax.params",
     "shlo2jax.decoding", "shlo2jax.signatures",
 }
 # Folders of features: every module in them
-FEATURE_PACKAGES = ("shlo2jax.sources", "shlo2jax.executables")
+FEATURE_PACKAGES = ("shlo2jax.sources", "shlo2jax.executables", "shlo2jax.transforms")
 # The package itself and the documented names of tools: `shlo2jax.testing`, `shlo2jax.export`
 # The compat package's self-check translates a program as a user does: a tool over the library
 SELF_CHECK = {"shlo2jax.compat.selfcheck", "shlo2jax.compat.__main__"}

@@ -1,0 +1,12 @@
+"""Module rewrites: functions that take an MLIR module (or its text) and give it back rewritten,
+one rewrite per module.
+
+- `chlo_legalize.legalize_chlo`: chlo ops without a translation rule rewritten into stablehlo
+  by jaxlib's `chlo-legalize-to-stablehlo` (decoding, at load; the reference interpreter,
+  tools/reference).
+- `shape_legalize.legalize_shapes`: shape-dialect ops (TensorFlow's dynamic batch) rewritten
+  into StableHLO, each broadcast constraint kept as a `shape_assertion` (decoding, at load).
+
+`common` holds what they share (the names of a module's ops, a rewrite tried on a copy first);
+it rewrites nothing. A transform imports the core and never a tool (shlo2jax.tools).
+"""
