@@ -6,6 +6,8 @@ one rewrite per module.
   tools/reference).
 - `shape_legalize.legalize_shapes`: shape-dialect ops (TensorFlow's dynamic batch) rewritten
   into StableHLO, each broadcast constraint kept as a `shape_assertion` (decoding, at load).
+- `upcast.upcast_module_text`: the module with every float type widened to f64 (the `f64`
+  reference backend of tools/compare).
 
 `common` holds what they share (the names of a module's ops, a rewrite tried on a copy first);
 it rewrites nothing. A transform imports the core and never a tool (shlo2jax.tools).

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from jaxlib.mlir import ir
 from jaxlib.mlir.passmanager import PassManager
 
 from shlo2jax import registry
