@@ -6,6 +6,8 @@ one rewrite per module.
   tools/reference).
 - `shape_legalize.legalize_shapes`: shape-dialect ops (TensorFlow's dynamic batch) rewritten
   into StableHLO, each broadcast constraint kept as a `shape_assertion` (decoding, at load).
+- `dissolve.dissolve`: XLA's fusions become the ops of their regions, copies their operands
+  (the direct lowering, executables/direct, before it merges the module).
 - `upcast.upcast_module_text`: the module with every float type widened to f64 (the `f64`
   reference backend of tools/compare).
 
