@@ -47,10 +47,11 @@ from shlo2jax import types as T
 from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
                              stable_custom_call_targets)
 from shlo2jax.errors import Shlo2JaxError
-from shlo2jax.executables.islands import Islands, Outline, references
-from shlo2jax.executables.islands import outline as outline_islands
+from shlo2jax.executables.islands import Islands
 from shlo2jax.module import format_location
 from shlo2jax.transforms.dissolve import DISSOLVED, dissolvable, dissolve
+from shlo2jax.transforms.outline_ops import Outline, references
+from shlo2jax.transforms.outline_ops import outline as outline_islands
 
 # Ops whose direct lowering is not what the translation gives or may not compile as-is on
 # every backend: host transfers and tokens, collectives and sharding, composites (the

@@ -8,6 +8,9 @@ one rewrite per module.
   into StableHLO, each broadcast constraint kept as a `shape_assertion` (decoding, at load).
 - `dissolve.dissolve`: XLA's fusions become the ops of their regions, copies their operands
   (the direct lowering, executables/direct, before it merges the module).
+- `outline_ops.outline`: ops cut out into a module of their own, one function per distinct
+  op, with the functions they refer to (the direct lowering's islands: executables/direct
+  outlines them at load, executables/islands decodes and lowers them).
 - `upcast.upcast_module_text`: the module with every float type widened to f64 (the `f64`
   reference backend of tools/compare).
 

@@ -4,6 +4,7 @@ by jaxlib's `chlo-legalize-to-stablehlo`, only when one is missing, never half-w
 import numpy as np
 
 import shlo2jax
+import shlo2jax.ops  # noqa: F401  (the rules registered: `None` asks the registry what is missing)
 from shlo2jax.compat import make_ir_context
 from shlo2jax.sources.mlir import parse_mlir
 from shlo2jax.transforms.chlo_legalize import legalize_chlo
