@@ -40,7 +40,7 @@ from shlo2jax import types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import BackendUnavailable
 from shlo2jax.executables.bound import BoundFunction
-from shlo2jax.executables.polymorphic import inline_calls, specialise
+from shlo2jax.executables.polymorphic import specialise
 from shlo2jax.loader import load
 from shlo2jax.module import format_location
 from shlo2jax.options import LoadOptions
@@ -49,6 +49,7 @@ from shlo2jax.program import Program
 from shlo2jax.tools import reference
 from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.numerics import Errors, array_errors
+from shlo2jax.transforms.inline_calls import inline_calls
 from shlo2jax.transforms.upcast import upcast_module_text, widen
 from shlo2jax import compat
 
