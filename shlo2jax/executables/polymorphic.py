@@ -323,7 +323,7 @@ def _copied(function, source, bounded: bool, subset: bool):
             part = source
         if bounded:
             return strip_bounds(part.operation.get_asm(large_elements_limit=None,
-                                                            enable_debug_info=True))
+                                                       enable_debug_info=True))
         buffer = io.BytesIO()
         part.operation.write_bytecode(buffer)
         return buffer.getvalue()
