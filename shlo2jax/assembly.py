@@ -16,7 +16,7 @@ from shlo2jax import decoding, sources
 from shlo2jax.executables.direct import scan as direct_scan
 from shlo2jax.module import ModuleDef
 from shlo2jax.options import LoadOptions
-from shlo2jax.outline import return_freed_memory
+from shlo2jax.memory import return_freed_memory
 from shlo2jax.program import Program
 
 

@@ -459,7 +459,7 @@ def decode_op_attributes(operation, placeholder_rng=None,
     result = {}
     for name, attr in compat.attribute_items(operation) if items is None else items:
         if attr is None:  # complex-valued dense data the bindings cannot read
-            result[name] = _decode_from_asm(operation, name)
+            result[name] = decode_printed_attribute(operation, name)
             continue
         if cache is not None:
             value = cache.get(attr, _NOT_CACHED)
@@ -516,7 +516,10 @@ def _angle_bracket_end(text: str) -> int:
     return end
 
 
-def _decode_from_asm(operation, name: str):
+def decode_printed_attribute(operation, name: str):
+    """`operation`'s attribute `name` read from the op's printed (generic) form: for the
+    attributes the bindings cannot read (complex-valued dense elements, ...). A dense literal
+    is decoded into an array; anything else is an `Opaque` of its text."""
     text = operation.get_asm(print_generic_op_form=True)
     at = text.index(f"{name} = ") + len(name) + 3
     if not text.startswith("dense<", at):

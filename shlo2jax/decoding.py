@@ -2,8 +2,8 @@
 
 MLIR is walked once into plain Python records (`shlo2jax.module`); CHLO ops without a
 translation rule are first decomposed by jaxlib's pass, and shape-dialect ops (TensorFlow's
-dynamic batch) rewritten into StableHLO (`shlo2jax.shape_legalize`); the per-device (manual)
-regions of a sharded program are rewritten into the ops that run them; with `options.strict`,
+dynamic batch) rewritten into StableHLO (`shlo2jax.transforms.shape_legalize`); the
+per-device (manual) regions of a sharded program are rewritten into the ops that run them; with `options.strict`,
 every construct that cannot run is reported together, at load.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 
 from shlo2jax import grid, manual_regions, mesh
-from shlo2jax.chlo_legalize import legalize_chlo
 from shlo2jax.errors import LoadError, UnsupportedError
+from shlo2jax.memory import gc_paused
 from shlo2jax.module import ModuleDef, decode_module, decode_signatures
 from shlo2jax.options import LoadOptions
-from shlo2jax.shape_legalize import legalize_shapes
-from shlo2jax.translate import gc_paused
+from shlo2jax.transforms.chlo_legalize import legalize_chlo
+from shlo2jax.transforms.shape_legalize import legalize_shapes
 
 
 def decode(mlir_module, source_name: str, options: LoadOptions) -> ModuleDef:

@@ -10,7 +10,7 @@ from typing import Optional
 
 from shlo2jax import sources
 from shlo2jax.assembly import assemble
-from shlo2jax.translate import gc_paused
+from shlo2jax.memory import gc_paused
 from shlo2jax.options import LoadOptions
 from shlo2jax.program import Program
 

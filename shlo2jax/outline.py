@@ -17,9 +17,7 @@ An `ir.Location` holds its context too, so such a program's ops keep their locat
 
 from __future__ import annotations
 
-import ctypes
 import io
-import sys
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -157,22 +155,6 @@ def _zero_splat(shaped_type):
         return ir.DenseElementsAttr.get_splat(shaped_type, zero)
     except (TypeError, ValueError, ir.MLIRError):
         return None
-
-
-def return_freed_memory() -> None:
-    """Hands the memory the C heap has free back to the system (glibc's `malloc_trim`).
-
-    glibc serves an allocation below its mmap threshold (which grows up to 32 MB as large
-    blocks are freed) from its heap, and keeps such blocks resident once freed: a context's
-    weights stored in blocks of a few MB would still count in the process's memory after the
-    context went, until reused."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return
-    trim(0)
 
 
 def release(module, mlir_module) -> "ModuleOutline | None":

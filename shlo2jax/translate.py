@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import gc
 import itertools
 import types
 from typing import Any, Callable, Optional, Protocol
@@ -27,6 +26,7 @@ from shlo2jax import types as T
 from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError, UnsupportedError
 from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
 from shlo2jax.gradients import strong_zero_ops
+from shlo2jax.memory import gc_paused
 from shlo2jax.options import LoadOptions
 
 
@@ -176,27 +176,6 @@ class Translator:
         # `xla.sdy.*` names, so dots go.
         body.__name__ = body.__qualname__ = fdef.name.replace(".", "_")
         return body
-
-
-class gc_paused:
-    """Pauses Python's cyclic garbage collector for the duration (nests; re-entrant).
-
-    Tracing allocates a few long-lived objects per op (equations, variables, tracers) and
-    almost no cyclic garbage: the collector's repeated passes over that growing heap cost
-    about a third of the trace time of a large program and free nothing.
-    """
-    __slots__ = ("_paused",)
-
-    def __enter__(self):
-        self._paused = gc.isenabled()
-        if self._paused:
-            gc.disable()
-        return self
-
-    def __exit__(self, *exc):
-        if self._paused:
-            gc.enable()
-        return False
 
 
 class Scope:

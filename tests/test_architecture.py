@@ -29,15 +29,18 @@ CORE = {
     "shlo2jax.host_transfers", "shlo2jax.grid", "shlo2jax.sharding_attributes",
     # the decoded program's outline of its MLIR module (large constants held once)
     "shlo2jax.outline",
+    # the garbage collector paused over decoding and tracing, freed C heap handed back
+    "shlo2jax.memory",
 }
 FEATURES = {
-    "shlo2jax.chlo_legalize", "shlo2jax.shape_legalize", "shlo2jax.mesh", "shlo2jax.manual_regions", "shlo2jax.spmd",
+    "shlo2jax.mesh", "shlo2jax.manual_regions", "shlo2jax.spmd",
     "shlo2jax.probes", "shlo2jax.program", "shlo2jax.function", "shlo2jax.assembly", "shlo2jax.loader",
     "shlo2jax.names", "shlo2jax.params",
     "shlo2jax.decoding", "shlo2jax.signatures",
 }
 # Folders of features: every module in them
-FEATURE_PACKAGES = ("shlo2jax.sources", "shlo2jax.executables", "shlo2jax.conventions")
+FEATURE_PACKAGES = ("shlo2jax.sources", "shlo2jax.executables", "shlo2jax.conventions",
+                    "shlo2jax.transforms")
 # The package itself and the documented names of tools: `shlo2jax.testing`, `shlo2jax.export`
 # The compat package's self-check translates a program as a user does: a tool over the library
 SELF_CHECK = {"shlo2jax.compat.selfcheck", "shlo2jax.compat.__main__"}

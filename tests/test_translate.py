@@ -1,5 +1,5 @@
-"""The translation loop: result checks on its fast path, region plans, the paused collector,
-callees traced once for all their call sites."""
+"""The translation loop: result checks on its fast path, region plans, the collector paused
+while loading, callees traced once for all their call sites."""
 
 import gc
 import itertools
@@ -10,7 +10,6 @@ import pytest
 import shlo2jax
 from shlo2jax import registry
 from shlo2jax.errors import TranslationError
-from shlo2jax.translate import gc_paused
 
 
 def _custom(target, result_type, operand_type="tensor<3xf32>"):
@@ -119,22 +118,6 @@ def test_collector_paused_while_loading_and_back_after():
     with pytest.raises(shlo2jax.LoadError):
         shlo2jax.load("func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {")
     assert gc.isenabled()
-
-
-def test_gc_paused_nests_and_respects_a_disabled_collector():
-    with gc_paused():
-        assert not gc.isenabled()
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()  # a caller's choice is left alone
-    finally:
-        gc.enable()
 
 
 def _repeated_blocks(layers: int) -> str:

@@ -24,7 +24,7 @@ but its operands (a custom call the translation maps, a composite, an integer di
 giving 2-bit integers, an mhlo op; with its regions where they use nothing from outside it)
 is an island (shlo2jax.executables.islands): a call of its translation's lowering inside the
 function, decoded at load and listed in `Function.islands`. The fusions and copies of XLA's
-optimised dumps are no computation of their own: they dissolve into the module's ops (`dissolve`),
+optimised dumps are no computation of their own: they dissolve into the module's ops (shlo2jax.transforms.dissolve),
 and only @main and the functions it refers to are scanned and merged (a dump keeps each fused
 computation as a function too). Anywhere else the whole function is translated, and
 `Function.lowering` says which one did and `lowering_note` why.
@@ -47,9 +47,11 @@ from shlo2jax import types as T
 from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
                              stable_custom_call_targets)
 from shlo2jax.errors import Shlo2JaxError
-from shlo2jax.executables.islands import Islands, Outline, references
-from shlo2jax.executables.islands import outline as outline_islands
+from shlo2jax.executables.islands import Islands
 from shlo2jax.module import format_location
+from shlo2jax.transforms.dissolve import DISSOLVED, dissolvable, dissolve
+from shlo2jax.transforms.outline_ops import Outline, references
+from shlo2jax.transforms.outline_ops import outline as outline_islands
 
 # Ops whose direct lowering is not what the translation gives or may not compile as-is on
 # every backend: host transfers and tokens, collectives and sharding, composites (the
@@ -94,59 +96,6 @@ _ISLAND_DIALECTS = ("mhlo.",)
 _CONTEXTUAL = frozenset(name.split(".", 1)[1] for name in _TRANSLATED_ONLY) - {"composite"} | {
     "custom_call", "async_start", "async_update", "async_done", "add_dependency", "domain",
     "xla.rng_get_and_update_state"}
-
-
-# The wrappers of XLA's optimised dumps that are no computation of their own (as the
-# translation runs them, ops/control_flow.py): a fusion is the ops of its region, a copy (a
-# layout change) its operand. The direct lowering dissolves them into the module's own ops
-# (`dissolve`): the ops in a fusion lower as themselves, and only those that need the
-# translation (a bitcast) are islands.
-def _dissolvable(operation) -> bool:
-    name = operation.name
-    if name == "mhlo.copy":
-        return len(operation.operands) == 1 and len(operation.results) == 1 and \
-            operation.operands[0].type == operation.results[0].type
-    if name == "mhlo.return":  # a dissolved fusion's (a fusion that is not is never entered)
-        return operation.parent.name == "mhlo.fusion"
-    if name != "mhlo.fusion" or len(operation.regions) != 1 or \
-            len(operation.regions[0].blocks) != 1:
-        return False
-    block = operation.regions[0].blocks[0]
-    ops = block.operations
-    terminator = ops[len(ops) - 1] if len(ops) else None
-    return terminator is not None and terminator.name == "mhlo.return" and \
-        [a.type for a in block.arguments] == [v.type for v in operation.operands] and \
-        [v.type for v in terminator.operands] == list(operation.results.types)
-
-
-_DISSOLVED = frozenset({"mhlo.fusion", "mhlo.copy", "mhlo.return"})
-
-
-def dissolve(mlir_module) -> None:
-    """Replaces each fusion of `mlir_module` by the ops of its region, and each copy by its
-    operand (see `_dissolvable`; the scan found them so)."""
-    found = []
-
-    def visit(operation):
-        if operation.name in _DISSOLVED and operation.name != "mhlo.return" and \
-                _dissolvable(operation):
-            found.append(operation)
-        return ir.WalkResult.ADVANCE
-
-    mlir_module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    for operation in found:  # (a fusion in a fusion is moved out with its ops first)
-        if operation.name == "mhlo.fusion":
-            block = operation.regions[0].blocks[0]
-            for argument, operand in zip(block.arguments, operation.operands):
-                argument.replace_all_uses_with(operand)
-            inner = list(block.operations)
-            for result, value in zip(operation.results, inner[-1].operands):
-                result.replace_all_uses_with(value)
-            for op in inner[:-1]:
-                op.move_before(operation)
-        else:
-            operation.results[0].replace_all_uses_with(operation.operands[0])
-        operation.erase()
 
 
 class DirectScan:
@@ -259,7 +208,7 @@ class _Classifier:
         """(why `operation` cannot lower as itself, or None; whether it can be an island)."""
         name = operation.name
         why = None
-        if name in _DISSOLVED and _dissolvable(operation):
+        if name in DISSOLVED and dissolvable(operation):
             return None, False
         if name == "stablehlo.custom_call":
             why = _custom_call_blocker(operation, self.stable)
@@ -379,7 +328,7 @@ def scan(mlir_module, source_name: str = "") -> DirectScan:
             references(operation, now.refs)
         why, island = classify(operation)
         if why is None:
-            if operation.name in _DISSOLVED:
+            if operation.name in DISSOLVED:
                 now.dissolves = True
             elif operation.name == "stablehlo.custom_call":
                 now.kernels.append(

@@ -25,25 +25,24 @@ module for the error message.
 from __future__ import annotations
 
 import io
-import re
 import threading
 
 import numpy as np
-from jaxlib.mlir import ir, passmanager
-from jaxlib.mlir.dialects import stablehlo
+from jaxlib.mlir import ir
 
-from shlo2jax import compat
 from shlo2jax import types as T
 from shlo2jax.compat import make_ir_context, refine_polymorphic_shapes
 from shlo2jax.errors import ShapeError, UnsupportedError
 from shlo2jax.module import format_location
+from shlo2jax.transforms.common import calls as calls_in
+from shlo2jax.transforms.common import function_named, functions
+from shlo2jax.transforms.constant_arguments import substitute_constants
+from shlo2jax.transforms.inline_calls import inline_calls
+from shlo2jax.transforms.keep_reachable import copy_reached, drop_unreachable, reached_functions
+from shlo2jax.transforms.refine_shapes import refine_arguments, refine_shapes, strip_bounds
+from shlo2jax.transforms.rename_function import rename_function
 
 
-_REFINE_PIPELINE = ("builtin.module(stablehlo-refine-arguments{{types='{types}'}},"
-                    "stablehlo-refine-shapes,func.func(stablehlo-canonicalize-dynamism),"
-                    "stablehlo-refine-shapes)")
-
-_passes_registered = False
 _lock = threading.Lock()
 # Counts refinement pipeline runs (new input signatures only); tests use it to see the cache.
 refinement_count = 0
@@ -174,10 +173,12 @@ def _specialise(function, key, values: dict):
     refine-shapes refines each callee once, for constant leading scalar arguments only:
     a function called with different constants (jax.export's divmod, _where), or one
     whose shapes hang on a later constant argument, stays dynamic or fails. As jax's own
-    refinement does, such a module is retried with its calls inlined. That is done here:
-    jaxlib's Python bindings register no inliner interface for func (the `inline` pass
-    leaves every call in place), and jax's refine_polymorphic_shapes stops on such a
-    module with "incompatible refinement keys" before its shape assertions can speak.
+    refinement does, such a module is retried with its calls inlined. That is done here
+    (shlo2jax.transforms.inline_calls): jaxlib's Python bindings register no inliner
+    interface for func (the `inline` pass leaves every call in place), and jax's
+    refine_polymorphic_shapes stops on such a module with "incompatible refinement keys"
+    before its shape assertions can speak. The module rewrites (the copy, renaming,
+    constants, refinement) are shlo2jax.transforms'.
     """
 
     refined = failed = error = None
@@ -188,9 +189,9 @@ def _specialise(function, key, values: dict):
             break
         context, module = _clone(function, context)
         with context:
-            _substitute_constants(module, values)
+            substitute_constants(module, values)
             if not inline:
-                calls = bool(_calls(_entry_func(module, "main")))
+                calls = bool(calls_in(function_named(module, "main")))
             if inline and not inline_calls(module):
                 break
             try:
@@ -198,7 +199,7 @@ def _specialise(function, key, values: dict):
             except ir.MLIRError as e:
                 failed, error = (context, module), e
                 continue
-            _drop_unreachable(module)
+            drop_unreachable(module)
             refined = (context, module)
             if not _dynamic_ops(module):
                 break
@@ -233,11 +234,9 @@ def _jax_refinement(function, key, values: dict, context=None):
 
     context, module = _clone(function, context)
     with context:
-        _substitute_constants(module, values)
+        substitute_constants(module, values)
         try:
-            passmanager.PassManager.parse("builtin.module(stablehlo-refine-arguments{types='"
-                                          + ",".join(_refined_argument_types(module, key))
-                                          + "'})").run(module.operation)
+            refine_arguments(module, key)
         except ir.MLIRError:
             return None, None
         try:
@@ -250,55 +249,10 @@ def _jax_refinement(function, key, values: dict, context=None):
     context = make_ir_context()
     with context:
         module = ir.Module.parse(data)
-        _drop_unreachable(module)
+        drop_unreachable(module)
         if _dynamic_ops(module):
             return None, None
     return None, (context, module)
-
-
-def inline_calls(module, root: str = "main", limit: int = 200000) -> bool:
-    """Replaces every func.call reachable from @root by a copy of its callee's body (call
-    inside the module's context). jaxlib's `inline` pass cannot: its bindings register no
-    inliner interface for func, so the pass leaves every call in place."""
-
-    functions = {view.operation.attributes["sym_name"].value: view.operation
-                 for view in module.body.operations if view.operation.name == "func.func"}
-    copied = 0
-    while True:
-        calls = _calls(functions[root])
-        if not calls:
-            return copied > 0
-        for call in calls:
-            body = functions[call.attributes["callee"].value].regions[0].blocks[0]
-            mapping = dict(zip(body.arguments, call.operands))
-            at = ir.InsertionPoint(call)
-            for view in body.operations:
-                operation = view.operation
-                if operation.name == "func.return":
-                    for result, value in zip(call.results, operation.operands):
-                        result.replace_all_uses_with(mapping.get(value, value))
-                    break
-                clone = operation.clone(ip=at)
-                _remap_operands(clone, mapping)
-                mapping.update(zip(operation.results, clone.results))
-                copied += 1
-            if copied > limit:
-                raise UnsupportedError([("func.call", str(call.location), "too many calls to "
-                                         "inline for shape refinement")])
-            call.erase()
-
-
-def _remap_operands(operation, mapping: dict) -> None:
-    """Points the operands of an op (and of ops nested in it) at their inlined values."""
-    operands = operation.operands
-    for i in range(len(operands)):
-        new = mapping.get(operands[i])
-        if new is not None:
-            operands[i] = new
-    for region in operation.regions:
-        for block in region.blocks:
-            for view in block.operations:
-                _remap_operands(view.operation, mapping)
 
 
 def _failed_assertions(module) -> list:
@@ -329,50 +283,6 @@ def _failed_assertions(module) -> list:
     return messages
 
 
-def _drop_unreachable(module) -> None:
-    """Erases functions @main does not call (directly or not): only @main is translated."""
-    functions = {view.operation.attributes["sym_name"].value: view.operation
-                 for view in module.body.operations if view.operation.name == "func.func"}
-    reached, stack = {"main"}, ["main"]
-    while stack:
-        for callee in _symbol_uses(functions[stack.pop()]):
-            if callee not in reached and callee in functions:
-                reached.add(callee)
-                stack.append(callee)
-    for name, operation in functions.items():
-        if name not in reached:
-            operation.erase()
-
-
-def _symbol_uses(operation) -> set:
-    """Symbols named by attributes of nested ops (func.call callees, composite
-    decompositions, custom_call called_computations, ...)."""
-
-    names = set()
-    for region in operation.regions:
-        for block in region.blocks:
-            for view in block.operations:
-                nested = view.operation
-                for key in compat.attribute_names(nested):
-                    if key == "value":  # constants: indexed access aborts on some dense data
-                        continue
-                    attr = nested.attributes[key]
-                    items = list(attr) if isinstance(attr, ir.ArrayAttr) else [attr]
-                    names.update(a.value for a in items if isinstance(a, ir.FlatSymbolRefAttr))
-                names |= _symbol_uses(nested)
-    return names
-
-
-def _calls(operation) -> list:
-    found = []
-    for region in operation.regions:
-        for block in region.blocks:
-            for view in block.operations:
-                if view.operation.name == "func.call":
-                    found.append(view.operation)
-                found.extend(_calls(view.operation))
-    return found
-
 def _clone(function, context=None):
     """A private copy of @function and what it calls in `context`, or a fresh context (MLIR
     contexts are not thread-safe: a context is never shared beyond one call's work).
@@ -384,10 +294,6 @@ def _clone(function, context=None):
     refinement, which changes only @main and its callees, decides the same.
     """
 
-    global _passes_registered
-    if not _passes_registered:
-        stablehlo.register_stablehlo_passes()
-        _passes_registered = True
     source = function.program.mlir_module
     if source is None:
         raise UnsupportedError([(f"func.func @{function.module_name}", function.definition.location,
@@ -402,8 +308,8 @@ def _clone(function, context=None):
         except ir.MLIRError:  # a symbol the walk did not see: the whole module, as before
             module = ir.Module.parse(_copied(function, source, bounded, subset=False))
         if function.module_name != "main":
-            _rename(module, "main", "__shlo2jax_original_main")
-            _rename(module, function.module_name, "main")
+            rename_function(module, "main", "__shlo2jax_original_main")
+            rename_function(module, function.module_name, "main")
     return context, module
 
 
@@ -416,42 +322,23 @@ def _copied(function, source, bounded: bool, subset: bool):
         if part is None:
             part = source
         if bounded:
-            return _BOUNDS_RE.sub("", part.operation.get_asm(large_elements_limit=None,
-                                                            enable_debug_info=True))
+            return strip_bounds(part.operation.get_asm(large_elements_limit=None,
+                                                       enable_debug_info=True))
         buffer = io.BytesIO()
         part.operation.write_bytecode(buffer)
         return buffer.getvalue()
 
 
 def _reachable_part(function, source):
-    """A new module in the source's context holding clones of the functions @function
-    reaches and of every other top-level op, with the module's attributes (the clones share
-    the source's uniqued attributes: constants' data is not copied)."""
-    reached = function.__dict__.get("_reached")
-    top = [view.operation for view in source.body.operations]
-    functions = {operation.attributes["sym_name"].value: operation for operation in top
-                 if operation.name == "func.func"}
-    if function.module_name not in functions:  # (not a top-level function: copy the whole module)
+    """A new module in the source's context holding the functions @function reaches and every
+    other top-level op (`keep_reachable.copy_reached`); None where @function is not a
+    top-level function. What it reaches is found once per function."""
+    if function.module_name not in functions(source):  # (then the whole module is copied)
         return None
+    reached = function.__dict__.get("_reached")
     if reached is None:
-        reached, stack = {function.module_name}, [function.module_name]
-        while stack:
-            for callee in _symbol_uses(functions[stack.pop()]):
-                if callee not in reached and callee in functions:
-                    reached.add(callee)
-                    stack.append(callee)
-        function.__dict__["_reached"] = reached
-    part = ir.Module.create(loc=source.operation.location)
-    for name in compat.attribute_names(source.operation):
-        part.operation.attributes[name] = source.operation.attributes[name]
-    at = ir.InsertionPoint(part.body)
-    for operation in top:
-        if operation.name != "func.func" or operation.attributes["sym_name"].value in reached:
-            operation.clone(ip=at)
-    return part
-
-
-_BOUNDS_RE = re.compile(r",\s*#stablehlo\.bounds<[^>]*>")
+        reached = function.__dict__["_reached"] = reached_functions(source, function.module_name)
+    return copy_reached(source, reached)
 
 
 def _has_bounds(program) -> bool:
@@ -472,44 +359,10 @@ def _check_bounds(function, key) -> None:
                                      f"dimension {d} exceeds its bound {bound}")
 
 
-def _rename(module, old: str, new: str) -> None:
-
-    for view in module.body.operations:
-        operation = view.operation
-        if operation.name == "func.func" and operation.attributes["sym_name"].value == old:
-            ir.SymbolTable.replace_all_symbol_uses(old, new, module.operation)
-            operation.attributes["sym_name"] = ir.StringAttr.get(new)
-            return
-
-
-def _entry_func(module, name: str):
-    for view in module.body.operations:
-        operation = view.operation
-        if operation.name == "func.func" and operation.attributes["sym_name"].value == name:
-            return operation
-    raise KeyError(name)
-
-
 def _refine(module, key) -> None:
-
     global refinement_count
     refinement_count += 1
-    types = _refined_argument_types(module, key)
-    passmanager.PassManager.parse(_REFINE_PIPELINE.format(types=",".join(types))).run(
-        module.operation)
-
-
-def _refined_argument_types(module, key) -> list:
-    """@main's argument types with the call's shapes (MLIR spelling)."""
-
-    types = []
-    for arg, k in zip(_entry_func(module, "main").regions[0].blocks[0].arguments, key):
-        mlir_type = arg.type
-        if isinstance(k, tuple) and isinstance(mlir_type, ir.RankedTensorType):
-            mlir_type = ir.RankedTensorType.get(list(k[0]), mlir_type.element_type,
-                                                loc=ir.Location.unknown())
-        types.append(str(mlir_type))
-    return types
+    refine_shapes(module, key)
 
 
 def _diagnostics(error) -> str:
@@ -568,7 +421,7 @@ _SHAPE_OPERANDS = {
 def _dimension_arguments(module, dynamic_ops) -> tuple:
     """Scalar integer arguments of the entry function whose values flow into a dynamic op."""
 
-    func_op = _entry_func(module, "main")
+    func_op = function_named(module, "main")
     entry_block = func_op.regions[0].blocks[0]
     candidates = {i for i, a in enumerate(entry_block.arguments) if _is_small_integer(a.type)}
     stack = [operation.operands[i] for operation in dynamic_ops
@@ -577,7 +430,7 @@ def _dimension_arguments(module, dynamic_ops) -> tuple:
         stack = [v for operation in dynamic_ops for v in operation.operands]
     calls_to: dict = {}
     for view in module.body.operations:
-        for call in _calls(view.operation):
+        for call in calls_in(view.operation):
             calls_to.setdefault(call.attributes["callee"].value, []).append(call)
     reached, seen = set(), set()
     while stack:
@@ -615,26 +468,6 @@ def _is_small_integer(mlir_type) -> bool:
                                                  and element.width > 1)
 
 
-def _substitute_constants(module, values: dict) -> None:
-    """Each dimension-size argument's uses become a constant; the argument itself stays."""
-
-    func_op = _entry_func(module, "main")
-    block = func_op.regions[0].blocks[0]
-    for i, value in values.items():
-        arg = block.arguments[i]
-        data = np.array(value, dtype=T.ELEMENT_DTYPES[str(arg.type.element_type)]).reshape(
-            arg.type.shape)
-        attr = ir.DenseElementsAttr.get(data, type=arg.type.element_type, shape=list(data.shape))
-        where = ir.InsertionPoint.at_block_begin(block)
-        if isinstance(arg.type.element_type, ir.IndexType):
-            # (stablehlo.constant holds no `index` tensor; refinement folds arith's too)
-            constant = ir.Operation.create("arith.constant", results=[arg.type],
-                                           attributes={"value": attr}, loc=arg.location, ip=where)
-        else:
-            constant = stablehlo.ConstantOp(attr, loc=arg.location, ip=where)
-        arg.replace_all_uses_with(constant.result)
-
-
 def _translate(function, module):
     return function.program.refined(module)["main"]
 
@@ -646,8 +479,8 @@ def _still_dynamic(function, operations, values) -> UnsupportedError:
         types = ", ".join(str(r.type) for r in operation.results if _is_dynamic(r.type))
         problems.append((operation.name, format_location(operation.location, source),
                          f"result type(s) {types or '(block arguments)'} stay dynamic after shape "
-                         f"refinement of @{function.module_name}" + (" with the dimension-size arguments specialised"
-                                         if values else "")))
+                         f"refinement of @{function.module_name}"
+                         + (" with the dimension-size arguments specialised" if values else "")))
     return UnsupportedError(problems)
 
 

@@ -10,7 +10,7 @@ import functools
 import jax
 
 from shlo2jax import compat
-from shlo2jax.translate import gc_paused
+from shlo2jax.memory import gc_paused
 
 
 class Translated:

@@ -20,9 +20,10 @@ from jaxlib.mlir import ir
 
 from shlo2jax import attributes, compat
 from shlo2jax import types as T
-from shlo2jax.chlo_legalize import legalize_chlo, op_names
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported
 from shlo2jax.tools.numerics import bit_patterns
+from shlo2jax.transforms.chlo_legalize import legalize_chlo
+from shlo2jax.transforms.common import op_names
 
 
 def xla_direct(program, platform: str = "cpu"):

@@ -274,11 +274,12 @@ def test_island_locations_are_formatted_when_first_read(monkeypatch):
     own location, those of islands sharing one function included, and the program lowers as
     before."""
     from shlo2jax.executables import direct, islands
+    from shlo2jax.transforms import outline_ops
     formatted = []
 
     def counting(real):
         return lambda loc, source_name: formatted.append(loc) or real(loc, source_name)
-    for where in (direct, islands):
+    for where in (direct, islands, outline_ops):
         if hasattr(where, "format_location"):
             monkeypatch.setattr(where, "format_location", counting(where.format_location))
     text = """func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {

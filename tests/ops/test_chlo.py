@@ -1,5 +1,6 @@
 """CHLO ops: special functions, trig/hyperbolic, predicates, top_k, mulhi, ragged_dot,
-scan, constants, the broadcasting binary ops, and the chlo-legalize fallback.
+scan, constants, the broadcasting binary ops (the chlo-legalize fallback:
+tests/transforms/test_chlo_legalize.py).
 
 Expected values come from numpy/scipy (computed in float64, then rounded) or are
 written out by hand.
@@ -13,8 +14,6 @@ import scipy.special as sp
 import shlo2jax
 from shlo2jax import compat
 from shlo2jax.compat import make_ir_context
-from shlo2jax.chlo_legalize import legalize_chlo
-from shlo2jax.sources.mlir import parse_mlir
 
 from _helpers import tensor
 
@@ -569,72 +568,6 @@ def test_broadcast_select():
     a = np.array([1, 2, 3], np.float32)
     b = np.array(-1, np.float32)
     np.testing.assert_array_equal(shlo2jax.load(text)(p, a, b), np.where(p, a, b))
-
-
-# ------------------------------------------------------ legalization fallback
-
-def _chlo_names(mlir_module):
-    return {op.name for op in mlir_module.body.operations[0].regions[0].blocks[0].operations
-            if op.name.startswith("chlo.")}
-
-
-def test_legalize_rewrites_untranslated_chlo_ops():
-    text = """func.func @main(%x: tensor<3xcomplex<f32>>) -> tensor<3xcomplex<f32>> {
-      %0 = chlo._asin_acos_kernel %x : tensor<3xcomplex<f32>> -> tensor<3xcomplex<f32>>
-      %1 = chlo.tan %0 : tensor<3xcomplex<f32>> -> tensor<3xcomplex<f32>>
-      return %1 : tensor<3xcomplex<f32>>
-    }"""
-    context = make_ir_context()
-    module = parse_mlir(text, context)
-    with context:
-        legalize_chlo(module, None)
-        assert _chlo_names(module) == set()
-        assert module.operation.verify()
-
-
-def test_legalized_module_translates():
-    # _asin_acos_kernel has no direct translation; after the pass, its stablehlo
-    # expansion must satisfy asin(z) = atan2(re z, re w) + i sign(im z) im w.
-    text = """func.func @main(%x: tensor<4xcomplex<f64>>) -> tensor<4xcomplex<f64>> {
-      %0 = chlo._asin_acos_kernel %x : tensor<4xcomplex<f64>> -> tensor<4xcomplex<f64>>
-      return %0 : tensor<4xcomplex<f64>>
-    }"""
-    program = shlo2jax.load(text)  # the loader falls back to the pass by itself
-    assert "chlo._asin_acos_kernel" not in program.op_histogram()
-    z = np.array([0.5 + 0.5j, -1.5 + 2j, 3 - 0.25j, 0.2 - 4j])
-    w = np.asarray(program(z))
-    asin = np.arctan2(z.real, w.real) + 1j * np.sign(z.imag) * w.imag
-    np.testing.assert_allclose(asin, np.arcsin(z), rtol=1e-12)
-
-
-def test_legalize_leaves_translatable_modules_alone():
-    text = """func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
-      %0 = chlo.erf %x : tensor<3xf32> -> tensor<3xf32>
-      return %0 : tensor<3xf32>
-    }"""
-    context = make_ir_context()
-    module = parse_mlir(text, context)
-    with context:
-        legalize_chlo(module, None)
-        assert _chlo_names(module) == {"chlo.erf"}
-        legalize_chlo(module, ["chlo.lgamma"])  # named but absent: nothing to do
-        assert _chlo_names(module) == {"chlo.erf"}
-        legalize_chlo(module, ["chlo.erf"])
-        assert _chlo_names(module) == set()
-
-
-def test_legalize_failure_leaves_module_untouched():
-    # The pass has no f8 lowering for erfc: the module stays as it was.
-    text = """func.func @main(%x: tensor<3xf8E4M3FN>) -> tensor<3xf8E4M3FN> {
-      %0 = chlo.erfc %x : tensor<3xf8E4M3FN> -> tensor<3xf8E4M3FN>
-      return %0 : tensor<3xf8E4M3FN>
-    }"""
-    context = make_ir_context()
-    module = parse_mlir(text, context)
-    with context:
-        before = str(module)
-        legalize_chlo(module, ["chlo.erfc"])
-        assert str(module) == before
 
 
 # ------------------------------------------------------------ mhlo spellings

@@ -1,5 +1,5 @@
 """Shape-dialect ops in the form TensorFlow's SavedModel -> StableHLO converter leaves them for
-a `?` batch (shlo2jax/shape_legalize.py): rewritten into StableHLO at decode, refined per call,
+a `?` batch (shlo2jax/transforms/shape_legalize.py): rewritten into StableHLO at decode, refined per call,
 forward, jax.grad, jit and vmap against jax; shapes that do not broadcast are a ShapeError."""
 
 import jax

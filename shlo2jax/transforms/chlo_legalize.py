@@ -10,26 +10,12 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import stablehlo
 from jaxlib.mlir.passmanager import PassManager
 
 from shlo2jax import registry
+from shlo2jax.transforms.common import op_names, rewrite_on_a_trial_copy
 
 _PIPELINE = "builtin.module(func.func(chlo-legalize-to-stablehlo))"
-_passes_registered = False
-
-
-def op_names(mlir_module) -> set:
-    """The names of every op in the module, nested ones included."""
-    names = set()
-
-    def visit(operation):
-        names.add(operation.name)
-        return ir.WalkResult.ADVANCE
-
-    mlir_module.operation.walk(visit)
-    return names
 
 
 def legalize_chlo(mlir_module, unsupported_names: Optional[Iterable[str]] = None) -> bool:
@@ -49,22 +35,3 @@ def legalize_chlo(mlir_module, unsupported_names: Optional[Iterable[str]] = None
         return False
     return rewrite_on_a_trial_copy(mlir_module,
                                    lambda op: PassManager.parse(_PIPELINE).run(op))
-
-
-def rewrite_on_a_trial_copy(mlir_module, rewrite, errors=(ir.MLIRError,)) -> bool:
-    """`rewrite(operation)` applied to `mlir_module` if it succeeds on a copy (a failing
-    conversion may leave the IR half rewritten); False, the module untouched, when it raises
-    one of `errors`. StableHLO's passes are registered first, once."""
-    global _passes_registered
-    if not _passes_registered:
-        stablehlo.register_stablehlo_passes()
-        _passes_registered = True
-    trial = mlir_module.operation.clone()
-    try:
-        rewrite(trial)
-    except errors:
-        return False
-    finally:
-        trial.erase()
-    rewrite(mlir_module.operation)
-    return True

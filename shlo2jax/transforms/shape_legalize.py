@@ -26,7 +26,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 from jaxlib.mlir.passmanager import PassManager
 
-from shlo2jax.chlo_legalize import op_names, rewrite_on_a_trial_copy
+from shlo2jax.transforms.common import op_names, rewrite_on_a_trial_copy
 
 _PIPELINE = "builtin.module(func.func(shape-legalize-to-stablehlo))"
 # What stands for a `shape.cstr_broadcastable` while the pass runs: a cast to `none` marked
