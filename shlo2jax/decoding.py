@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 
-from shlo2jax import grid, manual_regions, mesh
 from shlo2jax.chlo_legalize import legalize_chlo
 from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.module import ModuleDef, decode_module, decode_signatures
 from shlo2jax.options import LoadOptions
 from shlo2jax.shape_legalize import legalize_shapes
+from shlo2jax.spmd import grid, manual_regions, mesh
 from shlo2jax.translate import gc_paused
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
-from shlo2jax import decoding, executables, manual_regions, mesh, names, outline, quant, signatures
+from shlo2jax import decoding, executables, names, outline, quant, signatures
 from shlo2jax import types as T
 from shlo2jax.executables.direct import scan as direct_scan
-from shlo2jax.executables.sharded import named_shardings
 from shlo2jax.module import FunctionDef, ModuleDef
 from shlo2jax.options import LoadOptions
+from shlo2jax.spmd import manual_regions, mesh, named_shardings
 from shlo2jax.translate import Translator
 
 

@@ -1,4 +1,4 @@
-"""Collectives, replica_id / partition_id and shlo2jax.spmd against numpy references.
+"""Collectives, replica_id / partition_id and shlo2jax.spmd.run_spmd against numpy references.
 
 Grids of processes need several devices: those checks (`_grid_*`) run together in one
 child process started with XLA_FLAGS=--xla_force_host_platform_device_count=8 (the flag
@@ -149,7 +149,7 @@ def test_collectives_of_a_one_process_program_act_on_groups_of_one(kind):
 
 
 def test_process_groups_follow_the_spec_modes():
-    from shlo2jax.ops.collectives import process_groups
+    from shlo2jax.spmd.groups import process_groups
     for mode, groups in [("cross_replica", [[0, 1], [3, 2]]), ("cross_partition", [[1, 0]]),
                          ("cross_replica_and_partition", [[0, 1], [2, 3]]),
                          ("flattened_ids", [[0, 7], [1, 6, 2, 5], [3, 4]])]:
@@ -162,7 +162,7 @@ def test_process_groups_follow_the_spec_modes():
 
 
 def test_the_mode_comes_from_channel_handle_and_use_global_device_ids():
-    from shlo2jax.ops.collectives import group_mode
+    from shlo2jax.spmd.groups import group_mode
 
     class FakeOp:
         def __init__(self, name, handle, use_global=False):
@@ -182,7 +182,7 @@ def test_the_mode_comes_from_channel_handle_and_use_global_device_ids():
 
 
 def test_the_plan_picks_lax_only_for_layouts_lax_expresses():
-    from shlo2jax.ops.collectives import make_plan
+    from shlo2jax.spmd.groups import make_plan
     assert make_plan([[0, 1, 2, 3]], 4, True, True).path == "lax"
     assert make_plan([[0, 1, 2, 3]], 4, True, True).axis_index_groups is None
     plan = make_plan([[0, 2], [3, 1]], 4, True, True)

@@ -17,8 +17,8 @@ import pytest
 
 import multidevice
 import shlo2jax
-from shlo2jax import mesh as S
-from shlo2jax import sharding_attributes as A
+from shlo2jax.spmd import mesh as S
+from shlo2jax.spmd import sharding_attributes as A
 
 
 # ---------------------------------------------------------------- parsing (one device)
