@@ -7,6 +7,7 @@ test below asserts its own check's outcome. Expected values come from a numpy tr
 of the spec's process groups, not from the translation.
 """
 
+import pathlib
 import sys
 import textwrap
 
@@ -15,11 +16,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import multidevice
-import shlo2jax
-from shlo2jax import compat
+# tests/: multidevice and _helpers, for the child process this file runs as a script
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import multidevice  # noqa: E402
+import shlo2jax  # noqa: E402
+from shlo2jax import compat  # noqa: E402
 
-from _helpers import element, tensor
+from _helpers import element, tensor  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
