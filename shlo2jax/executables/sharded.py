@@ -3,8 +3,9 @@ mhlo.num_partitions > 1) runs under `jax.jit` on its mesh with its declared shar
 
 The declared `mhlo.sharding` / `sdy.sharding`s become `NamedSharding`s on the program's mesh
 (`shlo2jax.spmd.mesh`: `ShardingContext`, `named_shardings`) when jax has that many devices;
-the results are arrays with those shardings. With fewer devices, a program whose shardings are only annotations runs
-on one device, translated; one with manual (shard_map) regions raises.
+the results are arrays with those shardings. With fewer devices, a program whose shardings
+are only annotations runs on one device, translated; one with manual (shard_map) regions
+raises.
 """
 
 from __future__ import annotations
