@@ -1,14 +1,15 @@
 """Collectives: all_reduce, all_gather, reduce_scatter, all_to_all, collective_permute,
 collective_broadcast, replica_id, partition_id, and the interpreter's run_parallel.
 
-A program runs as a grid of processes (replicas x partitions). In a grid (shlo2jax.grid)
+A program runs as a grid of processes (replicas x partitions). In a grid (shlo2jax.spmd.grid)
 every process is one shard of a `shard_map` over the mesh axes ("replicas", "partitions"),
 and a process's flat id is `replica * num_partitions + partition`, the order of
 `lax.axis_index(("replicas", "partitions"))`. The spec turns `replica_groups` (or
 `source_target_pairs`) into groups of processes according to the op's mode
-(cross_replica, cross_partition, cross_replica_and_partition, flattened_ids); here every
-group is a list of flat ids, and the collective is one lax collective over both axes with
-those groups as `axis_index_groups`, or, where lax cannot express the group layout
+(cross_replica, cross_partition, cross_replica_and_partition, flattened_ids); every group is a
+list of flat ids (shlo2jax.spmd.groups: the modes, the groups, how an op runs on them), and
+the collective is one lax collective over both axes with those groups as
+`axis_index_groups`, or, where lax cannot express the group layout
 (ragged or partial groups, a non-monoid reduction, broadcast), the exact general path:
 all_gather the whole grid, then take the group's members in order.
 
@@ -28,34 +29,23 @@ import numpy as np
 from jax import lax
 from jax.experimental import io_callback
 
-from shlo2jax import grid as G
 from shlo2jax import host_transfers
-from shlo2jax import sharding_attributes as S
 from shlo2jax import types as T
 from shlo2jax.attributes import Opaque
 from shlo2jax.errors import ShardingError, SpmdUnsupported, UnsupportedError
 from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
-from shlo2jax.grid import AXES, ProcessGrid
+from shlo2jax.spmd import grid as G
+from shlo2jax.spmd import sharding_attributes as S
+from shlo2jax.spmd.grid import ProcessGrid
+from shlo2jax.spmd.groups import Plan, beyond_grid, group_mode, make_plan, process_groups
+from shlo2jax.spmd.mesh import AXES
 
 _MONOIDS = {"stablehlo.add": "add", "mhlo.add": "add", "stablehlo.maximum": "max",
             "mhlo.maximum": "max", "stablehlo.minimum": "min", "mhlo.minimum": "min"}
 _PROCESS_ID_OPS = frozenset({"stablehlo.replica_id", "mhlo.replica_id", "stablehlo.partition_id",
                              "mhlo.partition_id"})
 _LAX_REDUCE = {"add": lax.psum, "max": lax.pmax, "min": lax.pmin}
-
-
-class Plan(NamedTuple):
-    """How one collective runs on one grid: `path` is "lax" (one lax collective over both
-    mesh axes with `axis_index_groups`), "general" (all_gather + select) or "single" (one
-    process, no mesh axes)."""
-    path: str
-    groups: tuple           # flat process ids, one tuple per group, in group order
-    axis_index_groups: Optional[list]
-    table: np.ndarray       # [N, G]: the members of each process's group (padded with itself)
-    sizes: np.ndarray       # [N]: size of each process's group (1 when in no group)
-    position: np.ndarray    # [N]: each process's index in its group
-    member: np.ndarray      # [N]: whether the process is in a group
 
 
 # ---------------------------------------------------------------- params
@@ -72,12 +62,12 @@ class Grouped:
 
     def beyond_grid(self, num_replicas: int, num_partitions: int) -> Optional[str]:
         """Why the groups name more processes than the grid has, or None (see
-        grid.plain_call_problems)."""
+        shlo2jax.spmd.grid.plain_call_problems)."""
         if isinstance(self.groups, S.MeshAxesGroups):
             return None  # (the devices of the program's own mesh)
         ids = [i for g in self.groups for i in g]
-        return _beyond(self.mode, ids, max((len(g) for g in self.groups), default=0),
-                       "replica_groups", self.groups, num_replicas, num_partitions)
+        return beyond_grid(self.mode, ids, max((len(g) for g in self.groups), default=0),
+                           "replica_groups", self.groups, num_replicas, num_partitions)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -102,52 +92,11 @@ class Permute:
 
     def beyond_grid(self, num_replicas: int, num_partitions: int) -> Optional[str]:
         ids = [i for pair in self.pairs for i in pair]
-        return _beyond(self.mode, ids, None, "source_target_pairs", self.pairs, num_replicas,
-                       num_partitions)
-
-
-def _beyond(mode: str, ids: list, size: Optional[int], what: str, value, R: int,
-            P: int) -> Optional[str]:
-    """Why process ids `ids` (replica, partition or flat ids, per the spec's `mode`) do not
-    all exist in an R x P grid, with the grid that has them; None when they do."""
-    axis = {"cross_replica": "replica", "cross_partition": "partition",
-            "cross_replica_and_partition": "replica", "flattened_ids": "process"}[mode]
-    have = {"replica": R, "partition": P, "process": R * P}[axis]
-    if not ids or max(ids) < have:
-        return None
-    need = max(ids) + 1
-    grid = {"replica": f"num_replicas={need}" + (f", num_partitions={P}" if P > 1 else ""),
-            "partition": (f"num_replicas={R}, " if R > 1 else "") + f"num_partitions={need}",
-            "process": f"num_replicas * num_partitions >= {need}"}[axis]
-    groups = f" (groups of up to {size} process{'es' if size > 1 else ''})" if size else ""
-    return (f"{what} {value}{groups} name {axis} {max(ids)} ({mode}), but a plain call runs "
-            f"the program's {R} replica(s) x {P} partition(s) on {R * P} device(s): run it as "
-            f"a grid of processes, shlo2jax.spmd.run_spmd(..., {grid})")
+        return beyond_grid(self.mode, ids, None, "source_target_pairs", self.pairs,
+                           num_replicas, num_partitions)
 
 
 # ---------------------------------------------------------------- process groups
-
-def channel_id(op) -> int:
-    handle = op.attrs.get("channel_handle")
-    return int(handle.handle) if handle is not None else 0
-
-
-def group_mode(op) -> str:
-    """The spec's process-group mode of a collective."""
-    channel = channel_id(op)
-    short = op.name.split(".", 1)[1]
-    use_global = bool(op.attrs.get("use_global_device_ids", False))
-    # collective_reduce's groups are collective_broadcast's, unless use_global_device_ids (an
-    # attribute it has and the spec does not mention) reads them as flat ids, as all_reduce's
-    if short in ("all_to_all", "collective_permute", "collective_broadcast") or (
-            short == "collective_reduce" and not use_global):
-        return "cross_replica" if channel <= 0 else "cross_partition"
-    if channel <= 0:
-        if use_global:
-            raise Unsupported("use_global_device_ids needs a channel_handle > 0")
-        return "cross_replica"
-    return "flattened_ids" if use_global else "cross_replica_and_partition"
-
 
 def _id_groups(groups) -> list:
     """`replica_groups` without the -1 padding of ragged groups."""
@@ -166,61 +115,6 @@ def _id_groups(groups) -> list:
         return []
     arr = arr.reshape(arr.shape[0], -1)
     return [[int(i) for i in row if i >= 0] for row in arr]
-
-
-def process_groups(mode: str, groups: list, num_replicas: int, num_partitions: int) -> list:
-    """The spec's process groups as lists of flat ids (replica * num_partitions + partition).
-    Empty `groups` mean one group of every id along the mode's axis (every process for
-    flattened_ids)."""
-    R, P = num_replicas, num_partitions
-    flat = lambda r, p: r * P + p  # noqa: E731
-    out = []
-    if mode == "cross_replica":
-        groups = groups or [list(range(R))]
-        for p in range(P):
-            out += [[flat(r, p) for r in g] for g in groups]
-    elif mode == "cross_partition":
-        groups = groups or [list(range(P))]
-        for r in range(R):
-            out += [[flat(r, p) for p in g] for g in groups]
-    elif mode == "cross_replica_and_partition":
-        groups = groups or [list(range(R))]
-        out = [[flat(r, p) for p in range(P) for r in g] for g in groups]
-    elif mode == "flattened_ids":
-        out = [list(g) for g in (groups or [list(range(R * P))])]
-    else:
-        raise ValueError(mode)
-    n = R * P
-    seen = set()
-    for g in out:
-        for i in g:
-            if not 0 <= i < n:
-                raise ValueError(f"process id {i} outside the {R}x{P} grid ({mode})")
-            if i in seen:
-                raise ValueError(f"process {i} is in two groups ({mode})")
-            seen.add(i)
-    return out
-
-
-def make_plan(groups: list, n: int, in_mesh: bool, lax_ok: bool) -> Plan:
-    """`lax_ok`: the op has a lax collective for this element type and body. lax needs
-    groups that partition the processes into groups of equal size."""
-    size = max((len(g) for g in groups), default=1)
-    table = np.tile(np.arange(n)[:, None], (1, size))
-    sizes, position, member = np.ones(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
-    for g in groups:
-        for k, i in enumerate(g):
-            table[i, :len(g)] = g
-            sizes[i], position[i], member[i] = len(g), k, True
-    covers = member.all() and len({len(g) for g in groups}) == 1
-    if not in_mesh:
-        path, aig = "single", None
-    elif lax_ok and covers:
-        path = "lax"
-        aig = None if [list(g) for g in groups] == [list(range(n))] else [list(g) for g in groups]
-    else:
-        path, aig = "general", None
-    return Plan(path, tuple(tuple(g) for g in groups), aig, table, sizes, position, member)
 
 
 def grid(ctx, op) -> ProcessGrid:

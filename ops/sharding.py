@@ -2,15 +2,15 @@
 
 Markers: `@Sharding`, `sdy.sharding_constraint`, `sdy.reshard`,
 `@xla.sdy.ShardingConstraint` / `@xla.sdy.FuncResultSharding`. When a program runs
-on its mesh (the translator's `mode.sharding`, a `shlo2jax.mesh.ShardingContext`
+on its mesh (the translator's `mode.sharding`, a `shlo2jax.spmd.mesh.ShardingContext`
 given by `Function`), they are `jax.lax.with_sharding_constraint`s with the marker's
 `NamedSharding`; on one device (or inside a manual region) they are the identity.
 
 Manual regions: `sdy.manual_computation` and the `shlo2jax.manual_region` ops that
-`shlo2jax.manual_regions.rewrite_manual_regions` folds from `@SPMDFullToShardShape` ...
+`shlo2jax.spmd.manual_regions.rewrite_manual_regions` folds from `@SPMDFullToShardShape` ...
 `@SPMDShardToFullShape` stretches run as a `jax.shard_map` over the grid of
-processes (see shlo2jax/manual_regions.py): the collectives inside communicate between
-devices exactly as in a grid of processes (shlo2jax.grid). On one device a manual region whose
+processes (see shlo2jax/spmd/manual_regions.py): the collectives inside communicate between
+devices exactly as in a grid of processes (shlo2jax.spmd.grid). On one device a manual region whose
 per-device shapes equal the global ones is just its body.
 """
 
@@ -22,12 +22,13 @@ from typing import NamedTuple, Optional
 import jax
 from jax.sharding import PartitionSpec
 
-from shlo2jax import sharding_attributes as S
 from shlo2jax.errors import ShardingError
-from shlo2jax.grid import AXES, ProcessGrid, make_mesh
 from shlo2jax.module import Region
 from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_custom_call, register_op
+from shlo2jax.spmd import sharding_attributes as S
+from shlo2jax.spmd.grid import ProcessGrid
+from shlo2jax.spmd.mesh import AXES, make_mesh
 from shlo2jax.translate import evaluate
 
 

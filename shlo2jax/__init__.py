@@ -25,7 +25,8 @@ __all__ = [
 def __getattr__(name: str):
     # The tools load on first use, so `import shlo2jax` stays light: `shlo2jax.compare(...)`
     # (the function; its backends are in shlo2jax.tools.compare), `shlo2jax.testing`,
-    # `shlo2jax.export`, `shlo2jax.tools`, and the grid runner `shlo2jax.spmd`.
+    # `shlo2jax.export` and `shlo2jax.tools`. (The package shlo2jax.spmd, whose
+    # `shlo2jax.spmd.run_spmd` runs a grid of processes, loads with the loader.)
     if name == "compare":
         from shlo2jax.tools.compare import compare
         return compare
@@ -38,7 +39,4 @@ def __getattr__(name: str):
     if name == "tools":
         import shlo2jax.tools
         return shlo2jax.tools
-    if name == "spmd":
-        import shlo2jax.spmd
-        return shlo2jax.spmd
     raise AttributeError(f"module 'shlo2jax' has no attribute {name!r}")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 
-from shlo2jax import grid, manual_regions, mesh
 from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.memory import gc_paused
 from shlo2jax.module import ModuleDef, decode_module, decode_signatures
 from shlo2jax.options import LoadOptions
+from shlo2jax.spmd import grid, manual_regions, mesh
 from shlo2jax.transforms.chlo_legalize import legalize_chlo
 from shlo2jax.transforms.shape_legalize import legalize_shapes
 

@@ -14,8 +14,8 @@ from typing import Optional
 from shlo2jax import executables, names, quant, signatures
 from shlo2jax import types as T
 from shlo2jax.conventions import ModuleConvention
-from shlo2jax.executables.sharded import named_shardings
 from shlo2jax.module import FunctionDef
+from shlo2jax.spmd.mesh import named_shardings
 
 
 class Function:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import functools
 
-from shlo2jax import manual_regions, mesh, outline
+from shlo2jax import outline
+from shlo2jax.errors import LoadError
 from shlo2jax.executables.direct import scan as direct_scan
 from shlo2jax.function import Function
 from shlo2jax.module import ModuleDef
-from shlo2jax.errors import LoadError
 from shlo2jax.options import LoadOptions
+from shlo2jax.spmd import manual_regions, mesh
 from shlo2jax.translate import Translator
 
 

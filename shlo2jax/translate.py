@@ -70,7 +70,7 @@ class Observer(Protocol):
 
 
 class Grid(Protocol):
-    """The grid of processes being traced (shlo2jax.grid.ProcessGrid)."""
+    """The grid of processes being traced (shlo2jax.spmd.grid.ProcessGrid)."""
     num_replicas: int
     num_partitions: int
     in_mesh: bool
@@ -79,7 +79,7 @@ class Grid(Protocol):
 
 class Sharding(Protocol):
     """A program's sharding context while it runs on its device mesh
-    (shlo2jax.mesh.ShardingContext)."""
+    (shlo2jax.spmd.mesh.ShardingContext)."""
     num_replicas: int
     num_partitions: int
     num_devices: int

@@ -24,16 +24,19 @@ CORE = {
     "shlo2jax.registry", "shlo2jax.translate", "shlo2jax.compat", "shlo2jax.options",
     # what the translation and the ops build on: jax's primitive machinery put to use
     "shlo2jax.gradients", "shlo2jax.primitives",
-    # what the ops call into at run time: the host side of transfers, process grids,
-    # decoded sharding annotations
-    "shlo2jax.host_transfers", "shlo2jax.grid", "shlo2jax.sharding_attributes",
+    # what the ops call into at run time: the host side of transfers, process grids and
+    # their meshes (make_mesh) and process groups, decoded sharding annotations
+    "shlo2jax.host_transfers", "shlo2jax.spmd.grid", "shlo2jax.spmd.mesh", "shlo2jax.spmd.groups",
+    "shlo2jax.spmd.sharding_attributes",
     # the decoded program's outline of its MLIR module (large constants held once)
     "shlo2jax.outline",
     # the garbage collector paused over decoding and tracing, freed C heap handed back
     "shlo2jax.memory",
 }
 FEATURES = {
-    "shlo2jax.mesh", "shlo2jax.manual_regions", "shlo2jax.spmd",
+    # SPMD beyond what the ops use: manual regions folded at decode, run_spmd (the package
+    # itself names run_spmd)
+    "shlo2jax.spmd", "shlo2jax.spmd.manual_regions", "shlo2jax.spmd.run",
     "shlo2jax.probes", "shlo2jax.program", "shlo2jax.function", "shlo2jax.assembly", "shlo2jax.loader",
     "shlo2jax.names", "shlo2jax.params",
     "shlo2jax.decoding", "shlo2jax.signatures",

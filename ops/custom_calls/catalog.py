@@ -206,8 +206,8 @@ describe(["Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.G
           "xla.sdy.LocalToGlobalShape", "xla.sdy.FuncResultSharding", "xla.sdy.ShardingConstraint"],
          TargetInfo("Sharding and shard_map markers (GSPMD, serialized Shardy)", ("attributes",),
                     "0.4.4 .. (xla.sdy.* 0.7.0 ..)", "any",
-                    ("tests/test_sharding.py::test_on_a_2x4_mesh",
-                     "tests/test_sharding.py::test_a_manual_region_needs_its_devices", _BC)))
+                    ("tests/spmd/test_sharding.py::test_on_a_2x4_mesh",
+                     "tests/spmd/test_sharding.py::test_a_manual_region_needs_its_devices", _BC)))
 describe(["check.eq", "check.expect_eq", "check.expect_almost_eq", "check.expect_close"],
          TargetInfo("StableHLO interpreter checks (conformance tests)", ("attributes",),
                     "none (StableHLO's test suite)", "any",

@@ -2,9 +2,10 @@
 mhlo.num_partitions > 1) runs under `jax.jit` on its mesh with its declared shardings.
 
 The declared `mhlo.sharding` / `sdy.sharding`s become `NamedSharding`s on the program's mesh
-(`shlo2jax.mesh.ShardingContext`) when jax has that many devices; the results are arrays
-with those shardings. With fewer devices, a program whose shardings are only annotations runs
-on one device, translated; one with manual (shard_map) regions raises.
+(`shlo2jax.spmd.mesh`: `ShardingContext`, `named_shardings`) when jax has that many devices;
+the results are arrays with those shardings. With fewer devices, a program whose shardings
+are only annotations runs on one device, translated; one with manual (shard_map) regions
+raises.
 """
 
 from __future__ import annotations
@@ -14,23 +15,8 @@ import functools
 import jax
 
 from shlo2jax import compat
-from shlo2jax import types as T
 from shlo2jax.executables.translated import Translated
-from shlo2jax.sharding_attributes import value_sharding_or_none
 from shlo2jax.translate import Translator, TranslatorMode
-
-
-def named_shardings(program, attrs, types) -> tuple:
-    """The `NamedSharding` on the program's mesh of each value with these attributes and types
-    (None where the program leaves it open; all None for a one-device program)."""
-    context = program.sharding
-    if context.num_devices <= 1:
-        return (None,) * len(types)
-    out = []
-    for a, t in zip(attrs, types):
-        rank = len(t.shape) if isinstance(t, T.TensorType) else None
-        out.append(None if rank is None else context.named(value_sharding_or_none(a), rank))
-    return tuple(out)
 
 
 class Sharded:

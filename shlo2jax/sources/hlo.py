@@ -275,7 +275,7 @@ def _shard_map_as_exported(entry) -> None:
     """A `shard_map` in HLO (`GlobalToLocalShape`, a `call` of its body, `LocalToGlobalShape`,
     the Shardy shardings in the custom calls' frontend attributes; one tuple-shaped call for
     all operands or all results) -> the form of jax's StableHLO export the decoder folds
-    (shlo2jax/manual_regions.py): the shardings on the `call`, one conversion per value."""
+    (shlo2jax/spmd/manual_regions.py): the shardings on the `call`, one conversion per value."""
     values = [entry] if not _is_tuple(entry) else [
         u for u in _users(entry) if u.name == "stablehlo.get_tuple_element"]
     calls = []

@@ -12,10 +12,11 @@ import re
 
 import numpy as np
 
-from shlo2jax import grid, mesh, registry
+from shlo2jax import registry
 from shlo2jax.errors import UsageError
 from shlo2jax.loader import load
 from shlo2jax.signatures import text as signature_text
+from shlo2jax.spmd import grid, mesh
 from shlo2jax.tools import exits
 from shlo2jax.tools.compare import BUILTIN_BACKENDS, DEFAULT_BACKENDS, compare
 from shlo2jax.tools.export import export_translated

@@ -32,7 +32,7 @@ skipped). Kinds of case:
   aborts on ops it lacks (then the case is unsupported, with the interpreter's reason).
 
 * multi-process cases (`interpreter.run_parallel`): the op is translated like any other
-  (shlo2jax.ops.collectives, shlo2jax.grid): each process is a shard of a `shard_map` over a
+  (shlo2jax.ops.collectives, shlo2jax.spmd.grid): each process is a shard of a `shard_map` over a
   replicas x partitions mesh. Workers start with 8 host CPU devices
   (`XLA_FLAGS=--xla_force_host_platform_device_count=8`); with `-j 0` the calling process's
   devices count, and a grid larger than them is unsupported.
@@ -431,7 +431,7 @@ def _run_checked(program, fn) -> tuple[int, Optional[str]]:
 
 def _run_checked_parallel(program, fn, text: str) -> tuple[int, Optional[str]]:
     """`_run_checked`; in multi-process cases (`interpreter.run_parallel`, run by
-    shlo2jax.grid) the host feed is the interpreter's channels: a send meets the recv of
+    shlo2jax.spmd.grid) the host feed is the interpreter's channels: a send meets the recv of
     its channel (loopback), and outfeeds go where nobody reads them."""
     if "interpreter.run_parallel" not in text:
         return _run_checked(program, fn)

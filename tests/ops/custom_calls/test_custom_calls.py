@@ -180,7 +180,7 @@ def test_x64_split_and_combine():
     np.testing.assert_array_equal(c, x)
 
 
-# (Sharding markers and shard conversions: ops/sharding.py, tests/test_sharding.py.)
+# (Sharding markers and shard conversions: ops/sharding.py, tests/spmd/test_sharding.py.)
 @pytest.mark.parametrize("target", ["annotate_device_placement", "MoveToHost", "MoveToDevice"])
 def test_placement_markers_are_identity(target):
     prog = _call(target, ["tensor<2x3xf32>"], ["tensor<2x3xf32>"])

@@ -4,7 +4,7 @@
 
 Every process is one shard of a `jax.shard_map` over a `Mesh` with axes
 ("replicas", "partitions"); process (r, p) has the flat id `r * num_partitions + p` and
-gets `per_process_args[r * num_partitions + p]`. See shlo2jax/grid.py for how grids run.
+gets `per_process_args[r * num_partitions + p]`. See shlo2jax/spmd/grid.py for how grids run.
 
 The mesh needs num_replicas * num_partitions devices. On CPU, set
 `XLA_FLAGS=--xla_force_host_platform_device_count=8` before jax is imported.
@@ -23,7 +23,7 @@ import jax
 
 from shlo2jax import compat
 from shlo2jax.errors import SpmdUnsupported  # noqa: F401  (what a grid that cannot run raises)
-from shlo2jax.grid import AXES, HOST_DEVICES_FLAG, grid_function, make_mesh  # noqa: F401
+from shlo2jax.spmd.grid import grid_function
 
 
 def run_spmd(function, per_process_args: Sequence[Sequence], num_replicas: int = 1,

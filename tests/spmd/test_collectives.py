@@ -1,4 +1,4 @@
-"""Collectives, replica_id / partition_id and shlo2jax.spmd against numpy references.
+"""Collectives, replica_id / partition_id and shlo2jax.spmd.run_spmd against numpy references.
 
 Grids of processes need several devices: those checks (`_grid_*`) run together in one
 child process started with XLA_FLAGS=--xla_force_host_platform_device_count=8 (the flag
@@ -7,6 +7,7 @@ test below asserts its own check's outcome. Expected values come from a numpy tr
 of the spec's process groups, not from the translation.
 """
 
+import pathlib
 import sys
 import textwrap
 
@@ -15,11 +16,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import multidevice
-import shlo2jax
-from shlo2jax import compat
+# tests/: multidevice and _helpers, for the child process this file runs as a script
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import multidevice  # noqa: E402
+import shlo2jax  # noqa: E402
+from shlo2jax import compat  # noqa: E402
 
-from _helpers import element, tensor
+from _helpers import element, tensor  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -149,7 +152,7 @@ def test_collectives_of_a_one_process_program_act_on_groups_of_one(kind):
 
 
 def test_process_groups_follow_the_spec_modes():
-    from shlo2jax.ops.collectives import process_groups
+    from shlo2jax.spmd.groups import process_groups
     for mode, groups in [("cross_replica", [[0, 1], [3, 2]]), ("cross_partition", [[1, 0]]),
                          ("cross_replica_and_partition", [[0, 1], [2, 3]]),
                          ("flattened_ids", [[0, 7], [1, 6, 2, 5], [3, 4]])]:
@@ -162,7 +165,7 @@ def test_process_groups_follow_the_spec_modes():
 
 
 def test_the_mode_comes_from_channel_handle_and_use_global_device_ids():
-    from shlo2jax.ops.collectives import group_mode
+    from shlo2jax.spmd.groups import group_mode
 
     class FakeOp:
         def __init__(self, name, handle, use_global=False):
@@ -182,7 +185,7 @@ def test_the_mode_comes_from_channel_handle_and_use_global_device_ids():
 
 
 def test_the_plan_picks_lax_only_for_layouts_lax_expresses():
-    from shlo2jax.ops.collectives import make_plan
+    from shlo2jax.spmd.groups import make_plan
     assert make_plan([[0, 1, 2, 3]], 4, True, True).path == "lax"
     assert make_plan([[0, 1, 2, 3]], 4, True, True).axis_index_groups is None
     plan = make_plan([[0, 2], [3, 1]], 4, True, True)

@@ -1,4 +1,5 @@
-"""Sharded programs: the mesh and the shardings (the manual regions: shlo2jax.manual_regions).
+"""Device meshes: a grid of processes' (`make_mesh`) and a sharded program's, with its
+shardings (the manual regions: shlo2jax.spmd.manual_regions).
 
 A program exported from a sharded `jax.jit` declares how its values are laid out
 over devices, in one of two notations:
@@ -11,15 +12,17 @@ over devices, in one of two notations:
   `sdy.manual_computation` region (serialized exports may spell it with
   `@xla.sdy.GlobalToLocalShape` / `@xla.sdy.LocalToGlobalShape` custom calls).
 
-Every sharding is first turned into a tile assignment (shlo2jax.sharding_attributes:
+Every sharding is first turned into a tile assignment (shlo2jax.spmd.sharding_attributes:
 `Tiling`, the tile count of each dimension and the device id of every tile copy).
 `ShardingContext` builds one
 `jax.sharding.Mesh` for the program (the `sdy.mesh`, or for GSPMD the coarsest mesh
 whose axes express every iota tile assignment of the program) and turns tilings into
-`NamedSharding`s on it.
+`NamedSharding`s on it; `named_shardings` gives those of a function's arguments or results
+(what the `Sharded` executable places its arguments with).
 
-Manual regions (shlo2jax.manual_regions) run as a `shard_map` over the grid of processes
-of `shlo2jax.grid`.
+Manual regions (shlo2jax.spmd.manual_regions) run as a `shard_map` over the grid of processes
+of `shlo2jax.spmd.grid`, on the mesh of `make_mesh`: axes AXES ("replicas", "partitions"),
+process (r, p) on `jax.devices()[r * num_partitions + p]`.
 """
 
 from __future__ import annotations
@@ -30,12 +33,38 @@ from typing import Optional
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from shlo2jax.errors import ShardingError
-from shlo2jax.sharding_attributes import (HloSharding, SdyMesh, SdySharding, Tiling,
-                                          parse_sdy_mesh, sdy_tiling,
-                                          value_sharding_or_none)
+from shlo2jax import types as T
+from shlo2jax.errors import ShardingError, SpmdUnsupported
+from shlo2jax.spmd.sharding_attributes import (HloSharding, SdyMesh, SdySharding, Tiling,
+                                               parse_sdy_mesh, sdy_tiling,
+                                               value_sharding_or_none)
+
+
+AXES = ("replicas", "partitions")  # the mesh axes of a grid of processes
+
+
+def make_mesh(num_replicas: int, num_partitions: int) -> Mesh:
+    """The grid's mesh: the first num_replicas * num_partitions of `jax.devices()`, which
+    are every process's devices under `jax.distributed`."""
+    n = num_replicas * num_partitions
+    devices = jax.devices()
+    if len(devices) < n:
+        raise SpmdUnsupported(
+            f"a {num_replicas}x{num_partitions} grid of processes needs {n} devices for the "
+            f"collectives, {too_few_devices(n)}")
+    return Mesh(np.array(devices[:n]).reshape(num_replicas, num_partitions), AXES)
+
+
+def too_few_devices(needed: int) -> str:
+    """How many devices there are and how to get more."""
+    have, processes = len(jax.devices()), jax.process_count()
+    where = f" across {processes} processes" if processes > 1 else ""
+    per_process = -(-needed // processes)
+    more = "" if processes > 1 else ", or spread them over processes with jax.distributed"
+    return (f"{have} available{where} (on CPU set XLA_FLAGS="
+            f"--xla_force_host_platform_device_count={per_process} before importing jax{more})")
 
 
 def module_meshes(mlir_module, module_attrs: dict) -> dict:
@@ -136,9 +165,6 @@ class ShardingContext:
     def mesh(self):
         """The `jax.sharding.Mesh` of the program's shardings."""
         if self._mesh is None:
-            import jax
-            from jax.sharding import Mesh
-            from shlo2jax.grid import too_few_devices
             devices = jax.devices()  # every process's, under jax.distributed
             if len(devices) < self.num_devices:
                 raise ShardingError(
@@ -209,6 +235,19 @@ class ShardingContext:
                 return [None if not d else names[d[0]] if len(d) == 1
                         else tuple(names[a] for a in d) for d in assign]
         return None
+
+
+def named_shardings(program, attrs, types) -> tuple:
+    """The `NamedSharding` on the program's mesh of each value with these attributes and types
+    (None where the program leaves it open; all None for a one-device program)."""
+    context = program.sharding
+    if context.num_devices <= 1:
+        return (None,) * len(types)
+    out = []
+    for a, t in zip(attrs, types):
+        rank = len(t.shape) if isinstance(t, T.TensorType) else None
+        out.append(None if rank is None else context.named(value_sharding_or_none(a), rank))
+    return tuple(out)
 
 
 def _sharding_attrs(module):

@@ -10,15 +10,18 @@ with the original function run by jax.
 """
 
 import functools
+import pathlib
 import sys
 
 import numpy as np
 import pytest
 
-import multidevice
-import shlo2jax
-from shlo2jax import mesh as S
-from shlo2jax import sharding_attributes as A
+# tests/: multidevice, for the child process this file runs as a script (pytest has it)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import multidevice  # noqa: E402
+import shlo2jax  # noqa: E402
+from shlo2jax.spmd import mesh as S  # noqa: E402
+from shlo2jax.spmd import sharding_attributes as A  # noqa: E402
 
 
 # ---------------------------------------------------------------- parsing (one device)

@@ -4,7 +4,7 @@ A `shard_map` exported with GSPMD shardings is an `@SPMDFullToShardShape` ...
 `@SPMDShardToFullShape` pair around per-device code (Shardy exports may spell it with
 `@xla.sdy.GlobalToLocalShape` / `@xla.sdy.LocalToGlobalShape`). Each connected stretch
 becomes one `shlo2jax.manual_region` op (ops/sharding.py), which runs as a `shard_map` over
-the grid of processes of `shlo2jax.grid` (mesh axes ("replicas", "partitions"), process id =
+the grid of processes of `shlo2jax.spmd.grid` (mesh axes ("replicas", "partitions"), process id =
 device id = partition id), so the collectives inside keep the exact process-group semantics
 of ops/collectives.py: a global value enters as the stack of its per-device blocks
 (`Tiling.to_local`) and leaves the same way (`Tiling.to_global`).
@@ -17,9 +17,9 @@ import re
 
 from shlo2jax import registry
 from shlo2jax.errors import ShardingError
-from shlo2jax.mesh import custom_call_target
+from shlo2jax.spmd.mesh import custom_call_target
 from shlo2jax.module import Op, Region
-from shlo2jax.sharding_attributes import parse_sdy_shardings, value_sharding_or_none
+from shlo2jax.spmd.sharding_attributes import parse_sdy_shardings, value_sharding_or_none
 
 
 _FULL_TO_SHARD = ("SPMDFullToShardShape", "xla.sdy.GlobalToLocalShape")

@@ -12,8 +12,8 @@ Processes that communicate only through send/recv (the interpreter pairs them by
 channel) run one after another instead, senders first: their transfers are host
 callbacks that meet inside `shlo2jax.host_io(loopback=True)`.
 
-Users run a loaded function as a grid with `shlo2jax.spmd.run_spmd`; the interpreter's
-`run_parallel` op (ops/collectives.py) and manual (shard_map) regions of sharded exports
+Users run a loaded function as a grid with `shlo2jax.spmd.run_spmd` (shlo2jax/spmd/run.py);
+the interpreter's `run_parallel` op (ops/collectives.py) and manual (shard_map) regions of sharded exports
 (ops/sharding.py) run here too.
 
 The mesh needs num_replicas * num_partitions devices. On CPU, set
@@ -29,13 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from shlo2jax import types as T
 from shlo2jax.errors import SpmdUnsupported
+from shlo2jax.spmd.mesh import AXES, make_mesh
 from shlo2jax.translate import TOKEN, Translator, TranslatorMode
 
-AXES = ("replicas", "partitions")
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
 
 
@@ -45,28 +45,6 @@ class ProcessGrid(NamedTuple):
     num_partitions: int
     in_mesh: bool = True  # False: one process traced on its own, without mesh axes
     process: tuple = (0, 0)  # (replica, partition) of that process when not in_mesh
-
-
-def make_mesh(num_replicas: int, num_partitions: int) -> Mesh:
-    """The grid's mesh: the first num_replicas * num_partitions of `jax.devices()`, which
-    are every process's devices under `jax.distributed`."""
-    n = num_replicas * num_partitions
-    devices = jax.devices()
-    if len(devices) < n:
-        raise SpmdUnsupported(
-            f"a {num_replicas}x{num_partitions} grid of processes needs {n} devices for the "
-            f"collectives, {too_few_devices(n)}")
-    return Mesh(np.array(devices[:n]).reshape(num_replicas, num_partitions), AXES)
-
-
-def too_few_devices(needed: int) -> str:
-    """How many devices there are and how to get more."""
-    have, processes = len(jax.devices()), jax.process_count()
-    where = f" across {processes} processes" if processes > 1 else ""
-    per_process = -(-needed // processes)
-    more = "" if processes > 1 else ", or spread them over processes with jax.distributed"
-    return (f"{have} available{where} (on CPU set XLA_FLAGS="
-            f"--xla_force_host_platform_device_count={per_process} before importing jax{more})")
 
 
 _SEND_RECV = frozenset({"stablehlo.send", "stablehlo.recv", "mhlo.send", "mhlo.recv"})

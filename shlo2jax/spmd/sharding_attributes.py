@@ -7,7 +7,7 @@ shardings, as tile assignments.
   `sdy.sharding_constraint`, over an `sdy.mesh @mesh = <["x"=2, "y"=4]>`.
 
 Every sharding becomes a tile assignment (`Tiling`: the tile count of each dimension and the
-device id of every tile copy). shlo2jax.mesh builds the program's device mesh on them.
+device id of every tile copy). shlo2jax.spmd.mesh builds the program's device mesh on them.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
 
 HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 WORKERS = 2
 DEVICES_PER_WORKER = 4
 TIMEOUT = 240  # seconds for each stage (the workers wait for each other)
