@@ -33,11 +33,13 @@ import numpy as np
 
 from shlo2jax.errors import BackendUnavailable
 from shlo2jax.loader import load
+from shlo2jax.options import LoadOptions
 from shlo2jax.tools import exits
 from shlo2jax.tools.commands import non_negative_int, positive_int
 from shlo2jax.tools.compare import InterpreterBackend, TranslatedBackend, XlaDirectBackend
 from shlo2jax.tools.isolated import run_isolated
 from shlo2jax.tools.numerics import compare_with_reference
+from shlo2jax.tools.option_flags import add_option_flags, options_from
 from shlo2jax.tools.reference import InterpreterServer
 
 _FLOATS = ("f32", "bf16", "f16")
@@ -396,10 +398,11 @@ def _compare_outputs(a: list, b: list) -> Optional[str]:
 _INTERPRETER = None
 
 
-def _run_backends(text: str, inputs: list, interpreter: bool, xla_direct: bool = True) -> dict:
+def _run_backends(text: str, inputs: list, interpreter: bool, xla_direct: bool = True,
+                  options: Optional[LoadOptions] = None) -> dict:
     """{backend: outputs or ("unavailable", why)}; other exceptions propagate."""
     global _INTERPRETER
-    program = load(text)
+    program = load(text, options)
     backends = [TranslatedBackend("cpu")] + ([XlaDirectBackend()] if xla_direct else [])
     if interpreter:
         if _INTERPRETER is None:
@@ -425,18 +428,19 @@ def _mismatch(results: dict) -> Optional[str]:
     return None
 
 
-def check(seed: int, xla_direct: bool = True) -> dict:
-    """Generates program `seed`, runs it on every backend, compares: what happened."""
+def check(seed: int, xla_direct: bool = True, options: Optional[LoadOptions] = None) -> dict:
+    """Generates program `seed`, loads it with `options` (default: `LoadOptions()`), runs it on
+    every backend, compares: what happened."""
     program = generate(seed)
     size = max(int(np.prod(program.shape)) if program.shape else 1, 1)
     interpreter = size * (len(program.chain) + 2) <= _SMALL
-    results = _run_backends(program.text(), program.inputs, interpreter, xla_direct)
+    results = _run_backends(program.text(), program.inputs, interpreter, xla_direct, options)
     problem = _mismatch(results)
     out = {"seed": seed, "backends": sorted(k for k, v in results.items()
                                             if not isinstance(v, tuple)),
            "mismatch": problem, "flushed": None}
     interpreted = results.get("interpreter")
-    if problem and _explained_by_flushing(program, results):
+    if problem and _explained_by_flushing(program, results, options):
         out["mismatch"], out["flushed"] = None, problem
     elif (problem and interpreted is not None and not isinstance(interpreted, tuple)
           and _compare_outputs(results["cpu"], interpreted) is None):
@@ -444,7 +448,7 @@ def check(seed: int, xla_direct: bool = True) -> dict:
         # compiling the module alone differs: XLA's behaviour, reported apart with evidence.
         out["mismatch"], out["xla_differs"] = None, problem
     elif problem:
-        out["minimal"] = _minimise(program, interpreter) or program.text()
+        out["minimal"] = _minimise(program, interpreter, options) or program.text()
         # Evidence for the report: where the translation gives what XLA compiling the module
         # itself gives and only the interpreter differs, the difference is XLA's numerics.
         direct = results.get("xla-direct")
@@ -461,7 +465,8 @@ def _flush_subnormals(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(wide) < tiny, np.copysign(0.0, wide), wide).astype(x.dtype)
 
 
-def _explained_by_flushing(program: Program, results: dict) -> bool:
+def _explained_by_flushing(program: Program, results: dict,
+                           options: Optional[LoadOptions] = None) -> bool:
     """XLA on CPU flushes subnormal floats to zero (inputs and results of float ops); the
     reference interpreter keeps them. With subnormals in the inputs, the difference is
     XLA's flushing, not the translation's, and is reported apart, not as a mismatch, when
@@ -478,16 +483,17 @@ def _explained_by_flushing(program: Program, results: dict) -> bool:
         # XLA alone differs while the translation agrees with the interpreter: where XLA
         # fuses ops it flushes subnormals the translation's separate ops keep
         return _compare_outputs(results["cpu"], results["interpreter"]) is None
-    again = InterpreterBackend(timeout=120).run(load(program.text()), "main", flushed)
+    again = InterpreterBackend(timeout=120).run(load(program.text(), options), "main", flushed)
     return _compare_outputs(results["cpu"], [np.asarray(o) for o in again]) is None
 
 
-def _minimise(program: Program, interpreter: bool) -> Optional[str]:
+def _minimise(program: Program, interpreter: bool,
+              options: Optional[LoadOptions] = None) -> Optional[str]:
     """The shortest prefix of the chain (no tail) that still mismatches, as module text."""
     for length in range(1, len(program.chain) + 1):
         text = program.text(length)
         try:
-            if _mismatch(_run_backends(text, program.inputs, interpreter)):
+            if _mismatch(_run_backends(text, program.inputs, interpreter, options=options)):
                 return text
         except Exception:  # noqa: BLE001 - the full program is reported regardless
             return None
@@ -496,10 +502,12 @@ def _minimise(program: Program, interpreter: bool) -> Optional[str]:
 
 # ---------------------------------------------------------------- a run over many
 
-def check_without_xla_direct(seed: int) -> dict:
-    """`check` with the translation and the interpreter only: run again when a program
-    killed its worker, to tell XLA's crash compiling the module from the translation's."""
-    return check(seed, xla_direct=False)
+def check_in_worker(item: tuple) -> dict:
+    """`check(seed, xla_direct, options)` of `item`, as `run`'s worker processes call it.
+    Without XLA compiling the module directly (the translation and the interpreter only):
+    run again when a program killed its worker, to tell XLA's crash from the translation's."""
+    seed, xla_direct, options = item
+    return check(seed, xla_direct, options)
 
 
 class Report(NamedTuple):
@@ -520,11 +528,14 @@ class Report(NamedTuple):
                 f"{len(self.crashes)} crashes")
 
 
-def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
+def run(seeds: list, jobs: int = 2, timeout: float = 300.0,
+        options: Optional[LoadOptions] = None) -> Report:
+    """`check` of every seed in worker processes, each program loaded with `options`."""
     start = time.time()
     mismatches, crashes, flushed, interpreted, xla_differs = [], [], [], 0, []
-    for index, status, value in run_isolated("shlo2jax.tools.fuzz:check", seeds, jobs=jobs,
-                                             timeout=timeout):
+    for index, status, value in run_isolated("shlo2jax.tools.fuzz:check_in_worker",
+                                             [(seed, True, options) for seed in seeds],
+                                             jobs=jobs, timeout=timeout):
         if status != "ok":
             crashes.append({"seed": seeds[index], "status": status, "detail": str(value)[-3000:]})
         else:
@@ -538,8 +549,9 @@ def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
     xla_crashes = []
     died = [c for c in crashes if c["status"] == "crashed"]
     if died:
-        again = run_isolated("shlo2jax.tools.fuzz:check_without_xla_direct",
-                             [c["seed"] for c in died], jobs=jobs, timeout=timeout)
+        again = run_isolated("shlo2jax.tools.fuzz:check_in_worker",
+                             [(c["seed"], False, options) for c in died], jobs=jobs,
+                             timeout=timeout)
         for index, status, value in again:
             if status == "ok" and not value["mismatch"]:
                 crash = died[index]
@@ -555,8 +567,7 @@ def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
                   xla_crashes, sorted(xla_differs, key=lambda m: m["seed"]))
 
 
-def main(argv=None) -> int:
-    """`shlo2jax fuzz`: random programs, translation vs XLA vs the reference interpreter."""
+def _parser() -> exits.Parser:
     parser = exits.Parser(prog="shlo2jax fuzz", description=main.__doc__)
     parser.add_argument("--count", type=non_negative_int, default=100,
                         help="programs (default: %(default)s)")
@@ -568,8 +579,16 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default="fuzz-cases",
                         help="folder for a mismatch's minimised regression case "
                              "(default: %(default)s)")
-    args = parser.parse_args(argv)
-    report = run(list(range(args.seed, args.seed + args.count)), jobs=args.jobs)
+    # (--seed picks the programs: the seed of placeholder data is --placeholder-seed)
+    add_option_flags(parser, names={"seed": "--placeholder-seed"})
+    return parser
+
+
+def main(argv=None) -> int:
+    """`shlo2jax fuzz`: random programs, translation vs XLA vs the reference interpreter."""
+    args = _parser().parse_args(argv)
+    report = run(list(range(args.seed, args.seed + args.count)), jobs=args.jobs,
+                 options=options_from(args))
     for m in report.mismatches:
         os.makedirs(args.cases, exist_ok=True)
         path = os.path.join(args.cases, f"fuzz_{m['seed']}.mlir")
