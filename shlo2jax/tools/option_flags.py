@@ -68,6 +68,8 @@ class _LoopTrips(argparse.Action):
 
 def _help(name: str, default, own_default: bool, note: str) -> str:
     text = field_help()[name].replace("%", "%%")
+    if note:  # (a sentence of the field's help goes on: "...; NOTE.")
+        text, note = text.rstrip("."), note + "."
     if isinstance(default, bool):
         shown = flag(name) if default else "--no-" + flag(name)[2:]
     else:

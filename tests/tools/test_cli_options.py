@@ -53,7 +53,7 @@ def test_every_field_has_a_flag_on_every_loading_subcommand(command):
         name = action.dest.removeprefix("load_option_")
         if name in FIELDS and action.dest != name:
             # its help is the field's documentation; a Literal's choices are its type's
-            assert field_help()[name].replace("%", "%%")[:60] in action.help
+            assert field_help()[name].replace("%", "%%").rstrip(".")[:60] in action.help
             assert action.choices == field_choices(name)
 
 
