@@ -530,9 +530,11 @@ def decode_signatures(mlir_module, *, source_name: str = "") -> Optional[ModuleD
     return ModuleDef(module_attrs.get("sym_name"), functions, module_attrs, [])
 
 
-def decode_module(mlir_module, *, source_name: str = "", placeholder_data: bool = False,
-                  seed: int = 0, strict: bool = True) -> ModuleDef:
-    """Walks an `ir.Module` once. With `strict`, every unsupported op/type is raised together."""
+def decode_module(mlir_module, *, strict: bool, source_name: str = "",
+                  placeholder_data: bool = False, seed: int = 0) -> ModuleDef:
+    """Walks an `ir.Module` once. With `strict`, every unsupported op/type is raised together.
+    `strict` has no default of its own: the caller passes its options' value (`load`'s
+    pipeline, `shlo2jax.decoding`, decodes with False and refuses by `LoadOptions.strict`)."""
     rng = np.random.default_rng(seed) if placeholder_data else None
     decoder = _Decoder(source_name, rng, attributes.ResourceBlobs(mlir_module))
     operation = mlir_module.operation

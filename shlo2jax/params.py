@@ -45,6 +45,7 @@ from shlo2jax.errors import UnsupportedError
 from shlo2jax.loader import load
 from shlo2jax.module import Region
 from shlo2jax.function import Function
+from shlo2jax.options import LoadOptions
 from shlo2jax.program import Program
 from shlo2jax.translate import Translator, TranslatorMode
 
@@ -398,14 +399,17 @@ def _device_array(value: np.ndarray):
         return jax.device_put(value)
 
 
-def _function_of(source):
+def _function_of(source, options: Optional[LoadOptions] = None):
+    if isinstance(source, (Lifted, Program, Function)) and options is not None:
+        raise TypeError("options=: how a source is loaded; this one is loaded already (load "
+                        "it with the options instead)")
     if isinstance(source, Lifted):
         return source.function
     if isinstance(source, Program):
         return source.entry
     if isinstance(source, Function):
         return source
-    return load(source).entry
+    return load(source, options).entry
 
 
 class Lifted:
@@ -582,10 +586,12 @@ def _argument_selection(function, params) -> list:
 
 def lift_params(source, min_elements: int = 2, params: Union[None, Callable[[str], bool],
                                                                 Iterable[str]] = None, *,
-                splats: bool = False, integers: bool = False) -> tuple:
+                splats: bool = False, integers: bool = False,
+                options: Optional[LoadOptions] = None) -> tuple:
     """`(params, apply)`: the constants of a program's function as named parameters.
 
-    `source`: a Program (its entry function), a Function, or anything `shlo2jax.load` takes.
+    `source`: a Program (its entry function), a Function, or anything `shlo2jax.load` takes
+    (loaded with `options`, a `shlo2jax.LoadOptions`; default: its defaults).
     `min_elements`: the smallest constant lifted (`dense_resource` blobs are always lifted).
     `params`: arguments to take into `params` too, by name (`Function.arg_names`): a predicate
     (`lambda name: name.startswith("p_")`) or a collection of names; their entries are
@@ -596,7 +602,7 @@ def lift_params(source, min_elements: int = 2, params: Union[None, Callable[[str
     `params` is a dict name -> array (jax arrays of the decoded constants, not copies);
     `apply(params, *inputs)` computes exactly what the function computes on the same values.
     """
-    function = _function_of(source)
+    function = _function_of(source, options)
     arguments = _argument_selection(function, params)
     bound = function.params
     constants = find_constants(function, min_elements, splats=splats, integers=integers,

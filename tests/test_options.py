@@ -77,3 +77,20 @@ def test_no_option_is_read_with_a_default_outside_load_options():
              for p in (ROOT / folder).rglob("*.py")
              for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, found
+
+
+def test_loop_bounds_cannot_be_changed_and_travel_to_workers():
+    import pickle
+    from shlo2jax.options import LoopBounds
+    options = LoadOptions(max_loop_trips={"a": 1, "b": 2})
+    trips = options.max_loop_trips
+    assert isinstance(trips, LoopBounds) and trips == {"a": 1, "b": 2}
+    with pytest.raises(TypeError):
+        trips["a"] = 5  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        trips._items = ()  # type: ignore[misc]
+    assert not hasattr(trips, "update") and not hasattr(trips, "pop")
+    assert options.loop_bound("a") == 1
+    assert pickle.loads(pickle.dumps(options)) == options
+    assert hash(options) == hash(LoadOptions(max_loop_trips=LoopBounds({"b": 2, "a": 1})))
+    assert LoadOptions(max_loop_trips=trips).max_loop_trips is trips

@@ -21,6 +21,7 @@ from shlo2jax.tools import exits
 from shlo2jax.tools.compare import BUILTIN_BACKENDS, DEFAULT_BACKENDS, compare
 from shlo2jax.tools.export import export_translated
 from shlo2jax.tools.inputs import bind_arrays, read_npz, seeded_inputs
+from shlo2jax.tools.option_flags import add_option_flags, options_from
 
 COMMANDS = (
     ("info", "functions, signatures, op histogram, unsupported ops and derivatives; with "
@@ -31,6 +32,13 @@ COMMANDS = (
     ("export", "write the translated program back out: StableHLO text (.mlir) or a "
                "serialized jax.export artifact (.bin)"),
 )
+
+# `info` lists everything a program has: it loads not strict (the unsupported ops are listed,
+# not refused) and with placeholder data (an elided constant is no reason to stop); --strict
+# and --no-placeholder-data load as `run` does.
+INFO_DEFAULTS = {"strict": False, "placeholder_data": True}
+# The seed of a program command seeds its random inputs too.
+_SEED_NOTE = {"seed": "; also the seed of the random inputs"}
 
 # export -o: the format each extension stands for (--format names it for any other).
 EXPORT_FORMATS = {"mlir": (".mlir",), "jax-export": (".bin", ".jax", ".exported")}
@@ -115,6 +123,7 @@ def add_commands(sub) -> None:
     p.add_argument("--mlir-types", action="store_true",
                    help="write signatures with MLIR types (tensor<8x16xf32>) instead of "
                         "f32[8,16]")
+    add_option_flags(p, defaults=INFO_DEFAULTS)
     p.set_defaults(func=_info)
 
     p = sub.add_parser("run", help=helps["run"], description=helps["run"])
@@ -122,11 +131,10 @@ def add_commands(sub) -> None:
     _input_arguments(p)
     p.add_argument("--output", type=_npz_path, metavar="OUT.npz",
                    help="write the outputs to this .npz (arrays output_0, output_1, ...)")
-    p.add_argument("--lowering", choices=("translate", "direct"), default="translate",
-                   help="direct: XLA compiles the module's own ops where it can (docs: Direct "
-                        "lowering); the function's lowering is printed (default: %(default)s)")
     p.add_argument("--mlir-types", action="store_true",
                    help="write the signature with MLIR types")
+    add_option_flags(p, notes={**_SEED_NOTE, "lowering": "; with direct, the function's "
+                               "lowering is printed (docs: Direct lowering)"})
     p.set_defaults(func=_run)
 
     p = sub.add_parser("compare", help=helps["compare"], description=helps["compare"])
@@ -149,6 +157,7 @@ def add_commands(sub) -> None:
     p.add_argument("--interpreter-timeout", type=positive_float, default=600.0, metavar="S",
                    help="seconds the reference interpreter may run, > 0 (default: %(default)s; "
                         "it evaluates op by op, a large model takes minutes)")
+    add_option_flags(p, notes=_SEED_NOTE)
     p.set_defaults(func=_compare)
 
     p = sub.add_parser("export", help=helps["export"], description=helps["export"])
@@ -160,21 +169,19 @@ def add_commands(sub) -> None:
     p.add_argument("--format", choices=tuple(EXPORT_FORMATS),
                    help="mlir: StableHLO text; jax-export: a serialized jax.export artifact "
                         "(default: from OUT's extension)")
+    add_option_flags(p)
     p.set_defaults(func=_export)
 
 
 def _program_arguments(p, verb: str) -> None:
-    """FILE, --function, --seed and --placeholder-data: how every command picks its function."""
+    """FILE, --module and --function: how every command picks its function (the load options,
+    --seed among them, are `add_option_flags`')."""
     p.add_argument("file", help="the program: MLIR text (.mlir), MLIR bytecode or a VHLO "
                                 "artifact (.mlir.bc, .bc), a serialized jax.export (.bin), or "
                                 "HLO: text, a .pb/.hlo.pb proto, an XLA dump folder")
     p.add_argument("--module", metavar="NAME", help=_MODULE_HELP)
     p.add_argument("--function", metavar="NAME",
                    help=f"public function to {verb} (default: @main, or the only public one)")
-    p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
-                   help="seed of the random inputs and of --placeholder-data (default: 0)")
-    p.add_argument("--placeholder-data", action="store_true",
-                   help="fill dense_resource<__elided__> constants with seeded data")
 
 
 def _input_arguments(p) -> None:
@@ -192,9 +199,10 @@ def _input_arguments(p) -> None:
 
 # ------------------------------------------------------------------- shared steps
 
-def _load(args, **options):
+def _load(args):
+    """The program FILE, loaded with the options the flags give (`options_from`)."""
     with exits.about(args.file):
-        return load(args.file, module=args.module, **options)
+        return load(args.file, options_from(args), module=args.module)
 
 
 def _function(program, name):
@@ -216,9 +224,9 @@ def _inputs(fn, args) -> tuple:
             raise UsageError("--dim and --shape size seeded inputs; --inputs gives every "
                              "array, so they cannot go with it")
         return bind_arrays(fn, read_npz(args.inputs)), "given"
-    dims = dict(args.dim)
-    return (seeded_inputs(fn, args.seed, dims=dims, shapes=dict(args.shape)),
-            f"seeded (seed {args.seed})")
+    dims, seed = dict(args.dim), options_from(args).seed
+    return (seeded_inputs(fn, seed, dims=dims, shapes=dict(args.shape)),
+            f"seeded (seed {seed})")
 
 
 def _signature(fn, mlir_types: bool) -> str:
@@ -234,7 +242,7 @@ def _info(args) -> int:
         return _rules()
     if args.file is None:
         raise UsageError("info: give a FILE, or --ops")
-    program = _load(args, strict=False, placeholder_data=True)
+    program = _load(args)
     module = program.module
     print(f"module: {module.name or '(unnamed)'}  replicas={program.num_replicas} "
           f"partitions={program.num_partitions}")
@@ -321,8 +329,7 @@ def _rules() -> int:
 
 
 def _run(args) -> int:
-    program = _load(args, placeholder_data=args.placeholder_data, seed=args.seed,
-                    lowering=args.lowering)
+    program = _load(args)
     fn = _function(program, args.function)
     with exits.about(args.file):
         inputs, _ = _inputs(fn, args)
@@ -331,7 +338,7 @@ def _run(args) -> int:
         outputs = (outputs,)
     outputs = [np.asarray(o) for o in outputs]
     print(_signature(fn, args.mlir_types))
-    if args.lowering == "direct":
+    if program.options.lowering == "direct":
         print(f"lowering: {fn.lowering}" + (f" ({fn.lowering_note})" if fn.lowering_note else ""))
     with np.printoptions(threshold=20, edgeitems=3, precision=6):
         for i, out in enumerate(outputs):
@@ -346,14 +353,14 @@ def _compare(args) -> int:
     if len(args.backends) < 2:
         raise UsageError(f"--backends {','.join(args.backends)}: compare needs at least two "
                          f"backends (of {', '.join(BUILTIN_BACKENDS)})")
-    program = _load(args, placeholder_data=args.placeholder_data, seed=args.seed)
+    program = _load(args)
     fn = _function(program, args.function)
     with exits.about(args.file):
         given = None
         if args.inputs or args.dim or args.shape:
             given, _ = _inputs(fn, args)
         result = compare(program, backends=args.backends, function=fn.name, inputs=given,
-                         seed=args.seed, rtol=args.rtol, atol=args.atol, max_ulp=args.max_ulp,
+                         seed=program.options.seed, rtol=args.rtol, atol=args.atol, max_ulp=args.max_ulp,
                          locate=args.locate, interpreter_timeout=args.interpreter_timeout)
     print(result.table())
     if args.json:
@@ -391,7 +398,7 @@ def _export_format(args) -> str:
 
 def _export(args) -> int:
     what = _export_format(args)
-    program = _load(args, placeholder_data=args.placeholder_data, seed=args.seed)
+    program = _load(args)
     fn = _function(program, args.function)
     with exits.about(args.file):
         exported = export_translated(fn)

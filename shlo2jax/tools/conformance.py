@@ -72,10 +72,12 @@ from shlo2jax import types as T
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported, LoadError, UnsupportedError
 from shlo2jax.host_transfers import host_io
 from shlo2jax.loader import load
+from shlo2jax.options import LoadOptions
 from shlo2jax.probes import probe
 from shlo2jax.quant import F6Array
 from shlo2jax.tools import exits, isolated, reference
 from shlo2jax.tools.numerics import check_values, compare_with_reference
+from shlo2jax.tools.option_flags import add_option_flags, options_from
 from shlo2jax.tools.reference import (join_complex as _join_complex,
                                 interpreter_module_text as _reference_module_text,
                                 split_complex as _split_complex)
@@ -513,8 +515,10 @@ def _run_against_reference(program, fn, deadline: float) -> str:
     return f"@{fn.name}: {len(actual)} output(s) agree with the reference interpreter"
 
 
-def run_case(case: dict, timeout: float = 120.0) -> tuple[str, str]:
-    """Runs one case in this process: (outcome, message)."""
+def run_case(case: dict, timeout: float = 120.0,
+             options: Optional[LoadOptions] = None) -> tuple[str, str]:
+    """Runs one case in this process: (outcome, message). `options`: how the case is loaded
+    (default: `LoadOptions()`, strict: a case with an op that cannot run is "unsupported")."""
     deadline = time.time() + timeout
     text = case["text"]
     try:
@@ -526,7 +530,7 @@ def run_case(case: dict, timeout: float = 120.0) -> tuple[str, str]:
         except (ValueError, IndexError) as e:
             return "error", f"cannot rewrite the check-dialect syntax: {e}"
         try:
-            program = load(text, source_name=case["id"])
+            program = load(text, options, source_name=case["id"])
         except UnsupportedError as e:
             return "unsupported", _unsupported_message(e)
         except LoadError as e:
@@ -609,9 +613,9 @@ def _worker_main() -> None:
     plugins = os.environ.get(_PLUGINS_ENV, "")
     load_plugins(p for p in plugins.split(os.pathsep) if p)
     conn_out.send(("ready", os.getpid()))
-    for case, timeout in isolated.requests(conn_in):
+    for case, timeout, options in isolated.requests(conn_in):
         start = time.time()
-        outcome, message = run_case(case, timeout)
+        outcome, message = run_case(case, timeout, options)
         conn_out.send((case["id"], outcome, message, time.time() - start))
 
 
@@ -626,16 +630,18 @@ class _Worker(isolated.WorkerProcess):
         self.case: Optional[dict] = None
         self.case_start = 0.0
 
-    def send(self, case: dict, timeout: float):
+    def send(self, case: dict, timeout: float, options: Optional[LoadOptions]):
         self.case, self.case_start = case, time.time()
         self.deadline = self.case_start + timeout
-        self.send_conn.send((case, timeout))
+        self.send_conn.send((case, timeout, options))
 
 
 def run_cases(cases: list[Case], jobs: int, timeout: float,
-              on_result: Callable[[dict], None] = lambda r: None, plugins=()) -> list[dict]:
+              on_result: Callable[[dict], None] = lambda r: None, plugins=(),
+              options: Optional[LoadOptions] = None) -> list[dict]:
     """Runs the cases in `jobs` worker processes (0: in this process, no isolation, no
-    timeout) and returns one dict per case: id, group, outcome, message, seconds."""
+    timeout) and returns one dict per case: id, group, outcome, message, seconds. Each case
+    is loaded with `options` (default: `LoadOptions()`)."""
     results = []
 
     def finish(case: dict, outcome: str, message: str, seconds: float):
@@ -648,7 +654,7 @@ def run_cases(cases: list[Case], jobs: int, timeout: float,
         load_plugins(plugins)
         for case in cases:
             start = time.time()
-            outcome, message = run_case(case.as_dict(), timeout)
+            outcome, message = run_case(case.as_dict(), timeout, options)
             finish(case.as_dict(), outcome, message, time.time() - start)
         return results
 
@@ -662,7 +668,7 @@ def run_cases(cases: list[Case], jobs: int, timeout: float,
                 workers.append(_Worker(plugins))
             for w in workers:
                 if w.ready and w.case is None and pending:
-                    w.send(pending.popleft(), timeout)
+                    w.send(pending.popleft(), timeout, options)
             now = time.time()
             deadlines = [w.deadline if w.case else w.started + startup_limit for w in workers]
             ready = wait([w.recv_conn for w in workers], timeout=max(0.0, min(deadlines) - now))
@@ -825,6 +831,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--write-known-failures", metavar="FILE",
                    help="write this run's failing cases (keeping reasons already listed in "
                         "--known-failures)")
+    add_option_flags(p)
     return p
 
 
@@ -848,7 +855,8 @@ def main(argv=None) -> int:
         print(f"{r['outcome']:<11} {r['id']:<{min(width, 70)}}  {message}{tag}", flush=True)
 
     try:
-        results = run_cases(cases, args.jobs, args.timeout, show, args.plugin)
+        results = run_cases(cases, args.jobs, args.timeout, show, args.plugin,
+                            options_from(args))
     except RuntimeError as e:
         print(f"shlo2jax: error: conformance: {e}", file=sys.stderr)  # one line, as every CLI error
         return 2

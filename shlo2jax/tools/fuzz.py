@@ -33,11 +33,13 @@ import numpy as np
 
 from shlo2jax.errors import BackendUnavailable
 from shlo2jax.loader import load
+from shlo2jax.options import LoadOptions
 from shlo2jax.tools import exits
 from shlo2jax.tools.commands import non_negative_int, positive_int
 from shlo2jax.tools.compare import InterpreterBackend, TranslatedBackend, XlaDirectBackend
 from shlo2jax.tools.isolated import run_isolated
 from shlo2jax.tools.numerics import compare_with_reference
+from shlo2jax.tools.option_flags import add_option_flags, options_from
 from shlo2jax.tools.reference import InterpreterServer
 
 _FLOATS = ("f32", "bf16", "f16")
@@ -158,152 +160,220 @@ def generate(seed: int) -> Program:
     return Program(seed, element, shape, n_args, chain, tail, result, inputs)
 
 
+class _Operand(NamedTuple):
+    """What the last op applies to: the chain's last value `x`, of type `t`."""
+    x: str
+    shape: tuple
+    element: str
+    t: str
+    is_float: bool
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def scalar(self) -> str:
+        return _tensor((), self.element)
+
+
 def _tail(rng: random.Random, x: str, shape: tuple, element: str, t: str, is_float: bool):
-    """The last op (or none): returns (lines, result type)."""
-    rank = len(shape)
-    kinds = ["none", "reduce", "while", "broadcast"]
-    if rank:
-        kinds += ["transpose", "reverse", "slice", "pad", "concatenate", "dynamic_slice",
-                  "dynamic_update_slice", "scatter", "gather", "dot"]
+    """The last op (or none): returns (lines, result type). The kind is drawn first; the kinds
+    that index (`_INDEXED_TAILS`) all draw their start indices next, used or not, so that a
+    seed always writes the same program."""
+    a = _Operand(x, shape, element, t, is_float)
+    kinds = list(_SHAPED_TAILS) + list(_INDEXED_TAILS) if a.rank else _ANY_RANK_TAILS
     kind = rng.choice(kinds)
-    scalar = _tensor((), element)
-    if kind == "none":
-        return [], t
-    if kind == "reduce":
-        dims = sorted(rng.sample(range(rank), rng.randint(0, rank))) if rank else []
-        out_shape = tuple(d for i, d in enumerate(shape) if i not in dims)
-        body = rng.choice(["add", "maximum", "minimum", "multiply"])
-        init = {"add": "0", "multiply": "1"}.get(body)
-        if init is None:  # the identity: -inf / +inf, the integer extremes
-            if is_float:
-                init = _INFINITIES[element][body == "minimum"]
-            else:
-                info = np.iinfo(_NP[element])
-                init = str(info.min if body == "maximum" else info.max)
-        elif is_float:
-            init += ".0"
-        ot = _tensor(out_shape, element)
-        return ([f"%init = stablehlo.constant dense<{init}> : {scalar}",
-                 f"%out = stablehlo.reduce({x} init: %init) applies stablehlo.{body} "
-                 f"across dimensions = {dims} : ({t}, {scalar}) -> {ot}"], ot)
-    if kind == "while":
-        trips = rng.randint(0, 3)
-        return ([f"%n = stablehlo.constant dense<{trips}> : tensor<i32>",
-                 "%zero = stablehlo.constant dense<0> : tensor<i32>",
-                 "%one = stablehlo.constant dense<1> : tensor<i32>",
-                 f"%w:2 = stablehlo.while(%i = %zero, %acc = {x}) : tensor<i32>, {t}",
-                 " cond {",
-                 "  %c = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>",
-                 "  stablehlo.return %c : tensor<i1>",
-                 "} do {",
-                 "  %i1 = stablehlo.add %i, %one : tensor<i32>",
-                 f"  %s = stablehlo.add %acc, %acc : {t}",
-                 f"  stablehlo.return %i1, %s : tensor<i32>, {t}",
-                 "}",
-                 f"%out = stablehlo.add %w#1, %w#1 : {t}"], t)
-    if kind == "broadcast":
-        out_shape = (2,) + shape
-        ot = _tensor(out_shape, element)
-        dims = list(range(1, rank + 1))
-        return [f"%out = stablehlo.broadcast_in_dim {x}, dims = {dims} : ({t}) -> {ot}"], ot
-    if kind == "transpose":
-        perm = list(range(rank))
-        rng.shuffle(perm)
-        ot = _tensor(tuple(shape[p] for p in perm), element)
-        return [f"%out = stablehlo.transpose {x}, dims = {perm} : ({t}) -> {ot}"], ot
-    if kind == "reverse":
-        dims = sorted(rng.sample(range(rank), rng.randint(1, rank)))
-        return [f"%out = stablehlo.reverse {x}, dims = {dims} : {t}"], t
-    if kind == "slice":
-        starts = [rng.randint(0, d - 1) for d in shape]
-        limits = [rng.randint(s + 1, d) for s, d in zip(starts, shape)]
-        strides = [rng.randint(1, 2) for _ in shape]
-        out_shape = tuple(-(-(lim - s) // st) for s, lim, st in zip(starts, limits, strides))
-        ot = _tensor(out_shape, element)
-        return [f"%out = stablehlo.slice {x} [" + ", ".join(
-            f"{s}:{lim}:{st}" for s, lim, st in zip(starts, limits, strides)) + f"] : ({t}) -> {ot}"], ot
-    if kind == "pad":
-        low = [rng.randint(-1, 2) for _ in shape]
-        high = [rng.randint(-1, 2) for _ in shape]
-        interior = [rng.randint(0, 1) for _ in shape]
-        out_shape = tuple(lo + hi + d + max(d - 1, 0) * it
-                          for lo, hi, d, it in zip(low, high, shape, interior))
-        if min(out_shape) < 0:
-            return [], t
-        ot = _tensor(out_shape, element)
-        return [f"%pv = stablehlo.constant dense<{'1.0' if is_float else '1'}> : {scalar}",
-                f"%out = stablehlo.pad {x}, %pv, low = {low}, high = {high}, "
-                f"interior = {interior} : ({t}, {scalar}) -> {ot}"], ot
-    if kind == "concatenate":
-        dim = rng.randrange(rank)
-        out_shape = tuple(d * 2 if i == dim else d for i, d in enumerate(shape))
-        ot = _tensor(out_shape, element)
-        return [f"%out = stablehlo.concatenate {x}, %a0, dim = {dim} : ({t}, {t}) -> {ot}"], ot
+    if kind in _SHAPED_TAILS:
+        return _SHAPED_TAILS[kind](rng, a)
     starts = [rng.choice([-5, -1, 0, 1, 2, 7, 2147483647, -2147483648]) for _ in shape]
+    return _INDEXED_TAILS[kind](rng, a, starts)
+
+
+def _no_tail(rng, a: _Operand):
+    return [], a.t
+
+
+def _reduce_tail(rng, a: _Operand):
+    dims = sorted(rng.sample(range(a.rank), rng.randint(0, a.rank))) if a.rank else []
+    out_shape = tuple(d for i, d in enumerate(a.shape) if i not in dims)
+    body = rng.choice(["add", "maximum", "minimum", "multiply"])
+    init = {"add": "0", "multiply": "1"}.get(body)
+    if init is None:  # the identity: -inf / +inf, the integer extremes
+        if a.is_float:
+            init = _INFINITIES[a.element][body == "minimum"]
+        else:
+            info = np.iinfo(_NP[a.element])
+            init = str(info.min if body == "maximum" else info.max)
+    elif a.is_float:
+        init += ".0"
+    ot = _tensor(out_shape, a.element)
+    return ([f"%init = stablehlo.constant dense<{init}> : {a.scalar}",
+             f"%out = stablehlo.reduce({a.x} init: %init) applies stablehlo.{body} "
+             f"across dimensions = {dims} : ({a.t}, {a.scalar}) -> {ot}"], ot)
+
+
+def _while_tail(rng, a: _Operand):
+    t = a.t
+    trips = rng.randint(0, 3)
+    return ([f"%n = stablehlo.constant dense<{trips}> : tensor<i32>",
+             "%zero = stablehlo.constant dense<0> : tensor<i32>",
+             "%one = stablehlo.constant dense<1> : tensor<i32>",
+             f"%w:2 = stablehlo.while(%i = %zero, %acc = {a.x}) : tensor<i32>, {t}",
+             " cond {",
+             "  %c = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>",
+             "  stablehlo.return %c : tensor<i1>",
+             "} do {",
+             "  %i1 = stablehlo.add %i, %one : tensor<i32>",
+             f"  %s = stablehlo.add %acc, %acc : {t}",
+             f"  stablehlo.return %i1, %s : tensor<i32>, {t}",
+             "}",
+             f"%out = stablehlo.add %w#1, %w#1 : {t}"], t)
+
+
+def _broadcast_tail(rng, a: _Operand):
+    ot = _tensor((2,) + a.shape, a.element)
+    dims = list(range(1, a.rank + 1))
+    return [f"%out = stablehlo.broadcast_in_dim {a.x}, dims = {dims} : ({a.t}) -> {ot}"], ot
+
+
+def _transpose_tail(rng, a: _Operand):
+    perm = list(range(a.rank))
+    rng.shuffle(perm)
+    ot = _tensor(tuple(a.shape[p] for p in perm), a.element)
+    return [f"%out = stablehlo.transpose {a.x}, dims = {perm} : ({a.t}) -> {ot}"], ot
+
+
+def _reverse_tail(rng, a: _Operand):
+    dims = sorted(rng.sample(range(a.rank), rng.randint(1, a.rank)))
+    return [f"%out = stablehlo.reverse {a.x}, dims = {dims} : {a.t}"], a.t
+
+
+def _slice_tail(rng, a: _Operand):
+    starts = [rng.randint(0, d - 1) for d in a.shape]
+    limits = [rng.randint(s + 1, d) for s, d in zip(starts, a.shape)]
+    strides = [rng.randint(1, 2) for _ in a.shape]
+    out_shape = tuple(-(-(lim - s) // st) for s, lim, st in zip(starts, limits, strides))
+    ot = _tensor(out_shape, a.element)
+    return [f"%out = stablehlo.slice {a.x} [" + ", ".join(
+        f"{s}:{lim}:{st}" for s, lim, st in zip(starts, limits, strides))
+        + f"] : ({a.t}) -> {ot}"], ot
+
+
+def _pad_tail(rng, a: _Operand):
+    low = [rng.randint(-1, 2) for _ in a.shape]
+    high = [rng.randint(-1, 2) for _ in a.shape]
+    interior = [rng.randint(0, 1) for _ in a.shape]
+    out_shape = tuple(lo + hi + d + max(d - 1, 0) * it
+                      for lo, hi, d, it in zip(low, high, a.shape, interior))
+    if min(out_shape) < 0:
+        return [], a.t
+    ot = _tensor(out_shape, a.element)
+    return [f"%pv = stablehlo.constant dense<{'1.0' if a.is_float else '1'}> : {a.scalar}",
+            f"%out = stablehlo.pad {a.x}, %pv, low = {low}, high = {high}, "
+            f"interior = {interior} : ({a.t}, {a.scalar}) -> {ot}"], ot
+
+
+def _concatenate_tail(rng, a: _Operand):
+    dim = rng.randrange(a.rank)
+    out_shape = tuple(d * 2 if i == dim else d for i, d in enumerate(a.shape))
+    ot = _tensor(out_shape, a.element)
+    return [f"%out = stablehlo.concatenate {a.x}, %a0, dim = {dim} : ({a.t}, {a.t}) -> {ot}"], ot
+
+
+def _start_constants(starts: list) -> tuple:
+    """(the lines defining the start indices %s0, %s1, ..., their names, their types)."""
     consts = [f"%s{i} = stablehlo.constant dense<{s}> : tensor<i32>" for i, s in enumerate(starts)]
-    names = ", ".join(f"%s{i}" for i in range(rank))
-    if kind == "dynamic_slice":
-        sizes = [rng.randint(1, d) for d in shape]
-        ot = _tensor(tuple(sizes), element)
-        return consts + [f"%out = stablehlo.dynamic_slice {x}, {names}, sizes = {sizes} : "
-                         f"({t}, {', '.join(['tensor<i32>'] * rank)}) -> {ot}"], ot
-    if kind == "dynamic_update_slice":
-        sizes = tuple(rng.randint(1, d) for d in shape)
-        ut = _tensor(sizes, element)
-        return consts + [f"%u = stablehlo.slice %a0 [" + ", ".join(f"0:{s}" for s in sizes)
-                         + f"] : ({t}) -> {ut}",
-                         f"%out = stablehlo.dynamic_update_slice {x}, %u, {names} : "
-                         f"({t}, {ut}, {', '.join(['tensor<i32>'] * rank)}) -> {t}"], t
-    if kind == "scatter":
-        # rows of dim 0 from starts that may lie outside: each update element that falls
-        # outside is dropped (a partly-inside window keeps its inside elements)
-        window = (rng.randint(1, shape[0]),) + shape[1:]
-        n_updates = 2
-        # XLA drops a window that is partly outside whole, the translation only its
-        # outside elements (ops/indexing.py): starts that leave it wholly in or wholly
-        # out, so that the two can be compared
-        n, w = shape[0], window[0]
-        starts = [s for s in range(-w - 3, n + 4) if 0 <= s <= n - w or s + w <= 0 or s >= n]
-        idx = [rng.choice(starts) for _ in range(n_updates)]
-        it = _tensor((n_updates, 1), "i32")
-        ut = _tensor((n_updates,) + window, element)
-        body = rng.choice(["add", "maximum", "replace"])
-        ret = "%b" if body == "replace" else "%r"
-        region = ([] if body == "replace" else
-                  [f"  %r = stablehlo.{body} %a, %b : {scalar}"])
-        update_dims = list(range(1, len(window) + 1))
-        return ([f"%idx = stablehlo.constant dense<{[[i] for i in idx]}> : {it}",
-                 f"%ub = stablehlo.slice %a0 [" + ", ".join(f"0:{w}" for w in window) +
-                 f"] : ({t}) -> {_tensor(window, element)}",
-                 f"%u = stablehlo.broadcast_in_dim %ub, dims = {update_dims} : "
-                 f"({_tensor(window, element)}) -> {ut}",
-                 f'%out = "stablehlo.scatter"({x}, %idx, %u) ({{',
-                 f"^bb0(%a: {scalar}, %b: {scalar}):"] + region +
-                [f"  stablehlo.return {ret} : {scalar}",
-                 f"}}) {{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = "
-                 f"{update_dims}, inserted_window_dims = [], scatter_dims_to_operand_dims = [0], "
-                 f"index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false}} "
-                 f": ({t}, {it}, {ut}) -> {t}"], t)
-    if kind == "gather":
-        # windows of rows of dim 0; starts out of range are clamped so the window fits
-        window = (rng.randint(1, shape[0]),) + shape[1:]
-        idx = [rng.choice([-2147483648, -3, -1, 0, 1, 3, 9, 2147483647]) for _ in range(2)]
-        it = _tensor((2, 1), "i32")
-        ot = _tensor((2,) + window, element)
-        offset_dims = list(range(1, len(window) + 1))
-        sizes = ", ".join(str(w) for w in window)
-        return ([f"%idx = stablehlo.constant dense<{[[i] for i in idx]}> : {it}",
-                 f'%out = "stablehlo.gather"({x}, %idx) {{dimension_numbers = '
-                 f"#stablehlo.gather<offset_dims = {offset_dims}, collapsed_slice_dims = [], "
-                 f"start_index_map = [0], index_vector_dim = 1>, slice_sizes = "
-                 f"array<i64: {sizes}>, indices_are_sorted = false}} : ({t}, {it}) -> {ot}"],
-                ot)
-    # dot: contract the last dim with itself (x . x^T over the other dims' batch)
-    last = rank - 1
-    ot = _tensor(shape[:-1], element)
+    return (consts, ", ".join(f"%s{i}" for i in range(len(starts))),
+            ", ".join(["tensor<i32>"] * len(starts)))
+
+
+def _dynamic_slice_tail(rng, a: _Operand, starts: list):
+    consts, names, types = _start_constants(starts)
+    sizes = [rng.randint(1, d) for d in a.shape]
+    ot = _tensor(tuple(sizes), a.element)
+    return consts + [f"%out = stablehlo.dynamic_slice {a.x}, {names}, sizes = {sizes} : "
+                     f"({a.t}, {types}) -> {ot}"], ot
+
+
+def _dynamic_update_slice_tail(rng, a: _Operand, starts: list):
+    consts, names, types = _start_constants(starts)
+    sizes = tuple(rng.randint(1, d) for d in a.shape)
+    ut = _tensor(sizes, a.element)
+    return consts + [f"%u = stablehlo.slice %a0 [" + ", ".join(f"0:{s}" for s in sizes)
+                     + f"] : ({a.t}) -> {ut}",
+                     f"%out = stablehlo.dynamic_update_slice {a.x}, %u, {names} : "
+                     f"({a.t}, {ut}, {types}) -> {a.t}"], a.t
+
+
+def _scatter_tail(rng, a: _Operand, starts: list):
+    # rows of dim 0 from starts that may lie outside: each update element that falls
+    # outside is dropped (a partly-inside window keeps its inside elements)
+    t, scalar = a.t, a.scalar
+    window = (rng.randint(1, a.shape[0]),) + a.shape[1:]
+    n_updates = 2
+    # XLA drops a window that is partly outside whole, the translation only its
+    # outside elements (ops/indexing.py): starts that leave it wholly in or wholly
+    # out, so that the two can be compared
+    n, w = a.shape[0], window[0]
+    fitting = [s for s in range(-w - 3, n + 4) if 0 <= s <= n - w or s + w <= 0 or s >= n]
+    idx = [rng.choice(fitting) for _ in range(n_updates)]
+    it = _tensor((n_updates, 1), "i32")
+    ut = _tensor((n_updates,) + window, a.element)
+    body = rng.choice(["add", "maximum", "replace"])
+    ret = "%b" if body == "replace" else "%r"
+    region = ([] if body == "replace" else
+              [f"  %r = stablehlo.{body} %a, %b : {scalar}"])
+    update_dims = list(range(1, len(window) + 1))
+    return ([f"%idx = stablehlo.constant dense<{[[i] for i in idx]}> : {it}",
+             f"%ub = stablehlo.slice %a0 [" + ", ".join(f"0:{w}" for w in window) +
+             f"] : ({t}) -> {_tensor(window, a.element)}",
+             f"%u = stablehlo.broadcast_in_dim %ub, dims = {update_dims} : "
+             f"({_tensor(window, a.element)}) -> {ut}",
+             f'%out = "stablehlo.scatter"({a.x}, %idx, %u) ({{',
+             f"^bb0(%a: {scalar}, %b: {scalar}):"] + region +
+            [f"  stablehlo.return {ret} : {scalar}",
+             f"}}) {{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = "
+             f"{update_dims}, inserted_window_dims = [], scatter_dims_to_operand_dims = [0], "
+             f"index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false}} "
+             f": ({t}, {it}, {ut}) -> {t}"], t)
+
+
+def _gather_tail(rng, a: _Operand, starts: list):
+    # windows of rows of dim 0; starts out of range are clamped so the window fits
+    window = (rng.randint(1, a.shape[0]),) + a.shape[1:]
+    idx = [rng.choice([-2147483648, -3, -1, 0, 1, 3, 9, 2147483647]) for _ in range(2)]
+    it = _tensor((2, 1), "i32")
+    ot = _tensor((2,) + window, a.element)
+    offset_dims = list(range(1, len(window) + 1))
+    sizes = ", ".join(str(w) for w in window)
+    return ([f"%idx = stablehlo.constant dense<{[[i] for i in idx]}> : {it}",
+             f'%out = "stablehlo.gather"({a.x}, %idx) {{dimension_numbers = '
+             f"#stablehlo.gather<offset_dims = {offset_dims}, collapsed_slice_dims = [], "
+             f"start_index_map = [0], index_vector_dim = 1>, slice_sizes = "
+             f"array<i64: {sizes}>, indices_are_sorted = false}} : ({a.t}, {it}) -> {ot}"],
+            ot)
+
+
+def _dot_tail(rng, a: _Operand, starts: list):
+    # contract the last dim with itself (x . x^T over the other dims' batch)
+    last = a.rank - 1
+    ot = _tensor(a.shape[:-1], a.element)
     batch = list(range(last))
-    return ([f"%out = stablehlo.dot_general {x}, %a0, batching_dims = {batch} x {batch}, "
-             f"contracting_dims = [{last}] x [{last}] : ({t}, {t}) -> {ot}"], ot)
+    return ([f"%out = stablehlo.dot_general {a.x}, %a0, batching_dims = {batch} x {batch}, "
+             f"contracting_dims = [{last}] x [{last}] : ({a.t}, {a.t}) -> {ot}"], ot)
+
+
+# The last ops, in the order the kinds are drawn from: the first four for any operand, the
+# rest for an operand of rank >= 1; the indexed ones get the start indices drawn for them.
+_SHAPED_TAILS = {"none": _no_tail, "reduce": _reduce_tail, "while": _while_tail,
+                 "broadcast": _broadcast_tail, "transpose": _transpose_tail,
+                 "reverse": _reverse_tail, "slice": _slice_tail, "pad": _pad_tail,
+                 "concatenate": _concatenate_tail}
+_ANY_RANK_TAILS = ["none", "reduce", "while", "broadcast"]
+_INDEXED_TAILS = {"dynamic_slice": _dynamic_slice_tail,
+                  "dynamic_update_slice": _dynamic_update_slice_tail,
+                  "scatter": _scatter_tail, "gather": _gather_tail, "dot": _dot_tail}
 
 
 # ---------------------------------------------------------------- running one
@@ -328,10 +398,11 @@ def _compare_outputs(a: list, b: list) -> Optional[str]:
 _INTERPRETER = None
 
 
-def _run_backends(text: str, inputs: list, interpreter: bool, xla_direct: bool = True) -> dict:
+def _run_backends(text: str, inputs: list, interpreter: bool, xla_direct: bool = True,
+                  options: Optional[LoadOptions] = None) -> dict:
     """{backend: outputs or ("unavailable", why)}; other exceptions propagate."""
     global _INTERPRETER
-    program = load(text)
+    program = load(text, options)
     backends = [TranslatedBackend("cpu")] + ([XlaDirectBackend()] if xla_direct else [])
     if interpreter:
         if _INTERPRETER is None:
@@ -357,18 +428,19 @@ def _mismatch(results: dict) -> Optional[str]:
     return None
 
 
-def check(seed: int, xla_direct: bool = True) -> dict:
-    """Generates program `seed`, runs it on every backend, compares: what happened."""
+def check(seed: int, xla_direct: bool = True, options: Optional[LoadOptions] = None) -> dict:
+    """Generates program `seed`, loads it with `options` (default: `LoadOptions()`), runs it on
+    every backend, compares: what happened."""
     program = generate(seed)
     size = max(int(np.prod(program.shape)) if program.shape else 1, 1)
     interpreter = size * (len(program.chain) + 2) <= _SMALL
-    results = _run_backends(program.text(), program.inputs, interpreter, xla_direct)
+    results = _run_backends(program.text(), program.inputs, interpreter, xla_direct, options)
     problem = _mismatch(results)
     out = {"seed": seed, "backends": sorted(k for k, v in results.items()
                                             if not isinstance(v, tuple)),
            "mismatch": problem, "flushed": None}
     interpreted = results.get("interpreter")
-    if problem and _explained_by_flushing(program, results):
+    if problem and _explained_by_flushing(program, results, options):
         out["mismatch"], out["flushed"] = None, problem
     elif (problem and interpreted is not None and not isinstance(interpreted, tuple)
           and _compare_outputs(results["cpu"], interpreted) is None):
@@ -376,7 +448,7 @@ def check(seed: int, xla_direct: bool = True) -> dict:
         # compiling the module alone differs: XLA's behaviour, reported apart with evidence.
         out["mismatch"], out["xla_differs"] = None, problem
     elif problem:
-        out["minimal"] = _minimise(program, interpreter) or program.text()
+        out["minimal"] = _minimise(program, interpreter, options) or program.text()
         # Evidence for the report: where the translation gives what XLA compiling the module
         # itself gives and only the interpreter differs, the difference is XLA's numerics.
         direct = results.get("xla-direct")
@@ -393,7 +465,8 @@ def _flush_subnormals(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(wide) < tiny, np.copysign(0.0, wide), wide).astype(x.dtype)
 
 
-def _explained_by_flushing(program: Program, results: dict) -> bool:
+def _explained_by_flushing(program: Program, results: dict,
+                           options: Optional[LoadOptions] = None) -> bool:
     """XLA on CPU flushes subnormal floats to zero (inputs and results of float ops); the
     reference interpreter keeps them. With subnormals in the inputs, the difference is
     XLA's flushing, not the translation's, and is reported apart, not as a mismatch, when
@@ -410,16 +483,17 @@ def _explained_by_flushing(program: Program, results: dict) -> bool:
         # XLA alone differs while the translation agrees with the interpreter: where XLA
         # fuses ops it flushes subnormals the translation's separate ops keep
         return _compare_outputs(results["cpu"], results["interpreter"]) is None
-    again = InterpreterBackend(timeout=120).run(load(program.text()), "main", flushed)
+    again = InterpreterBackend(timeout=120).run(load(program.text(), options), "main", flushed)
     return _compare_outputs(results["cpu"], [np.asarray(o) for o in again]) is None
 
 
-def _minimise(program: Program, interpreter: bool) -> Optional[str]:
+def _minimise(program: Program, interpreter: bool,
+              options: Optional[LoadOptions] = None) -> Optional[str]:
     """The shortest prefix of the chain (no tail) that still mismatches, as module text."""
     for length in range(1, len(program.chain) + 1):
         text = program.text(length)
         try:
-            if _mismatch(_run_backends(text, program.inputs, interpreter)):
+            if _mismatch(_run_backends(text, program.inputs, interpreter, options=options)):
                 return text
         except Exception:  # noqa: BLE001 - the full program is reported regardless
             return None
@@ -428,10 +502,12 @@ def _minimise(program: Program, interpreter: bool) -> Optional[str]:
 
 # ---------------------------------------------------------------- a run over many
 
-def check_without_xla_direct(seed: int) -> dict:
-    """`check` with the translation and the interpreter only: run again when a program
-    killed its worker, to tell XLA's crash compiling the module from the translation's."""
-    return check(seed, xla_direct=False)
+def check_in_worker(item: tuple) -> dict:
+    """`check(seed, xla_direct, options)` of `item`, as `run`'s worker processes call it.
+    Without XLA compiling the module directly (the translation and the interpreter only):
+    run again when a program killed its worker, to tell XLA's crash from the translation's."""
+    seed, xla_direct, options = item
+    return check(seed, xla_direct, options)
 
 
 class Report(NamedTuple):
@@ -452,11 +528,14 @@ class Report(NamedTuple):
                 f"{len(self.crashes)} crashes")
 
 
-def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
+def run(seeds: list, jobs: int = 2, timeout: float = 300.0,
+        options: Optional[LoadOptions] = None) -> Report:
+    """`check` of every seed in worker processes, each program loaded with `options`."""
     start = time.time()
     mismatches, crashes, flushed, interpreted, xla_differs = [], [], [], 0, []
-    for index, status, value in run_isolated("shlo2jax.tools.fuzz:check", seeds, jobs=jobs,
-                                             timeout=timeout):
+    for index, status, value in run_isolated("shlo2jax.tools.fuzz:check_in_worker",
+                                             [(seed, True, options) for seed in seeds],
+                                             jobs=jobs, timeout=timeout):
         if status != "ok":
             crashes.append({"seed": seeds[index], "status": status, "detail": str(value)[-3000:]})
         else:
@@ -470,8 +549,9 @@ def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
     xla_crashes = []
     died = [c for c in crashes if c["status"] == "crashed"]
     if died:
-        again = run_isolated("shlo2jax.tools.fuzz:check_without_xla_direct",
-                             [c["seed"] for c in died], jobs=jobs, timeout=timeout)
+        again = run_isolated("shlo2jax.tools.fuzz:check_in_worker",
+                             [(c["seed"], False, options) for c in died], jobs=jobs,
+                             timeout=timeout)
         for index, status, value in again:
             if status == "ok" and not value["mismatch"]:
                 crash = died[index]
@@ -487,8 +567,7 @@ def run(seeds: list, jobs: int = 2, timeout: float = 300.0) -> Report:
                   xla_crashes, sorted(xla_differs, key=lambda m: m["seed"]))
 
 
-def main(argv=None) -> int:
-    """`shlo2jax fuzz`: random programs, translation vs XLA vs the reference interpreter."""
+def _parser() -> exits.Parser:
     parser = exits.Parser(prog="shlo2jax fuzz", description=main.__doc__)
     parser.add_argument("--count", type=non_negative_int, default=100,
                         help="programs (default: %(default)s)")
@@ -500,8 +579,16 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default="fuzz-cases",
                         help="folder for a mismatch's minimised regression case "
                              "(default: %(default)s)")
-    args = parser.parse_args(argv)
-    report = run(list(range(args.seed, args.seed + args.count)), jobs=args.jobs)
+    # (--seed picks the programs: the seed of placeholder data is --placeholder-seed)
+    add_option_flags(parser, names={"seed": "--placeholder-seed"})
+    return parser
+
+
+def main(argv=None) -> int:
+    """`shlo2jax fuzz`: random programs, translation vs XLA vs the reference interpreter."""
+    args = _parser().parse_args(argv)
+    report = run(list(range(args.seed, args.seed + args.count)), jobs=args.jobs,
+                 options=options_from(args))
     for m in report.mismatches:
         os.makedirs(args.cases, exist_ok=True)
         path = os.path.join(args.cases, f"fuzz_{m['seed']}.mlir")

@@ -40,6 +40,7 @@ from jaxlib.mlir.dialects import stablehlo
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import Shlo2JaxError, UnsupportedError
 from shlo2jax.loader import load
+from shlo2jax.options import LoadOptions, field_choices
 from shlo2jax.tools import commands, exits
 from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.isolated import run_isolated
@@ -501,8 +502,10 @@ def main(argv=None) -> int:
     parser.add_argument("--releases", action=argparse.BooleanOptionalAction, default=False,
                         help="also mutate StableHLO's release artifacts (tests/vhlo/*.mlir.bc "
                              "and their text; default: no)")
-    parser.add_argument("--lowering", choices=("translate", "direct"), default="translate",
-                        help="load the mutants with this lowering (load(..., lowering=))")
+    parser.add_argument("--lowering", choices=field_choices("lowering"),
+                        default=LoadOptions().lowering,
+                        help="load the mutants with this lowering (load(..., lowering=); "
+                             "default: %(default)s)")
     parser.add_argument("--json", help="write the outcomes and every failure to this file")
     parser.add_argument("--save", help="write each failing mutant to this folder")
     args = parser.parse_args(argv)
