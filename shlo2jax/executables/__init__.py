@@ -24,7 +24,7 @@ from typing import Optional, Protocol
 
 from shlo2jax.executables.direct import Direct, why_not_direct
 from shlo2jax.executables.polymorphic import Polymorphic
-from shlo2jax.executables.sharded import Sharded
+from shlo2jax.executables.sharded import Sharded, TooFewDevices, enough_devices
 from shlo2jax.executables.translated import Translated
 
 
@@ -48,7 +48,11 @@ def choose(function) -> Executable:
     if function.is_polymorphic:
         return Polymorphic(function)
     if function.is_sharded:
-        return Sharded(function)
+        if enough_devices(function.program):
+            return Sharded(function)
+        if function.program.has_manual_regions:
+            return TooFewDevices(function)
+        return Translated(function)  # annotations only: the same values on one device
     if function.lowering_note is None:
         return Direct(function)
     return Translated(function)

@@ -120,7 +120,10 @@ def test_a_manual_region_needs_its_devices():
     import jax
     if len(jax.devices()) >= 2:
         pytest.skip("runs with one device")
-    with pytest.raises(Exception, match="2 devices"):
+    # decided at load: the program loads (its ops, its signature), and each call says why not
+    assert type(program.entry.executable).__name__ == "TooFewDevices"
+    with pytest.raises(shlo2jax.errors.ShardingError, match="partitioned over 2 devices, 1 "
+                                                            "available"):
         program(np.zeros((2, 4), np.float32))
 
 
@@ -143,6 +146,8 @@ def test_an_annotated_program_runs_on_one_device():
     assert program.entry.is_sharded and not program.has_manual_regions
     if len(jax.devices()) >= 8:
         pytest.skip("runs with one device")
+    # decided at load: too few devices for its mesh, so it runs translated on one
+    assert type(program.entry.executable).__name__ == "Translated"
     x = np.arange(32, dtype=np.float32).reshape(8, 4)
     np.testing.assert_array_equal(np.asarray(program(x)), 2 * x)
 
