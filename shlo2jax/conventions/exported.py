@@ -27,15 +27,13 @@ from shlo2jax.conventions.producer_vjp import ProducerVjp
 from shlo2jax.errors import LoadError
 from shlo2jax.module import FunctionDef
 from shlo2jax.sources import export_compat
-from shlo2jax.sources.jax_export import ExportRecord, record_of
+from shlo2jax.sources.jax_export import ExportRecord
 from shlo2jax.translate import TOKEN
 
 
-def of_export(exported):
-    """The factory of the convention of the artifact `exported` (its `ExportRecord`, or the live
-    `jax.export.Exported` the user gave), for `sources.Source.conventions`."""
-    record = record_of(exported)
-
+def of_export(record: ExportRecord):
+    """The factory of the convention of the artifact whose record is `record`, for
+    `sources.Source.conventions`."""
     def make(fdef: FunctionDef, assembly) -> ExportedConvention:
         vjp = None
         if assembly.options.producer_vjp and record.has_vjp():

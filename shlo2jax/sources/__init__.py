@@ -53,16 +53,16 @@ def read(source, source_name: str = "", module: Optional[str] = None) -> Source:
     """`source` detected and read (see the module docstring); malformed input is a
     `LoadError` (a missing file a `MissingFileError`). `module` names the module of an XLA
     dump folder to read (`sources.hlo`)."""
-    if jax_export.is_exported(source):
-        return _exported(source, owned=False)
-    if isinstance(source, ir.Module):
-        return Source(source, source_name)
     if isinstance(source, os.PathLike) or (isinstance(source, str) and _is_path(source)):
         path = os.fspath(source)
         source_name = source_name or path
         if os.path.isdir(path):
             return read_folder(path, source_name, module)
         source = _file_bytes(path)
+    elif jax_export.is_exported(source):
+        return _exported(source, owned=False)
+    elif isinstance(source, ir.Module):
+        return Source(source, source_name)
     if module is not None:
         raise LoadError(f"module={module!r} names a module of an XLA dump folder, and "
                         f"{source_name or 'the input'} is not a folder")
@@ -325,9 +325,9 @@ READERS: dict = {
 
 
 def _exported(exported, owned: bool) -> Source:
-    name = jax_export.source_name(exported)
-    module = jax_export.read_module(exported, make_ir_context())
     record = jax_export.record_of(exported)
+    name = jax_export.source_name(record)
+    module = jax_export.read_module(record, make_ir_context())
     if owned:
         # The parsed module holds the weights now: the module bytes, a copy of them, go
         # before decoding makes another (`Function.exported` writes them again on access)
