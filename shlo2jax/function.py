@@ -32,6 +32,8 @@ class Function:
         self.program = program
         self._definition = fdef  # its signature; its body too once the program is decoded
         self.convention = convention or ModuleConvention(fdef)
+        """What a caller sees (`shlo2jax.conventions`): the arguments, the values the source
+        binds, the results; the module function's own unless the source gives another."""
         self.module_name = fdef.name  # the module function's (`name`: the public one)
         self.input_types: tuple = tuple(fdef.input_types)  # the module function's types
         self.output_types: tuple = tuple(fdef.output_types)
@@ -40,6 +42,7 @@ class Function:
                                   for t in self.input_types + self.output_types)
         self.lowering_note: Optional[str] = executables.why_translated(self)
         self.executable: executables.Executable = executables.choose(self)
+        """How the module function runs (`shlo2jax.executables`), chosen here, at load."""
 
     @property
     def definition(self) -> FunctionDef:
