@@ -215,6 +215,28 @@ def test_locate_pinpoints_a_perturbed_op():
     assert data["located"][0]["name"] == "stablehlo.sine"
 
 
+def test_locate_matches_a_file_and_a_copy_given_as_text():
+    # Issue 43: a program loaded from a file has its own locations named by the path, a copy
+    # given as text by `-`: the same line and column are the same op. Here the copy's first
+    # bias add is a subtract; that op is located first, at the file's own position.
+    text = MLP.read_text()
+    first_add = "%3 = stablehlo.add %0, %2"
+    assert text.count(first_add) == 1
+    perturbed = TranslatedBackend("cpu", name="copy",
+                                  source=text.replace(first_add,
+                                                      "%3 = stablehlo.subtract %0, %2"))
+    result = compare(str(MLP), ["cpu", perturbed], locate=True)
+    assert not result.ok and result.located, result.locate_notes
+    first = result.located[0]
+    line = text.splitlines().index(next(ln for ln in text.splitlines() if first_add in ln)) + 1
+    assert first.location.startswith(f"{MLP}:{line}:"), first.location
+    assert first.name == "stablehlo.add"  # (the cpu program's op: its own name)
+    # and the f64 reference's copy of the file, made from the program's text
+    widened = compare(str(MLP), ["cpu", "f64"], rtol=0, atol=0, locate=True)
+    assert widened.located and widened.located[0].name == "stablehlo.dot_general"
+    assert widened.located[0].location.startswith(f"{MLP}:")
+
+
 def test_locate_inside_called_functions_and_loops():
     text = """
 func.func private @body(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -153,7 +153,8 @@ class Float64Backend(TranslatedBackend):
         key = id(program)
         if key not in self._programs:
             self._programs[key] = (program, load(upcast_module_text(program),
-                                                 program.options))
+                                                 program.options,
+                                                 source_name=program.source_name))
         return self._programs[key][1]
 
     def inputs_for(self, inputs):
@@ -494,11 +495,13 @@ def _locate(result: Comparison, program, function: str, inputs: list, by_name: d
                     if effective is None:
                         recorded[(x.name, how)] = None
                     elif how == "probe":
-                        recorded[(x.name, how)] = x.probe(program, function, inputs,
-                                                          values=values)[1]
+                        recorded[(x.name, how)] = (x.probe(program, function, inputs,
+                                                           values=values)[1],
+                                                   effective.source_name)
                     else:
-                        recorded[(x.name, how)] = _instrumented_records(x, effective, function,
-                                                                        inputs)
+                        recorded[(x.name, how)] = (_instrumented_records(x, effective, function,
+                                                                         inputs),
+                                                   effective.source_name)
                 except Exception as e:  # reported; the comparison itself stands
                     first = (str(e).strip().splitlines() or [""])[0]
                     recorded[(x.name, how)] = f"{x.name}: {type(e).__name__}: {first}"
@@ -513,32 +516,42 @@ def _locate(result: Comparison, program, function: str, inputs: list, by_name: d
             why = "; ".join(r for r in records if isinstance(r, str))
             result.locate_notes.append(f"{pair.a} vs {pair.b}: recording failed: {why}")
             continue
-        found = diverging_ops(records[0], records[1], rtol, atol, max_ulp, limit)
+        (records_a, name_a), (records_b, name_b) = records
+        found = diverging_ops(records_a, records_b, rtol, atol, max_ulp, limit,
+                              source_names=(name_a, name_b))
         result.located += [Divergence(a.name, b.name, *d) for d in found]
         if not found:
             result.locate_notes.append(f"{pair.a} vs {pair.b}: every recorded intermediate "
                                        "value agrees; only the outputs differ")
 
 
-def _positions(records) -> dict:
+def _positions(records, source_name: str = "") -> dict:
     """(location, result, k) -> values, k counting repeats of the first two in program
     order: aligns the records of two programs whose op indices or op names differ (a
-    perturbed copy; the f64 reference, which builds complex constants from two parts)."""
+    perturbed copy; the f64 reference, which builds complex constants from two parts). A
+    location in the program's own text is keyed by its line and column whatever name the
+    program was loaded under (a file's path, or `-` for text given as a string)."""
     seen: dict = {}
     out = {}
+    own = f"{source_name}:" if source_name else None
     for key, values in records.items():
-        pair = (key.location, key.result)
+        location = key.location
+        if own is not None and location.startswith(own):
+            location = "-:" + location[len(own):]
+        pair = (location, key.result)
         k = seen[pair] = seen.get(pair, -1) + 1
         out[pair + (k,)] = (key, values)
     return out
 
 
-def diverging_ops(records_a, records_b, rtol, atol, max_ulp, limit: int) -> list:
+def diverging_ops(records_a, records_b, rtol, atol, max_ulp, limit: int,
+                  source_names=("", "")) -> list:
     """The first `limit` ops, in program order, whose recorded values differ:
-    (op_index, name, location, result, execution, Errors) tuples."""
-    by_position = _positions(records_b)
+    (op_index, name, location, result, execution, Errors) tuples. `source_names`: the names
+    the two programs were loaded under (their own locations are matched by position)."""
+    by_position = _positions(records_b, source_names[1])
     found = []
-    for position, (key, values_a) in _positions(records_a).items():
+    for position, (key, values_a) in _positions(records_a, source_names[0]).items():
         other = by_position.get(position)
         if other is None:
             continue
