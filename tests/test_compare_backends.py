@@ -237,6 +237,32 @@ def test_locate_matches_a_file_and_a_copy_given_as_text():
     assert widened.located[0].location.startswith(f"{MLP}:")
 
 
+NAN_OUT = """
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %nan = stablehlo.constant dense<0x7FC00000> : tensor<4xf32>
+  %y = stablehlo.multiply %x, %nan : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+"""
+
+
+def test_every_output_nan_is_nothing_compared_and_a_constant_is_said(tmp_path, capsys):
+    # Issue 43: NaN everywhere agrees with NaN everywhere, and says nothing
+    from shlo2jax.tools import exits
+    result = compare(NAN_OUT, ["cpu", "f64"])
+    assert result.vacuous == "nan" and not result.compared and not result.ok
+    assert result.verdict.startswith("nothing compared: every output is NaN")
+    path = tmp_path / "nan.mlir"
+    path.write_text(NAN_OUT)
+    assert cli.main(["compare", str(path), "--backends", "cpu,f64"]) == exits.NOTHING_COMPARED
+    assert "every output is NaN on every backend" in capsys.readouterr().err
+    zeros = NAN_OUT.replace("%y = stablehlo.multiply %x, %nan", "%y = stablehlo.subtract %x, %x")
+    agreed = compare(zeros, ["cpu", "f64"])
+    assert agreed.ok and agreed.vacuous == "constant"
+    assert agreed.verdict.startswith("backends agree, but every output is one repeated value")
+    assert compare(MLP.read_text(), ["cpu", "f64"], rtol=1e-3).vacuous is None
+
+
 def test_locate_inside_called_functions_and_loops():
     text = """
 func.func private @body(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -375,6 +375,10 @@ def _compare(args) -> int:
         pairs = sorted({f"{p.a} vs {p.b}" for p in disagreeing})
         raise exits.CommandFailed(exits.DISAGREE, f"backends disagree: {', '.join(pairs)} beyond "
                                   f"rtol={args.rtol}, atol={args.atol}{detail}")
+    if result.vacuous == "nan":
+        raise exits.CommandFailed(
+            exits.NOTHING_COMPARED, "nothing compared: every output is NaN on every backend "
+            f"(give inputs the model expects: --inputs){detail}")
     if not result.compared:
         ran = [r.name for r in result.runs.values() if r.status == "ok"]
         raise exits.CommandFailed(

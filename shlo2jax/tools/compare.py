@@ -26,6 +26,7 @@ order, whose results differ beyond the tolerances are reported with their locati
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import time
@@ -333,8 +334,30 @@ class Comparison:
 
     @property
     def compared(self) -> bool:
-        """Whether at least two backends produced results (else nothing was compared)."""
-        return sum(r.status == "ok" for r in self.runs.values()) >= 2
+        """Whether at least two backends produced results, not all NaN (else nothing was
+        compared)."""
+        return sum(r.status == "ok" for r in self.runs.values()) >= 2 and \
+            self.vacuous != "nan"
+
+    @functools.cached_property
+    def vacuous(self) -> Optional[str]:
+        """"nan" where every backend's every output element is NaN, "constant" where every
+        output of every backend is one repeated value (agreeing then says little: the inputs
+        may not reach the outputs, or they may be out of the model's range); else None."""
+        outputs = [o for r in self.runs.values() if r.status == "ok" and r.outputs
+                   for o in r.outputs]
+        if not outputs:
+            return None
+        def all_nan(o):
+            return o.size > 0 and np.issubdtype(o.dtype, np.inexact) and np.isnan(o).all()
+        if all(all_nan(o) for o in outputs):
+            return "nan"
+        def constant(o):
+            flat = o.reshape(-1)
+            return o.size > 1 and bool((flat == flat[0]).all())
+        if all(constant(o) for o in outputs):
+            return "constant"
+        return None
 
     @property
     def ok(self) -> bool:
@@ -351,8 +374,14 @@ class Comparison:
         """The table's last line."""
         if self.disagreeing():
             return "backends DISAGREE"
+        if self.vacuous == "nan":
+            return ("nothing compared: every output is NaN on every backend (give inputs the "
+                    "model expects: --inputs)")
         if not self.compared:
             return "nothing compared: fewer than two backends produced results"
+        if self.ok and self.vacuous == "constant":
+            return ("backends agree, but every output is one repeated value on every backend "
+                    "(do the inputs reach the outputs? --inputs gives others)")
         return "backends agree" if self.ok else "backends DISAGREE"  # a backend failed
 
     def table(self) -> str:
