@@ -260,7 +260,9 @@ def test_every_output_nan_is_nothing_compared_and_a_constant_is_said(tmp_path, c
     agreed = compare(zeros, ["cpu", "f64"])
     assert agreed.ok and agreed.vacuous == "constant"
     assert agreed.verdict.startswith("backends agree, but every output is one repeated value")
-    assert compare(MLP.read_text(), ["cpu", "f64"], rtol=1e-3).vacuous is None
+    plain = compare(MLP.read_text(), ["cpu", "f64"], rtol=1e-3)
+    assert plain.vacuous is None
+    assert repr(plain) == "<Comparison @main: cpu, f64; backends agree>"  # no arrays
 
 
 def test_locate_inside_called_functions_and_loops():

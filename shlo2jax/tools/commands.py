@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import math
 import re
 
@@ -328,7 +329,22 @@ def _rules() -> int:
     return exits.OK
 
 
+def _writable(flag: str, path) -> None:
+    """A UsageError, before any work, where the file `path` (given by `flag`) cannot be
+    written: its folder missing or not writable, or a folder in its place."""
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag} {path}: the folder {folder} is not writable")
+
+
 def _run(args) -> int:
+    _writable("--output", args.output)
     program = _load(args)
     fn = _function(program, args.function)
     with exits.about(args.file):
@@ -353,6 +369,7 @@ def _compare(args) -> int:
     if len(args.backends) < 2:
         raise UsageError(f"--backends {','.join(args.backends)}: compare needs at least two "
                          f"backends (of {', '.join(BUILTIN_BACKENDS)})")
+    _writable("--json", args.json)
     program = _load(args)
     fn = _function(program, args.function)
     with exits.about(args.file):
@@ -402,6 +419,7 @@ def _export_format(args) -> str:
 
 def _export(args) -> int:
     what = _export_format(args)
+    _writable("-o", args.output)
     program = _load(args)
     fn = _function(program, args.function)
     with exits.about(args.file):

@@ -369,6 +369,11 @@ class Comparison:
     def disagreeing(self) -> list:
         return [p for p in self.pairs if not p.errors.ok]
 
+    def __repr__(self):  # (the outputs are many arrays: `table()` shows them as figures)
+        return (f"<Comparison @{self.function}: {', '.join(self.runs)}; {self.verdict}"
+                + (f"; {len(self.located)} diverging ops located" if self.located else "")
+                + ">")
+
     @property
     def verdict(self) -> str:
         """The table's last line."""

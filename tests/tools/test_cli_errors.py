@@ -238,3 +238,20 @@ def test_closed_pipe_ends_quietly():
         assert done.stderr == ""  # no BrokenPipeError, no "Exception ignored"
         assert done.returncode in ((exits.CLOSED_PIPE,) if reader == "true"
                                    else (0, exits.CLOSED_PIPE))
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare", "examples/mlp.mlir", "--json", "{missing}/report.json"],
+    ["run", "examples/mlp.mlir", "--output", "{missing}/outputs.npz"],
+    ["export", "examples/mlp.mlir", "-o", "{missing}/mlp.bin"],
+    ["compare", "examples/mlp.mlir", "--json", "{folder}"],
+])
+def test_an_output_path_is_checked_before_the_work(argv, capsys, monkeypatch, tmp_path):
+    # Issue 43: a report path that cannot be written is a usage error at once, not after the
+    # comparison (the reference interpreter may run for minutes first)
+    monkeypatch.chdir(ROOT)
+    argv = [a.format(missing=tmp_path / "missing", folder=tmp_path) for a in argv]
+    assert cli.main(argv) == exits.USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("shlo2jax: error: ") and err.count("\n") == 1, err
+    assert str(tmp_path) in err
