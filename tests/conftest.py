@@ -29,8 +29,8 @@ def _module_rng_per_test(request, monkeypatch):
 
 # Marks of tests in files that do not import pytest (a decorator there would need the import).
 MARKS = {
-    "tests/test_fuzz.py::test_fixed_seeds_agree_on_every_backend": ("slow",),
-    "tests/test_fuzz.py::test_xla_killing_the_process_is_told_apart_from_the_translation": ("slow",),
+    "tests/tools/test_fuzz.py::test_fixed_seeds_agree_on_every_backend": ("slow",),
+    "tests/tools/test_fuzz.py::test_xla_killing_the_process_is_told_apart_from_the_translation": ("slow",),
 }
 
 

@@ -13,12 +13,12 @@ _LEGACY = "tests/ops/custom_calls/test_legacy.py::"
 
 # family -> node-id prefixes of tests that run its translations
 FAMILY_TESTS = {
-    "check": ["tests/test_conformance_runner.py::test_right_value_passes",
-              "tests/test_conformance_runner.py::test_close_"],
+    "check": ["tests/tools/test_conformance.py::test_right_value_passes",
+              "tests/tools/test_conformance.py::test_close_"],
     "chlo": ["tests/ops/test_chlo.py"],
     "collectives": ["tests/spmd/test_collectives.py"],
     "comparison": ["tests/ops/test_comparison.py"],
-    "composite": ["tests/test_composite.py"],
+    "composite": ["tests/ops/test_composite.py"],
     "constant": ["tests/ops/test_constant.py"],
     "control_flow": ["tests/ops/test_control_flow.py"],
     "convert": ["tests/ops/test_convert.py"],
@@ -32,7 +32,7 @@ FAMILY_TESTS = {
     "reduction": ["tests/ops/test_reduction.py"],
     "shape": ["tests/ops/test_shape.py"],
     "sharding": ["tests/spmd/test_sharding.py"],
-    "side_effects": ["tests/test_side_effects.py"],
+    "side_effects": ["tests/ops/test_side_effects.py"],
     "custom_calls/generic": [_CC + "test_x64_split_and_combine", _CC + "test_approx_top_k",
                              _CC + "test_placement_markers_are_identity"],
     "custom_calls/linalg": [_CC + "test_getrf_", _CC + "test_potrf_", _CC + "test_syevd_"],

@@ -211,8 +211,8 @@ describe(["Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.G
 describe(["check.eq", "check.expect_eq", "check.expect_almost_eq", "check.expect_close"],
          TargetInfo("StableHLO interpreter checks (conformance tests)", ("attributes",),
                     "none (StableHLO's test suite)", "any",
-                    ("tests/test_conformance_runner.py::test_right_value_passes",
-                     "tests/test_conformance_runner.py::test_wrong_value_fails_and_says_where")))
+                    ("tests/tools/test_conformance.py::test_right_value_passes",
+                     "tests/tools/test_conformance.py::test_wrong_value_fails_and_says_where")))
 describe(["TopK"],
          TargetInfo("XLA's TopK (a greater-than sort cut to its first k, after optimizations)",
                     ("none",), "none (XLA's own rewrite of sort, in HLO dumps)", "any",

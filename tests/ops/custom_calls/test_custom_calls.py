@@ -463,7 +463,7 @@ def test_ormqr_applies_q(platform, target, left, transpose, dtype):
     import jax.numpy as jnp
     if not hasattr(L, "ormqr"):
         pytest.skip("this jax cannot write the program: no jax.lax.linalg.ormqr (jax >= 0.10); "
-                    "tests/test_compat.py tests the translation's fallback")
+                    "tests/compat/test_compat.py tests the translation's fallback")
 
     def fn(a, c):
         r, taus = jnp.linalg.qr(a, mode="raw")
