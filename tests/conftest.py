@@ -1,5 +1,6 @@
 import os
 import pathlib
+import sys
 import zlib
 
 import numpy as np
@@ -7,7 +8,8 @@ import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-SHARED = pathlib.Path(__file__).resolve().parents[1].parent / "shared"
+TESTS = pathlib.Path(__file__).resolve().parent
+SHARED = TESTS.parent.parent / "shared"
 
 
 @pytest.fixture
@@ -25,12 +27,22 @@ def _module_rng_per_test(request, monkeypatch):
     rng = getattr(request.module, "RNG", None)
     if isinstance(rng, np.random.Generator):
         monkeypatch.setattr(request.module, "RNG", np.random.default_rng(zlib.crc32(request.node.nodeid.encode())))
+    # The same for the `RNG` of a helper module under tests/ whose functions the test module
+    # imports (tests/ops/custom_calls/_programs.py's `_random`): seeded from the node id too.
+    helpers = {getattr(value, "__module__", None) for value in vars(request.module).values()
+               if callable(value)} - {request.module.__name__, None}
+    for name in sorted(helpers):
+        helper = sys.modules.get(name)
+        if isinstance(getattr(helper, "RNG", None), np.random.Generator) and \
+                pathlib.Path(getattr(helper, "__file__", "/")).resolve().is_relative_to(TESTS):
+            seed = zlib.crc32(f"{request.node.nodeid} {name}".encode())
+            monkeypatch.setattr(helper, "RNG", np.random.default_rng(seed))
 
 
 # Marks of tests in files that do not import pytest (a decorator there would need the import).
 MARKS = {
-    "tests/test_fuzz.py::test_fixed_seeds_agree_on_every_backend": ("slow",),
-    "tests/test_fuzz.py::test_xla_killing_the_process_is_told_apart_from_the_translation": ("slow",),
+    "tests/tools/test_fuzz.py::test_fixed_seeds_agree_on_every_backend": ("slow",),
+    "tests/tools/test_fuzz.py::test_xla_killing_the_process_is_told_apart_from_the_translation": ("slow",),
 }
 
 

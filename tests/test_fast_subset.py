@@ -1,50 +1,15 @@
-"""The fast subset (`python -m pytest -m "not slow" -n auto`) still touches every op family:
-each module of ops/ (and of ops/custom_calls/) and the quant/ package has, in FAMILY_TESTS,
-the tests that exercise it, and at least one of them is not marked `slow`. A new family
-without an entry fails here, as does marking slow every test of a family."""
+"""The fast subset (`python -m pytest -m "not slow" -n auto`) still touches every op family.
+An op family is a public module of ops/ (or of ops/custom_calls/), or the quant/ package; its
+tests live at the path that mirrors it (FAMILY_TESTS, computed from the layout):
+ops/<family>.py -> tests/ops/test_<family>.py, ops/custom_calls/<family>.py ->
+tests/ops/custom_calls/test_<family>.py, quant/ -> tests/quant/. A new family without its
+test file fails here, as does marking slow every test of a family."""
 
 import pathlib
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-_CC = "tests/ops/custom_calls/test_custom_calls.py::"
-_LEGACY = "tests/ops/custom_calls/test_legacy.py::"
-
-# family -> node-id prefixes of tests that run its translations
-FAMILY_TESTS = {
-    "check": ["tests/test_conformance_runner.py::test_right_value_passes",
-              "tests/test_conformance_runner.py::test_close_"],
-    "chlo": ["tests/ops/test_chlo.py"],
-    "collectives": ["tests/spmd/test_collectives.py"],
-    "comparison": ["tests/ops/test_comparison.py"],
-    "composite": ["tests/test_composite.py"],
-    "constant": ["tests/ops/test_constant.py"],
-    "control_flow": ["tests/ops/test_control_flow.py"],
-    "convert": ["tests/ops/test_convert.py"],
-    "convolution": ["tests/ops/test_convolution.py"],
-    "dynamic": ["tests/executables/test_polymorphic.py"],
-    "elementwise": ["tests/ops/test_elementwise.py"],
-    "indexing": ["tests/ops/test_indexing.py"],
-    "linalg": ["tests/ops/test_linalg.py"],
-    "quantized": ["tests/quant/test_quantized.py"],
-    "random": ["tests/ops/test_random.py"],
-    "reduction": ["tests/ops/test_reduction.py"],
-    "shape": ["tests/ops/test_shape.py"],
-    "sharding": ["tests/spmd/test_sharding.py"],
-    "side_effects": ["tests/test_side_effects.py"],
-    "custom_calls/generic": [_CC + "test_x64_split_and_combine", _CC + "test_approx_top_k",
-                             _CC + "test_placement_markers_are_identity"],
-    "custom_calls/linalg": [_CC + "test_getrf_", _CC + "test_potrf_", _CC + "test_syevd_"],
-    "custom_calls/catalog": [_LEGACY + "test_catalog_names_existing_tests",
-                             _LEGACY + "test_every_builtin_target_is_described"],
-    "custom_calls/legacy": [_LEGACY + "test_lapack_"],
-    "custom_calls/legacy_fft": [_LEGACY + "test_ducc_fft"],
-    "custom_calls/legacy_gpu": [_LEGACY + "test_gpu_"],
-    "custom_calls/legacy_rnn": [_LEGACY + "test_rnn_"],
-    "custom_calls/legacy_sparse": [_LEGACY + "test_sparse_"],
-    "quant": ["tests/ops/test_f6.py", "tests/quant/test_quantized.py"],
-}
 
 
 def families() -> set:
@@ -54,24 +19,49 @@ def families() -> set:
             if not p.name.startswith("_")} | {"quant"}
 
 
+def mirrored_tests(family: str) -> str:
+    """The tests of `family`, as a path relative to the root: a test file, or tests/quant/."""
+    if family == "quant":
+        return "tests/quant/"
+    folder, _, name = family.rpartition("/")
+    return "/".join(["tests", "ops", *([folder] if folder else []), f"test_{name}.py"])
+
+
+FAMILY_TESTS = {family: mirrored_tests(family) for family in families()}
+
+
 def uncovered(node_ids) -> list:
     """The families none of whose tests is among `node_ids`."""
-    return sorted(f for f, prefixes in FAMILY_TESTS.items()
-                  if not any(n.startswith(p) for n in node_ids for p in prefixes))
+    return sorted(f for f, path in FAMILY_TESTS.items()
+                  if not any(n.startswith(path if path.endswith("/") else path + "::")
+                             for n in node_ids))
 
 
-def test_every_family_has_its_tests_listed():
-    assert families() == set(FAMILY_TESTS)
+def test_every_family_has_its_mirrored_tests():
+    missing = [path for path in FAMILY_TESTS.values() if not (ROOT / path).exists()]
+    assert not missing, f"op families without their test file: {missing}"
+    assert list((ROOT / FAMILY_TESTS["quant"]).glob("test_*.py"))
+
+
+def test_mirrored_paths():
+    assert mirrored_tests("chlo") == "tests/ops/test_chlo.py"
+    assert mirrored_tests("custom_calls/legacy_fft") == "tests/ops/custom_calls/test_legacy_fft.py"
+    assert {"elementwise", "custom_calls/generic", "quant"} <= set(FAMILY_TESTS)
 
 
 def test_uncovered_names_a_family_with_no_test():
-    ids = [p + "[x]" for f, prefixes in FAMILY_TESTS.items() if f != "chlo" for p in prefixes]
+    ids = [(p if p.endswith("/") else p + "::") + "test_x[y]" for f, p in FAMILY_TESTS.items()
+           if f != "chlo"]
     assert uncovered(ids) == ["chlo"]
     assert uncovered(ids + ["tests/ops/test_chlo.py::test_erf[f32]"]) == []
+    # a file whose name only begins like the family's is not its test file
+    assert uncovered(ids + ["tests/ops/test_chlo_extra.py::test_erf"]) == ["chlo"]
+    assert uncovered([i for i in ids if not i.startswith("tests/quant/")]
+                     + ["tests/ops/test_chlo.py::t"]) == ["quant"]
 
 
 def test_every_family_has_a_test_outside_slow():
-    files = sorted({p.split("::")[0] for prefixes in FAMILY_TESTS.values() for p in prefixes})
+    files = sorted(set(FAMILY_TESTS.values()))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow",
          "-p", "no:cacheprovider", *files],

@@ -48,12 +48,12 @@ def _prepare_lapack(op):
     return LapackOutputs(out, name.startswith(("lapack_c", "lapack_z")))
 
 
-_TL = "tests/ops/custom_calls/test_legacy.py::"
+_T_LEGACY = "tests/ops/custom_calls/test_legacy.py::"
 
 
 def _lapack_info(kernel, jax, test):
     return TargetInfo(kernel, forms=("operands",), jax=jax, dtypes=_LAPACK_DTYPES,
-                      test=(_TL + test,))
+                      test=(_T_LEGACY + test,))
 
 
 @register_custom_call(
@@ -136,7 +136,7 @@ def _prepare_layout_constraint(op):
                       prepare=kernel_prepare(_prepare_layout_constraint, operands=1),
                       info=TargetInfo("Layout constraint marker (identity)",
                                       forms=("attributes",), jax="0.4.31 ..", dtypes="any",
-                                      test=(_TL + "test_layout_constraint",)))
+                                      test=(_T_LEGACY + "test_layout_constraint",)))
 def layout_constraint(ctx, op, x, *result_shapes):
     """`jax.experimental.layout.with_layout_constraint`: the layout (and tiling) only
     constrain physical storage."""
@@ -151,7 +151,7 @@ def _prepare_oneapi_potrf(op):
                       prepare=kernel_prepare(_prepare_oneapi_potrf, operands=1),
                       info=TargetInfo("oneAPI (Intel GPU) potrf (Cholesky)", forms=("FFI",),
                                       jax="main branch after 0.11.0 (platform `oneapi`)",
-                                      dtypes=_LAPACK_DTYPES, test=(_TL + "test_oneapi_potrf",)))
+                                      dtypes=_LAPACK_DTYPES, test=(_T_LEGACY + "test_oneapi_potrf",)))
 def oneapi_potrf(ctx, op, a, *result_shapes):
     return K.potrf(op.params, a)
 
@@ -183,6 +183,6 @@ def _refuse_cudnn_attention(op):
                         forms=("attributes",),
                         jax="0.4.25 .. (Mask variants 0.4.25 .. 0.4.28; F8 0.4.38 ..)",
                         dtypes="reported at load (needs a CUDA GPU with cuDNN)",
-                        test=(_TL + "test_cudnn_fused_attention_is_reported",)))
+                        test=(_T_LEGACY + "test_cudnn_fused_attention_is_reported",)))
 def cudnn_attention(ctx, op, *operands):  # never traced: the prepare refuses the op at load
     raise AssertionError(f"{op.name} was not refused at load time")

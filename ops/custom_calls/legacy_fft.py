@@ -155,8 +155,8 @@ def _check_precision(params: FftCall, fft: Fft):
 
 
 _INFO = dict(forms=("operands",), dtypes="f32, f64, c64, c128",
-             test=("tests/ops/custom_calls/test_legacy.py::test_ducc_fft",
-                   "tests/ops/custom_calls/test_legacy.py::test_ducc_fft_unknown_type_code"))
+             test=("tests/ops/custom_calls/test_legacy_fft.py::test_ducc_fft",
+                   "tests/ops/custom_calls/test_legacy_fft.py::test_ducc_fft_unknown_type_code"))
 
 
 @register_custom_call("ducc_fft", prepare=kernel_prepare(_prepare, operands=2),

@@ -126,8 +126,8 @@ def _prepare_getrf(op):
 
 
 def _tests(names) -> tuple:
-    """Test references: a bare name is a test of tests/ops/custom_calls/test_legacy.py."""
-    return tuple(n if "::" in n else f"tests/ops/custom_calls/test_legacy.py::{n}" for n in names)
+    """Test references: a bare name is a test of tests/ops/custom_calls/test_legacy_gpu.py."""
+    return tuple(n if "::" in n else f"tests/ops/custom_calls/test_legacy_gpu.py::{n}" for n in names)
 
 
 def _solver_info(kernel, jax, *tests):

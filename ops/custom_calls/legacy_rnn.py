@@ -163,8 +163,8 @@ def _forward(params: RnnCall, x, h0, c0, w, lengths):
 
 _INFO = dict(forms=("descriptor", "FFI"), dtypes="f32, f64",
              jax="0.4.1 .. 0.4.38 (descriptor); 0.5.1 .. (`*_ffi`, descriptor as `opaque`)",
-             test=("tests/ops/custom_calls/test_legacy.py::test_rnn_lstm",
-                   "tests/ops/custom_calls/test_legacy.py::test_rnn_lstm_backward"))
+             test=("tests/ops/custom_calls/test_legacy_rnn.py::test_rnn_lstm",
+                   "tests/ops/custom_calls/test_legacy_rnn.py::test_rnn_lstm_backward"))
 
 
 @register_custom_call("cudnn_rnn", "cudnn_rnn_ffi", "hipdnn_rnn_ffi",

@@ -160,7 +160,7 @@ _JAX = "0.4.1 .. 0.5.0 (descriptor); 0.5.1 .. (`*_ffi`, the descriptor as `opaqu
 def _info(name, test):
     return TargetInfo(f"cuSPARSE/hipSPARSE {name}", forms=_FORMS, jax=_JAX,
                       dtypes=_SPARSE_DTYPES,
-                      test=(f"tests/ops/custom_calls/test_legacy.py::{test}",))
+                      test=(f"tests/ops/custom_calls/test_legacy_sparse.py::{test}",))
 
 
 @register_custom_call("cusparse_csr_todense", "hipsparse_csr_todense", "cusparse_csr_todense_ffi",
@@ -246,7 +246,7 @@ def _prepare_cpu_csr(op):
                       info=TargetInfo("CPU CSR sparse x dense (bcsr_dot_general)", forms=("FFI",),
                                       jax="0.7.0 ..",
                                       dtypes="i32, i64, f32, f64, c64, c128 (indices i32, i64)",
-                                      test=("tests/ops/custom_calls/test_legacy.py::"
+                                      test=("tests/ops/custom_calls/test_legacy_sparse.py::"
                                             "test_cpu_csr_sparse_dense",)))
 def cpu_csr_sparse_dense(ctx, op, data, indptr, indices, rhs, *result_shapes):
     out = op.params.out

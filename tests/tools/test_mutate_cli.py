@@ -1,6 +1,6 @@
 """`shlo2jax mutate` runs every mutant on the command line too: each must succeed or end in
 one line `shlo2jax: error: ...` with a documented exit code and no traceback. A small fixed
-sample here (fast subset), and of StableHLO's release artifacts; tests/test_mutants.py runs 200
+sample here (fast subset), and of StableHLO's release artifacts; tests/tools/test_mutate.py runs 200
 per lowering, and 150 of every release artifact (slow)."""
 
 import pathlib

@@ -17,7 +17,7 @@ from shlo2jax.tools.compare import (Backend, TranslatedBackend, array_errors,
 from shlo2jax.export import export_translated, translated_stablehlo
 from shlo2jax.testing import BackendSkippedWarning, assert_backends_agree
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.mlir"
 ALL = ["cpu", "interpreter", "xla-direct", "f64"]
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from shlo2jax.tools import cli
 
-EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "mlp.mlir"
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "mlp.mlir"
 
 
 def test_info(capsys):

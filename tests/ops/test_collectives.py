@@ -2,7 +2,8 @@
 group's reduction, kept by the group's root alone, zeros elsewhere (the spec's examples).
 XLA on CPU does not compile the op ("not supported by XLA:CPU ThunkEmitter"), so the reference
 here is the spec's, in numpy. Grids of processes run in a child process with 8 host devices
-(tests/multidevice.py)."""
+(tests/multidevice.py). The other collectives of ops/collectives.py, on grids of processes
+against the spec's process groups: tests/spmd/test_collectives.py."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from shlo2jax.tools.mutate import default_sources, mutants, release_sources, run
 
 pytestmark = pytest.mark.slow
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
