@@ -7,7 +7,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as, picked_key,
                                   picked_or, picking, planned, reject_unsupported_types,
                                   replayable)

@@ -15,7 +15,7 @@ import numpy as np
 from shlo2jax import attributes
 from shlo2jax import outline
 from shlo2jax import registry
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import attribute_items, declares_no_regions, walked_operations
 from shlo2jax.errors import ElidedDataError, LoadError, UnsupportedError
 from shlo2jax.registry import COMPOSITE_RULES

@@ -20,7 +20,7 @@ PACKAGES = {"shlo2jax": ROOT / "shlo2jax", "shlo2jax.ops": ROOT / "ops",
             "shlo2jax.quant": ROOT / "quant"}
 
 CORE = {
-    "shlo2jax.errors", "shlo2jax.types", "shlo2jax.attributes", "shlo2jax.module",
+    "shlo2jax.errors", "shlo2jax.value_types", "shlo2jax.attributes", "shlo2jax.module",
     "shlo2jax.registry", "shlo2jax.translate", "shlo2jax.compat", "shlo2jax.options",
     # what the translation and the ops build on: jax's primitive machinery put to use
     "shlo2jax.gradients", "shlo2jax.primitives",

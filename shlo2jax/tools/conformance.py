@@ -68,7 +68,7 @@ import numpy as np
 
 from shlo2jax import quant
 from shlo2jax import compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported, LoadError, UnsupportedError
 from shlo2jax.host_transfers import host_io
 from shlo2jax.loader import load

@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 
 
 def bit_patterns(a: np.ndarray) -> np.ndarray:

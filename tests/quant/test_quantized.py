@@ -9,7 +9,7 @@ import shlo2jax
 from shlo2jax import compat
 from shlo2jax import quant
 from shlo2jax.quant import QArray, parse_quantized_element
-from shlo2jax.types import UnsupportedTypeError
+from shlo2jax.value_types import UnsupportedTypeError
 import xla_known
 
 
