@@ -63,7 +63,8 @@ _INFINITIES = {"f32": ("0xFF800000", "0x7F800000"), "f16": ("0xFC00", "0x7C00"),
                "bf16": ("0xFF80", "0x7F80")}
 
 
-class Program(NamedTuple):
+class GeneratedProgram(NamedTuple):
+    """A program `generate(seed)` wrote (not a loaded `shlo2jax.Program`): its parts and inputs."""
     seed: int
     element: str
     shape: tuple
@@ -116,7 +117,7 @@ def _float_dtype(element: str):
     return _NP[element]
 
 
-def generate(seed: int) -> Program:
+def generate(seed: int) -> GeneratedProgram:
     rng = random.Random(seed)
     element = rng.choice(_FLOATS + _INTS)
     is_float = element in _FLOATS
@@ -157,7 +158,7 @@ def generate(seed: int) -> Program:
     inputs_rng = np.random.default_rng(seed)
     size = int(np.prod(shape)) if shape else 1
     inputs = [_special_values(element, inputs_rng, size).reshape(shape) for _ in range(n_args)]
-    return Program(seed, element, shape, n_args, chain, tail, result, inputs)
+    return GeneratedProgram(seed, element, shape, n_args, chain, tail, result, inputs)
 
 
 class _Operand(NamedTuple):
@@ -465,7 +466,7 @@ def _flush_subnormals(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(wide) < tiny, np.copysign(0.0, wide), wide).astype(x.dtype)
 
 
-def _explained_by_flushing(program: Program, results: dict,
+def _explained_by_flushing(program: GeneratedProgram, results: dict,
                            options: Optional[LoadOptions] = None) -> bool:
     """XLA on CPU flushes subnormal floats to zero (inputs and results of float ops); the
     reference interpreter keeps them. With subnormals in the inputs, the difference is
@@ -487,7 +488,7 @@ def _explained_by_flushing(program: Program, results: dict,
     return _compare_outputs(results["cpu"], [np.asarray(o) for o in again]) is None
 
 
-def _minimise(program: Program, interpreter: bool,
+def _minimise(program: GeneratedProgram, interpreter: bool,
               options: Optional[LoadOptions] = None) -> Optional[str]:
     """The shortest prefix of the chain (no tail) that still mismatches, as module text."""
     for length in range(1, len(program.chain) + 1):
