@@ -38,7 +38,7 @@ from shlo2jax.tools import exits
 from shlo2jax.tools.commands import non_negative_int, positive_int
 from shlo2jax.tools.compare import InterpreterBackend, TranslatedBackend, XlaDirectBackend
 from shlo2jax.tools.isolated import run_isolated
-from shlo2jax.tools.numerics import compare_with_reference
+from shlo2jax.tools.numerics import reference_mismatch
 from shlo2jax.tools.option_flags import add_option_flags, options_from
 from shlo2jax.tools.reference import InterpreterServer
 
@@ -382,14 +382,15 @@ _INDEXED_TAILS = {"dynamic_slice": _dynamic_slice_tail,
 _SMALL = 64  # elements: the reference interpreter evaluates element by element
 
 
-def _compare_outputs(a: list, b: list) -> Optional[str]:
+def _outputs_mismatch(a: list, b: list) -> Optional[str]:
+    """How two backends' outputs for one program differ (`reference_mismatch` on each), or None."""
     if len(a) != len(b):
         return f"{len(a)} outputs vs {len(b)}"
     for k, (x, y) in enumerate(zip(a, b)):
         x, y = np.asarray(x), np.asarray(y)
         if x.dtype != y.dtype or x.shape != y.shape:
             return f"output {k}: {x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}"
-        problem = compare_with_reference(x, y)
+        problem = reference_mismatch(x, y)
         if problem:
             return f"output {k}: {problem}"
     return None
@@ -423,7 +424,7 @@ def _mismatch(results: dict) -> Optional[str]:
     for name, other in results.items():
         if name == "cpu" or isinstance(other, tuple):
             continue
-        problem = _compare_outputs(got, other)
+        problem = _outputs_mismatch(got, other)
         if problem:
             return f"translation vs {name}: {problem}"
     return None
@@ -444,7 +445,7 @@ def check(seed: int, xla_direct: bool = True, options: Optional[LoadOptions] = N
     if problem and _explained_by_flushing(program, results, options):
         out["mismatch"], out["flushed"] = None, problem
     elif (problem and interpreted is not None and not isinstance(interpreted, tuple)
-          and _compare_outputs(results["cpu"], interpreted) is None):
+          and _outputs_mismatch(results["cpu"], interpreted) is None):
         # The translation agrees with the reference interpreter (the spec's oracle) and XLA
         # compiling the module alone differs: XLA's behaviour, reported apart with evidence.
         out["mismatch"], out["xla_differs"] = None, problem
@@ -454,7 +455,7 @@ def check(seed: int, xla_direct: bool = True, options: Optional[LoadOptions] = N
         # itself gives and only the interpreter differs, the difference is XLA's numerics.
         direct = results.get("xla-direct")
         out["same_as_xla_direct"] = (not isinstance(direct, tuple) and direct is not None
-                                     and _compare_outputs(results["cpu"], direct) is None)
+                                     and _outputs_mismatch(results["cpu"], direct) is None)
     return out
 
 
@@ -480,12 +481,12 @@ def _explained_by_flushing(program: GeneratedProgram, results: dict,
     # (bytes compared: -0.0 == 0.0 as values; a 0-d array has no uint8 view)
     if all(a.tobytes() == b.tobytes() for a, b in zip(flushed, program.inputs)):
         return False
-    if _compare_outputs(results["cpu"], results["xla-direct"]) is not None:
+    if _outputs_mismatch(results["cpu"], results["xla-direct"]) is not None:
         # XLA alone differs while the translation agrees with the interpreter: where XLA
         # fuses ops it flushes subnormals the translation's separate ops keep
-        return _compare_outputs(results["cpu"], results["interpreter"]) is None
+        return _outputs_mismatch(results["cpu"], results["interpreter"]) is None
     again = InterpreterBackend(timeout=120).run(load(program.text(), options), "main", flushed)
-    return _compare_outputs(results["cpu"], [np.asarray(o) for o in again]) is None
+    return _outputs_mismatch(results["cpu"], [np.asarray(o) for o in again]) is None
 
 
 def _minimise(program: GeneratedProgram, interpreter: bool,
