@@ -9,7 +9,7 @@ resident memory after each step:
 
   imports      jax and shlo2jax imported
   load         shlo2jax.load: the decoded constants (the program lets the artifact's module bytes
-               and jaxlib's MLIR module go after decoding: shlo2jax/outline.py); the peak
+               and jaxlib's MLIR module go after decoding: shlo2jax/held_module.py); the peak
                column shows what the load held while decoding
   lift         lift_params: the parameters wrap the decoded constants (expected: + ~0 MB)
   apply        the first apply(params, x): compile and run, the weights passed as arguments

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.gradients import no_reverse_mode_primitive
 from shlo2jax.attributes import Opaque
 from shlo2jax.errors import TranslationError, Unsupported

@@ -29,7 +29,7 @@ from typing import Optional
 import ml_dtypes
 import numpy as np
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.ops._common import enum_value, ints, op_names, reduce_body_op, value_type
 
 Range = Optional[tuple]  # (lo, hi) floats, or None: unknown

@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import registry
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.attributes import Opaque
 from shlo2jax.module import Op
 from shlo2jax.registry import Unsupported, register_op

@@ -30,7 +30,7 @@ from jax import lax
 from jax.experimental import io_callback
 
 from shlo2jax import host_transfers
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.attributes import Opaque
 from shlo2jax.errors import ShardingError, SpmdUnsupported, UnsupportedError
 from shlo2jax.ops._common import single_or_tuple

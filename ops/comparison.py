@@ -7,7 +7,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.ops._common import (SIGNED_OF_WIDTH, UNSIGNED_OF_WIDTH, bits_as, picked_key,
                                   picked_or, picking, planned, reject_unsupported_types,
                                   replayable)
@@ -20,7 +20,8 @@ _E8M0 = T.ELEMENT_DTYPES["f8E8M0FNU"]
 _COMPARE_TYPES = (None, "NOTYPE", "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
 
 
-class Comparison(NamedTuple):
+class Compare(NamedTuple):
+    """A compare op's prepared params (`op.params`)."""
     fn: Callable                 # the lax comparison of the direction
     compare_type: Optional[str]  # as given (None, NOTYPE, FLOAT, TOTALORDER, SIGNED, UNSIGNED)
 
@@ -32,7 +33,7 @@ def _prepare_compare(op):
         raise Unsupported(f"comparison_direction {direction}")
     if compare_type not in _COMPARE_TYPES:
         raise Unsupported(f"compare_type {compare_type}")
-    return Comparison(_DIRECTIONS[direction], compare_type)
+    return Compare(_DIRECTIONS[direction], compare_type)
 
 
 @register_op("stablehlo.compare", "mhlo.compare", prepare=_prepare_compare)

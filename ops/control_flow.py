@@ -12,7 +12,7 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.gradients import LoopBoundWarning, custom_linear
 from shlo2jax.options import DEFAULT_LOOP_TRIPS
 from shlo2jax.ops._common import (explicit_captures, forward_mode_only, ints, single_or_tuple,

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.ops._common import UNSIGNED_OF_WIDTH, bits_as, reject_unsupported_types
 from shlo2jax.registry import Unsupported, register_op
 

@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.gradients import finite_nonzero_constant
 from shlo2jax.ops._ranges import finite_derivative, finite_factors, finite_quotient
 from shlo2jax.ops._softmax import normalization_shift

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import set_batching_rule
 from shlo2jax.primitives import general_scatter_primitive
 from shlo2jax.attributes import GatherDims, Opaque, ScatterDims

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.attributes import DotAlgorithm, DotDims
 from shlo2jax.gradients import dot_general as _dot_general
 from shlo2jax.ops._common import (TriangularSolve, enum_value, ints, precision_config, preferred_type,

@@ -33,7 +33,7 @@ from typing import Optional
 import numpy as np
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.module import Op, Region
 from shlo2jax.quant import (QArray, QuantizedType, check_tensor_type, dequantize, quantize,
                             straight_through_active, wrap_storage)

@@ -9,7 +9,7 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import primitives
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.ops._common import enum_value
 from shlo2jax.registry import Unsupported, register_custom_call, register_op
 

@@ -22,7 +22,7 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.module import Region
 from shlo2jax.ops._common import (explicit_captures, ints, non_differentiable, replayable,
                                   single_or_tuple)

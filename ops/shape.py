@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import TranslationError
 from shlo2jax.ops._common import ints, planned, replayable, result_shape
 from shlo2jax.registry import register_op

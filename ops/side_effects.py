@@ -21,7 +21,7 @@ import numpy as np
 from jax.experimental import io_callback
 
 from shlo2jax import host_transfers
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.ops._common import single_or_tuple
 from shlo2jax.registry import Unsupported, register_op
 from shlo2jax.translate import TOKEN

@@ -12,7 +12,7 @@ clamps to [storage_min, storage_max] and rounds to nearest even, all in the expr
 `dequantize` subtracts the zero point from the storage integers, converts and scales.
 
 f6 values (f6E2M3FN, f6E3M2FN: XLA has no such type) travel the same way, as an
-`F6Array` (a QArray whose `qtype` is a `shlo2jax.types.Float6Type`): uint8 bit patterns,
+`F6Array` (a QArray whose `qtype` is a `shlo2jax.value_types.Float6Type`): uint8 bit patterns,
 "dequantized" exactly to f32 and "quantized" back by rounding to nearest even once
 (`shlo2jax.quant.float6`). `np.asarray(f6_array)` is an ml_dtypes float6 numpy array;
 `F6Array.from_numpy(a)` wraps one as a function argument.
@@ -23,7 +23,7 @@ in which every quantize passes its input's gradient through unchanged (the
 straight-through estimator) — an explicit opt-in, never the default.
 
 The quantized element type itself (`QuantizedType`, its parsing and the spec's constraints)
-is one of the types of `shlo2jax.types`; this module re-exports it.
+is one of the types of `shlo2jax.value_types`; this module re-exports it.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ import numpy as np
 from jax import lax
 
 from shlo2jax import compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import load_quant_dialect
 from shlo2jax.translate import Translator
-from shlo2jax.types import (QuantizedType, UnsupportedTypeError, check_tensor_type,
+from shlo2jax.value_types import (QuantizedType, UnsupportedTypeError, check_tensor_type,
                             parse_quantized_element)
 
 __all__ = ["QuantizedType", "QArray", "F6Array", "parse_quantized_element", "quantize",

@@ -19,7 +19,7 @@ import numpy as np
 import jax.numpy as jnp
 from jax import lax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 
 # float dtype -> (unsigned bits dtype, significand bits, exponent bias, total bits)
 _LAYOUT = {np.dtype(np.float32): (np.uint32, 23, 127, 32),

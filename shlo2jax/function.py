@@ -12,7 +12,7 @@ import functools
 from typing import Optional
 
 from shlo2jax import executables, names, quant, signatures
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.conventions import ModuleConvention
 from shlo2jax.module import FunctionDef
 from shlo2jax.spmd.mesh import named_shardings

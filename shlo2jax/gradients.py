@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import types
 import weakref
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -110,23 +111,78 @@ def strong_zero_ops():
     (the tangent products). Uses jax's primitive rule tables
     (ad, batching, mlir lowering), `core.auto_insert_reshard` (shard_map's varying axes) and
     lax's own abstract evaluation and lowering rules of the wrapped primitives.
+
+    The steps, each a function below: the tangent products (`_tangent_products`, the square's
+    `_twice_tangent_mul` among them), the primal ops (`_primal_ops`) and their derivatives
+    (`_define_primal_derivatives`), the square (`_square`), the products and quotients by
+    constants (`_by_constants`) and the partly finite ones (`_partly_finite`).
     """
-    def const(x, value):
-        return np.array(value, dtype=np.dtype(x.dtype))
+    products = _tangent_products()
+    primal = _primal_ops()
+    _define_primal_derivatives(primal, products)
+    mul, div = _by_constants(primal, _square(products))
+    mul_finite, div_finite = _partly_finite(products, primal, mul, div)
+    binds = {name: bind for name, (_, bind) in primal.items()}
+    return types.SimpleNamespace(
+        **{**binds, "mul": mul, "div": div}, sz_mul=products.sz_mul, sz_div=products.sz_div,
+        mul_finite=mul_finite, div_finite=div_finite)
 
-    def new_primitive(name, like, nary):
-        prim = Primitive(name)
-        prim.def_impl(functools.partial(dispatch.apply_primitive, prim))
-        prim.def_effectful_abstract_eval(like.abstract_eval)
-        (batching.defbroadcasting if nary else batching.defvectorized)(prim)
-        return prim
 
-    # -- the tangent products: 0 * x = 0 for every x, inf and NaN included. A product a
-    # tangent (or cotangent) makes with a local derivative tests that factor only
-    # (guard="first": its first operand); the products the derivatives of these products
-    # make (second order) test both factors (guard="both").
-    sz_mul_p = new_primitive("strong_zero_mul", lax_internal.mul_p, True)
-    sz_div_p = new_primitive("strong_zero_div", lax_internal.div_p, True)
+def _const(x, value):
+    return np.array(value, dtype=np.dtype(x.dtype))
+
+
+def _new_primitive(name, like, nary):
+    prim = Primitive(name)
+    prim.def_impl(functools.partial(dispatch.apply_primitive, prim))
+    prim.def_effectful_abstract_eval(like.abstract_eval)
+    (batching.defbroadcasting if nary else batching.defvectorized)(prim)
+    return prim
+
+
+def _numerator_transpose(name, divide):
+    def transpose(ct, x, y):
+        if ad.is_undefined_primal(y):
+            raise ValueError(f"{name} is linear in its numerator only")
+        if type(ct) is ad.Zero:
+            return [ad.Zero(cotangent_aval(x.aval)), None]
+        return [unbroadcast(x.aval, divide(ct, y)), None]
+    return transpose
+
+
+def _zero_where(mask, value, zero):
+    return lax.select(jnp.broadcast_to(mask, value.shape), zero, value)
+
+
+def _sz_mul_value(a, b, out_dtype=None, guard="both"):
+    product = lax.mul(a, b)
+    zero = lax.full_like(product, 0)  # one zero for the test and the result
+    mask = lax.eq(a, zero)
+    if guard == "both":
+        mask = lax.bitwise_or(mask, lax.eq(b, zero))
+    return _zero_where(mask, product, zero)
+
+
+def _sz_div_value(t, x):
+    quotient = lax.div(t, x)
+    zero = lax.full_like(quotient, 0)
+    return _zero_where(lax.eq(t, zero), quotient, zero)
+
+
+class _TangentProducts(NamedTuple):
+    sz_mul: Callable             # (a, b, guard="both"): a * b, 0 where a tested factor is 0
+    sz_div: Callable             # (t, x): t / x, linear in t, 0 where t is 0
+    tangent_mul: Callable        # (t, x): t * x, linear in t, 0 where t is 0
+    twice_tangent_mul: Callable  # (t, x): t * x + t * x, linear in t, 0 where t is 0
+
+
+def _tangent_products() -> _TangentProducts:
+    """The tangent products: 0 * x = 0 for every x, inf and NaN included. A product a
+    tangent (or cotangent) makes with a local derivative tests that factor only
+    (guard="first": its first operand); the products the derivatives of these products
+    make (second order) test both factors (guard="both")."""
+    sz_mul_p = _new_primitive("strong_zero_mul", lax_internal.mul_p, True)
+    sz_div_p = _new_primitive("strong_zero_div", lax_internal.div_p, True)
     sz_mul_p.def_effectful_abstract_eval(
         lambda *avals, guard, **params: lax_internal.mul_p.abstract_eval(*avals, **params))
 
@@ -141,24 +197,8 @@ def strong_zero_ops():
         """t / x, linear in t, 0 where t is 0."""
         return sz_div_p.bind(*auto_insert_reshard(t, x))
 
-    def zero_where(mask, value, zero):
-        return lax.select(jnp.broadcast_to(mask, value.shape), zero, value)
-
-    def sz_mul_value(a, b, out_dtype=None, guard="both"):
-        product = lax.mul(a, b)
-        zero = lax.full_like(product, 0)  # one zero for the test and the result
-        mask = lax.eq(a, zero)
-        if guard == "both":
-            mask = lax.bitwise_or(mask, lax.eq(b, zero))
-        return zero_where(mask, product, zero)
-
-    def sz_div_value(t, x):
-        quotient = lax.div(t, x)
-        zero = lax.full_like(quotient, 0)
-        return zero_where(lax.eq(t, zero), quotient, zero)
-
-    mlir.register_lowering(sz_mul_p, mlir.lower_fun(sz_mul_value, multiple_results=False))
-    mlir.register_lowering(sz_div_p, mlir.lower_fun(sz_div_value, multiple_results=False))
+    mlir.register_lowering(sz_mul_p, mlir.lower_fun(_sz_mul_value, multiple_results=False))
+    mlir.register_lowering(sz_div_p, mlir.lower_fun(_sz_div_value, multiple_results=False))
     ad.defbilinear(sz_mul_p,
                    lambda ct, a, b, guard, **_: unbroadcast(a.aval, sz_mul(ct, b, guard)),
                    lambda ct, a, b, **_: unbroadcast(b.aval, sz_mul(a, ct)))
@@ -167,88 +207,168 @@ def strong_zero_ops():
     define_jvp(sz_div_p, (_second, lambda dt, x: sz_div(dt, x)),
                (lambda ans, t, x: sz_div(sz_div(t, x), x),
                 lambda dx, r: lax.neg(sz_mul(dx, r))))
+    ad.primitive_transposes[sz_div_p] = _numerator_transpose("strong_zero_div", sz_div)
+    return _TangentProducts(sz_mul, sz_div, tangent_mul, _twice_tangent_mul(sz_mul))
 
-    def numerator_transpose(name, divide):
-        def transpose(ct, x, y):
-            if ad.is_undefined_primal(y):
-                raise ValueError(f"{name} is linear in its numerator only")
-            if type(ct) is ad.Zero:
-                return [ad.Zero(cotangent_aval(x.aval)), None]
-            return [unbroadcast(x.aval, divide(ct, y)), None]
-        return transpose
 
-    ad.primitive_transposes[sz_div_p] = numerator_transpose("strong_zero_div", sz_div)
-
-    # -- a square's tangent product: t * x + t * x, the first-order rule of `mul(x, x)`,
-    # with one guarded product doubled (g + g == 2 * g exactly, overflow to inf included)
-    # where `mul`'s rule makes two. Its transpose doubles after the product too: doubling
-    # the cotangent first would overflow where t * x + t * x does not. Its derivatives are
-    # the two products `mul`'s rule has (second order: the same values, term for term).
-    sz_twice_p = new_primitive("strong_zero_twice_mul", lax_internal.mul_p, True)
+def _twice_tangent_mul(sz_mul):
+    """A square's tangent product: t * x + t * x, the first-order rule of `mul(x, x)`,
+    with one guarded product doubled (g + g == 2 * g exactly, overflow to inf included)
+    where `mul`'s rule makes two. Its transpose doubles after the product too: doubling
+    the cotangent first would overflow where t * x + t * x does not. Its derivatives are
+    the two products `mul`'s rule has (second order: the same values, term for term)."""
+    sz_twice_p = _new_primitive("strong_zero_twice_mul", lax_internal.mul_p, True)
 
     def twice_tangent_mul(t, x):
         """t * x + t * x, linear in t, 0 where t is 0."""
         return sz_twice_p.bind(*auto_insert_reshard(t, x), **MUL_PARAMS)
 
     def twice_value(t, x, **_):
-        product = sz_mul_value(t, x, guard="first")
+        product = _sz_mul_value(t, x, guard="first")
         return lax.add(product, product)
 
     mlir.register_lowering(sz_twice_p, mlir.lower_fun(twice_value, multiple_results=False))
     define_jvp(sz_twice_p, (_second, lambda g, x, **_: lax.add(sz_mul(g, x), sz_mul(g, x))),
                (_first, lambda g, t, **_: lax.add(sz_mul(t, g), sz_mul(t, g))))
-    twice_transpose = numerator_transpose("strong_zero_twice_mul", twice_tangent_mul)
+    twice_transpose = _numerator_transpose("strong_zero_twice_mul", twice_tangent_mul)
     ad.primitive_transposes[sz_twice_p] = lambda ct, t, x, **_: twice_transpose(ct, t, x)
+    return twice_tangent_mul
 
-    # -- the primal ops: lax's values and lowering, strong-zero JVPs
-    def wrap(source, example):
-        params = _LAX_PARAMS.get(source.name, {})  # what lax's own function binds
-        prim = new_primitive(f"{source.name}_strong_zero", source, len(example) > 1)
-        copy_lowerings(source, prim)
 
-        def bind(*args):
-            return prim.bind(*auto_insert_reshard(*args), **params)
-        bind.__name__ = source.name
-        return prim, bind
+# The primal ops with strong-zero derivatives: lax's primitive -> whether it takes two operands
+_PRIMAL_OPS = {"mul": True, "div": True, "exp": False, "expm1": False, "log": False,
+               "log1p": False, "sqrt": False, "rsqrt": False, "cbrt": False, "tan": False,
+               "atan2": True, "pow": True}
 
-    f1, f2 = (np.float32(1),), (np.float32(1), np.float32(1))
+
+def _primal_ops() -> dict:
+    """Name -> (primitive, bind) of each of `_PRIMAL_OPS`: lax's values and lowering (the
+    same StableHLO op), a primitive of its own for the strong-zero JVP."""
+    return {name: _wrap(getattr(lax_internal, f"{name}_p"), nary)
+            for name, nary in _PRIMAL_OPS.items()}
+
+
+def _wrap(source, nary: bool):
+    params = _LAX_PARAMS.get(source.name, {})  # what lax's own function binds
+    prim = _new_primitive(f"{source.name}_strong_zero", source, nary)
+    copy_lowerings(source, prim)
+
+    def bind(*args):
+        return prim.bind(*auto_insert_reshard(*args), **params)
+    bind.__name__ = source.name
+    return prim, bind
+
+
+def _define_primal_derivatives(primal: dict, products: _TangentProducts) -> None:
+    """The primal ops' JVPs (and `mul`'s transposes, `div`'s numerator transpose). The
+    formulas are lax's own (jax/_src/lax/lax.py), with every product of a tangent
+    strong-zero and every residual computed by these ops (so higher orders are too)."""
+    tangent_mul, sz_div = products.tangent_mul, products.sz_div
+    prim = {name: p for name, (p, _) in primal.items()}
+    mul, div, log, pow_ = (primal[name][1] for name in ("mul", "div", "log", "pow"))
+    one = lambda x: _const(x, 1)
+    ad.defbilinear(prim["mul"],
+                   lambda ct, x, y, **_: unbroadcast(x.aval, tangent_mul(ct, y)),
+                   lambda ct, x, y, **_: unbroadcast(y.aval, tangent_mul(ct, x)))
+
+    # (each rule: the local derivative, computed with the value, and the tangent's product
+    # with it, `times` (t * d) or `over` (t / d))
+    def times(g, d, **_):
+        return tangent_mul(g, d)
+
+    def over(g, d, **_):
+        return sz_div(g, d)
+
+    define_jvp(prim["mul"], (_second, times), (_first, times))
+    define_jvp(prim["div"], (_second, over),
+               (lambda ans, x, y: div(ans, y), lambda g, d: lax.neg(tangent_mul(g, d))))
+    ad.primitive_transposes[prim["div"]] = _numerator_transpose("division", sz_div)
+    # the one-operand ops: op -> (its local derivative from (ans, x), its product)
+    unary = {
+        "exp": (_value, times),
+        "expm1": (lambda ans, x, **_: lax.add(ans, one(ans)), times),
+        "log": (_first, over),
+        "log1p": (lambda ans, x, **_: lax.add(x, one(x)), over),
+        "sqrt": (lambda ans, x, **_: div(_const(x, 0.5), ans), times),
+        "rsqrt": (lambda ans, x, **_: mul(_const(x, -0.5), div(ans, x)), times),
+        "cbrt": (lambda ans, x, **_: div(_const(x, 1 / 3), mul(ans, ans)), times),
+        "tan": (lambda ans, x, **_: lax.add(one(x), mul(ans, ans)), times),
+    }
+    for name, rule in unary.items():
+        define_jvp(prim[name], rule)
+
+    def atan2_denominator(x, y):
+        return lax.add(mul(x, x), mul(y, y))
+    define_jvp(prim["atan2"], (lambda ans, x, y: div(y, atan2_denominator(x, y)), times),
+               (lambda ans, x, y: div(lax.neg(x), atan2_denominator(x, y)), times))
+
+    def pow_base_derivative(ans, x, y):
+        return mul(y, pow_(x, lax.sub(y, one(y))))
+
+    def pow_exponent_derivative(ans, x, y):
+        # lax's rule: log(x) with x = 0 replaced by 1 (the exponent's derivative is 0 there)
+        safe_x = lax.select(x == _const(x, 0), lax.full_like(x, 1), x)
+        return mul(log(safe_x), ans)
+    define_jvp(prim["pow"], (pow_base_derivative, times), (pow_exponent_derivative, times))
+
+
+def _square(products: _TangentProducts):
+    """x * x (a multiply whose operands are one value): `mul`'s value and derivatives, its
+    first-order tangent one guarded product doubled (`twice_tangent_mul`)."""
     L = lax_internal
-    mul_p, mul = wrap(L.mul_p, f2)
-    div_p, div = wrap(L.div_p, f2)
-    exp_p, exp = wrap(L.exp_p, f1)
-    expm1_p, expm1 = wrap(L.expm1_p, f1)
-    log_p, log = wrap(L.log_p, f1)
-    log1p_p, log1p = wrap(L.log1p_p, f1)
-    sqrt_p, sqrt = wrap(L.sqrt_p, f1)
-    rsqrt_p, rsqrt = wrap(L.rsqrt_p, f1)
-    cbrt_p, cbrt = wrap(L.cbrt_p, f1)
-    tan_p, tan = wrap(L.tan_p, f1)
-    atan2_p, atan2 = wrap(L.atan2_p, f2)
-    pow_p, pow_ = wrap(L.pow_p, f2)
-
-    # x * x (a multiply whose operands are one value): `mul`'s value and derivatives, its
-    # first-order tangent one guarded product doubled (`twice_tangent_mul`)
-    square_p = new_primitive("square_strong_zero", L.mul_p, False)
+    square_p = _new_primitive("square_strong_zero", L.mul_p, False)
     square_p.def_effectful_abstract_eval(
         lambda x, **params: L.mul_p.abstract_eval(x, x, **params))
     mlir.register_lowering(square_p, mlir.lower_fun(
         lambda x, **params: lax.mul(x, x), multiple_results=False))
-    define_jvp(square_p, (_first, lambda g, x, **_: twice_tangent_mul(g, x)))
+    define_jvp(square_p, (_first, lambda g, x, **_: products.twice_tangent_mul(g, x)))
 
     def square(x):
         return square_p.bind(x, **MUL_PARAMS)
+    return square
 
-    # -- a product (quotient) where some factors are finite everywhere (decided from the
-    # module, ops._ranges): the products with those factors take lax's rule, no zero test;
-    # the others stay strong-zero. `finite` = (x's, y's): for a product, x finite makes the
-    # y side's t * x plain; for a quotient, (1 / y finite: the numerator's t / y plain,
-    # x / y / y finite: the denominator's t * (ans / y) plain). Values and second order as
-    # `mul`/`div`.
+
+def _by_constants(primal: dict, square):
+    """The product and quotient the translation calls: lax's own where a factor is a
+    constant finite and nonzero everywhere, `square` for x * x, else the strong-zero op."""
+    mul, div = primal["mul"][1], primal["div"][1]
+
+    def mul_by_constants(x, y):
+        """x * y; lax's product where one factor is a constant that is finite and nonzero
+        everywhere (its local derivative is finite: lax's derivative is the strong-zero one,
+        up to the sign of a zero); `square` where x and y are one value."""
+        if finite_nonzero_constant(x) or finite_nonzero_constant(y):
+            return lax.mul(x, y)
+        if x is y:  # (one value: the translation passes a repeated operand as one object)
+            return square(x)
+        return mul(x, y)
+
+    def div_by_constants(x, y):
+        """x / y; lax's quotient where y is a constant whose reciprocal is finite and
+        nonzero everywhere (as for `mul_by_constants`)."""
+        if finite_nonzero_constant(y, reciprocal=True):
+            return lax.div(x, y)
+        return div(x, y)
+    return mul_by_constants, div_by_constants
+
+
+def _partly_finite(products: _TangentProducts, primal: dict, mul_by_constants,
+                   div_by_constants):
+    """A product (quotient) where some factors are finite everywhere (decided from the
+    module, ops._ranges): the products with those factors take lax's rule, no zero test;
+    the others stay strong-zero. `finite` = (x's, y's): for a product, x finite makes the
+    y side's t * x plain; for a quotient, (1 / y finite: the numerator's t / y plain,
+    x / y / y finite: the denominator's t * (ans / y) plain). Values and second order as
+    `mul`/`div`. Returns (mul_finite, div_finite)."""
+    L = lax_internal
+    tangent_mul, sz_div = products.tangent_mul, products.sz_div
+    div = primal["div"][1]
+
     def finite_product(t, factor, finite):
         return lax.mul(t, factor) if finite else tangent_mul(t, factor)
 
     def partly_finite(name, like, value):
-        prim = new_primitive(name, like, True)
+        prim = _new_primitive(name, like, True)
         prim.def_effectful_abstract_eval(
             lambda x, y, finite, **params: like.abstract_eval(x, y, **params))
         mlir.register_lowering(prim, mlir.lower_fun(
@@ -269,7 +389,7 @@ def strong_zero_ops():
                (_second, lambda g, y, finite: (lax.div if finite[0] else sz_div)(g, y)),
                (lambda ans, x, y, finite: div(ans, y),
                 lambda g, r, finite: lax.neg(finite_product(g, r, finite[1]))))
-    ad.primitive_transposes[div_finite_p] = lambda ct, x, y, finite: numerator_transpose(
+    ad.primitive_transposes[div_finite_p] = lambda ct, x, y, finite: _numerator_transpose(
         "division", lax.div if finite[0] else sz_div)(ct, x, y)
 
     def mul_finite(x, y, finite):
@@ -285,69 +405,7 @@ def strong_zero_ops():
         if not any(finite):
             return div_by_constants(x, y)
         return div_finite_p.bind(*auto_insert_reshard(x, y), finite=tuple(finite))
-
-    one = lambda x: const(x, 1)
-    # The formulas are lax's own (jax/_src/lax/lax.py), with every product of a tangent
-    # strong-zero and every residual computed by these ops (so higher orders are too).
-    ad.defbilinear(mul_p,
-                   lambda ct, x, y, **_: unbroadcast(x.aval, tangent_mul(ct, y)),
-                   lambda ct, x, y, **_: unbroadcast(y.aval, tangent_mul(ct, x)))
-    # (each rule: the local derivative, computed with the value, and the tangent's product
-    # with it, `times` (t * d) or `over` (t / d))
-    def times(g, d, **_):
-        return tangent_mul(g, d)
-
-    def over(g, d, **_):
-        return sz_div(g, d)
-
-    define_jvp(mul_p, (_second, times), (_first, times))
-    define_jvp(div_p, (_second, over),
-               (lambda ans, x, y: div(ans, y), lambda g, d: lax.neg(tangent_mul(g, d))))
-    ad.primitive_transposes[div_p] = numerator_transpose("division", sz_div)
-    define_jvp(exp_p, (_value, times))
-    define_jvp(expm1_p, (lambda ans, x, **_: lax.add(ans, one(ans)), times))
-    define_jvp(log_p, (_first, over))
-    define_jvp(log1p_p, (lambda ans, x, **_: lax.add(x, one(x)), over))
-    define_jvp(sqrt_p, (lambda ans, x, **_: div(const(x, 0.5), ans), times))
-    define_jvp(rsqrt_p, (lambda ans, x, **_: mul(const(x, -0.5), div(ans, x)), times))
-    define_jvp(cbrt_p, (lambda ans, x, **_: div(const(x, 1 / 3), mul(ans, ans)), times))
-    define_jvp(tan_p, (lambda ans, x, **_: lax.add(one(x), mul(ans, ans)), times))
-
-    def atan2_denominator(x, y):
-        return lax.add(mul(x, x), mul(y, y))
-    define_jvp(atan2_p, (lambda ans, x, y: div(y, atan2_denominator(x, y)), times),
-               (lambda ans, x, y: div(lax.neg(x), atan2_denominator(x, y)), times))
-
-    def pow_base_derivative(ans, x, y):
-        return mul(y, pow_(x, lax.sub(y, one(y))))
-
-    def pow_exponent_derivative(ans, x, y):
-        # lax's rule: log(x) with x = 0 replaced by 1 (the exponent's derivative is 0 there)
-        safe_x = lax.select(x == const(x, 0), lax.full_like(x, 1), x)
-        return mul(log(safe_x), ans)
-    define_jvp(pow_p, (pow_base_derivative, times), (pow_exponent_derivative, times))
-
-    def mul_by_constants(x, y):
-        """x * y; lax's product where one factor is a constant that is finite and nonzero
-        everywhere (its local derivative is finite: lax's derivative is the strong-zero one,
-        up to the sign of a zero); `square` where x and y are one value."""
-        if finite_nonzero_constant(x) or finite_nonzero_constant(y):
-            return lax.mul(x, y)
-        if x is y:  # (one value: the translation passes a repeated operand as one object)
-            return square(x)
-        return mul(x, y)
-
-    def div_by_constants(x, y):
-        """x / y; lax's quotient where y is a constant whose reciprocal is finite and
-        nonzero everywhere (as for `mul_by_constants`)."""
-        if finite_nonzero_constant(y, reciprocal=True):
-            return lax.div(x, y)
-        return div(x, y)
-
-    return types.SimpleNamespace(
-        mul=mul_by_constants, div=div_by_constants, exp=exp, expm1=expm1, log=log,
-        log1p=log1p, sqrt=sqrt, rsqrt=rsqrt, cbrt=cbrt, tan=tan, atan2=atan2, pow=pow_,
-        sz_mul=sz_mul, sz_div=sz_div, mul_finite=mul_finite, div_finite=div_finite)
+    return mul_finite, div_finite
 
 
 # Constants larger than this are not scanned (their products keep strong-zero derivatives).

@@ -13,9 +13,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from shlo2jax import attributes
-from shlo2jax import outline
+from shlo2jax import held_module
 from shlo2jax import registry
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import attribute_items, declares_no_regions, walked_operations
 from shlo2jax.errors import ElidedDataError, LoadError, UnsupportedError
 from shlo2jax.registry import COMPOSITE_RULES
@@ -52,7 +52,7 @@ class Op:
         self.attrs: dict = attrs
         self.regions: tuple = regions
         # A str, the op's `ir.Location`, the op a view was made from (`replaced`), or the
-        # `outline.HeldLocations` holding it at `index` (`ModuleDef.hold_locations`):
+        # `held_module.HeldLocations` holding it at `index` (`ModuleDef.hold_locations`):
         # formatting every op's location costs a large part of decoding, and only error
         # messages and probes read it.
         self._location = location
@@ -81,7 +81,7 @@ class Op:
         if type(location) is not str:
             if type(location) is Op:
                 location = location.location
-            elif type(location) is outline.HeldLocations:
+            elif type(location) is held_module.HeldLocations:
                 location = format_location(location[self.index], self._source)
             else:
                 location = format_location(location, self._source)
@@ -128,7 +128,7 @@ class ModuleDef:
         # placeholder data): weights, whatever their size (shlo2jax.params lifts them)
         self.resource_constants: dict = {}
         # (ir.Operation, Op) of its large constants, while the loader decides whether to
-        # outline them (shlo2jax.outline); emptied then, so that no MLIR object stays here
+        # outline them (shlo2jax.held_module); emptied then, so that no MLIR object stays here
         self.large_constants: list = []
         # Whether any op is a custom call (decode_module counts them; True where not known):
         # a module without one has no manual (shard_map) region to fold.
@@ -136,10 +136,10 @@ class ModuleDef:
 
     def hold_locations(self) -> None:
         """Lets no op refer to an `ir.Location` (which holds the module's context, and its
-        weights: see shlo2jax.outline) without formatting any: the ops' locations are held
-        by one `outline.HeldLocations`, in op order, and each op formats its own when first
+        weights: see shlo2jax.held_module) without formatting any: the ops' locations are held
+        by one `held_module.HeldLocations`, in op order, and each op formats its own when first
         read (formatting costs 5-30 us an op: tens of ms to a second at load)."""
-        held, locations, any_held = outline.HeldLocations(), [], False
+        held, locations, any_held = held_module.HeldLocations(), [], False
         for position, op in enumerate(self.ops):
             location = op._location
             if type(location) is str or type(location) is Op or location is None:
@@ -204,7 +204,7 @@ class _Decoder:
         self.attributes: dict = {}  # ir.Attribute -> its value (attributes.decode_op_attributes)
         self.carried_types = False  # whether any type parsed so far is carried
         self.untyped = False  # whether some type failed to parse (its value's type is None)
-        # (ir.Operation, Op) of each constant of LARGE_CONSTANT_BYTES or more (shlo2jax.outline)
+        # (ir.Operation, Op) of each constant of LARGE_CONSTANT_BYTES or more (shlo2jax.held_module)
         self.large_constants: list = []
         # The ops of the function being decoded, in the order the decode reads them (see
         # `body`), or None: each block's ops are then read from the block.
@@ -352,7 +352,7 @@ class _Decoder:
         if blob is not None:
             self.resource_constants[op.index] = blob
         if name in _CONSTANTS and type(attrs.get("value")) is np.ndarray and \
-                attrs["value"].nbytes >= outline.LARGE_CONSTANT_BYTES:
+                attrs["value"].nbytes >= held_module.LARGE_CONSTANT_BYTES:
             self.large_constants.append((operation, op))
         if not carried and self.carried:  # a program with no such value skips the scan
             carried = not self.carried.isdisjoint(operands) or any(

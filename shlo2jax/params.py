@@ -40,7 +40,7 @@ import numpy as np
 
 from shlo2jax import compat
 from shlo2jax import names as naming
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import UnsupportedError
 from shlo2jax.loader import load
 from shlo2jax.module import Region

@@ -22,7 +22,7 @@ import numpy as np
 from jax.experimental import io_callback
 
 from shlo2jax import compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.translate import Translator, TranslatorMode
 
 

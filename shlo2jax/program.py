@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 
-from shlo2jax import outline
+from shlo2jax import held_module
 from shlo2jax.errors import LoadError
 from shlo2jax.executables.direct import scan as direct_scan
 from shlo2jax.function import Function
@@ -36,7 +36,7 @@ class Program:
         self._module, self._decoded = module, decoded
         if scan is not None:
             self.direct_scan = scan
-        self._held = outline.HeldModule(mlir_module)
+        self._held = held_module.HeldModule(mlir_module)
         self.sharding = mesh.ShardingContext(module, mlir_module)
         conventions = dict(conventions or {})
         self.functions: dict[str, Function] = {}
@@ -92,7 +92,7 @@ class Program:
 
     mlir_module = property(lambda self: self._held.module(), doc="""The verified `ir.Module` the
         program was decoded from (for the reference interpreter, XLA, shape refinement); rebuilt
-        on each access where the program let it go (see `shlo2jax.outline.HeldModule`).""")
+        on each access where the program let it go (see `shlo2jax.held_module.HeldModule`).""")
 
     released_mlir_module = property(lambda self: self._held.released,
                                     doc="Whether the program let its MLIR module go.")

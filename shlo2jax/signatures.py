@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.quant import check_quantized_argument
 from shlo2jax.translate import Token
 

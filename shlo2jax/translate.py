@@ -22,7 +22,7 @@ from jax import lax
 import numpy as np
 
 from shlo2jax import compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError, UnsupportedError
 from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
 from shlo2jax.gradients import strong_zero_ops

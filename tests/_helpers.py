@@ -4,7 +4,7 @@ numpy arrays, and bitwise comparison of results."""
 import numpy as np
 
 import shlo2jax
-from shlo2jax.types import dtype_name
+from shlo2jax.value_types import dtype_name
 
 
 def element(dtype) -> str:

@@ -20,7 +20,7 @@ PACKAGES = {"shlo2jax": ROOT / "shlo2jax", "shlo2jax.ops": ROOT / "ops",
             "shlo2jax.quant": ROOT / "quant"}
 
 CORE = {
-    "shlo2jax.errors", "shlo2jax.types", "shlo2jax.attributes", "shlo2jax.module",
+    "shlo2jax.errors", "shlo2jax.value_types", "shlo2jax.attributes", "shlo2jax.module",
     "shlo2jax.registry", "shlo2jax.translate", "shlo2jax.compat", "shlo2jax.options",
     # what the translation and the ops build on: jax's primitive machinery put to use
     "shlo2jax.gradients", "shlo2jax.primitives",
@@ -28,8 +28,8 @@ CORE = {
     # their meshes (make_mesh) and process groups, decoded sharding annotations
     "shlo2jax.host_transfers", "shlo2jax.spmd.grid", "shlo2jax.spmd.mesh", "shlo2jax.spmd.groups",
     "shlo2jax.spmd.sharding_attributes",
-    # the decoded program's outline of its MLIR module (large constants held once)
-    "shlo2jax.outline",
+    # the decoded program's MLIR module held without its large constants (held once)
+    "shlo2jax.held_module",
     # the garbage collector paused over decoding and tracing, freed C heap handed back
     "shlo2jax.memory",
 }

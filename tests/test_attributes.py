@@ -8,7 +8,7 @@ import pytest
 from jaxlib.mlir import ir
 
 from shlo2jax import attributes
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context
 
 

@@ -157,7 +157,7 @@ def test_hold_locations_formats_none_and_reads_each_back():
     module = M.ModuleDef("m", {}, {}, ops)
     module.hold_locations()
     del located
-    assert [type(op._location) for op in ops[:3]] == [M.outline.HeldLocations] * 2 + [str]
+    assert [type(op._location) for op in ops[:3]] == [M.held_module.HeldLocations] * 2 + [str]
     assert ops[2]._location == want[2] and ops[3]._location == "formatted"
     assert ops[4]._location is None
     view = ops[1].replaced(params=None)

@@ -449,7 +449,7 @@ def test_argument_and_result_names():
     assert plain.arg_names == ("arg_0", "arg_1", "arg_2", "arg_3", "arg_4")
 
 
-# -- a program holding large constants lets its MLIR module go (shlo2jax.outline)
+# -- a program holding large constants lets its MLIR module go (shlo2jax.held_module)
 
 _HOLDS_ONCE = """
 import json, os, sys
@@ -508,10 +508,10 @@ def test_load_holds_the_weights_once(tmp_path):
 def _released(source, monkeypatch):
     """`source` loaded as a program holding large constants is: its module let go (every
     non-splat constant outlined, whatever its size)."""
-    from shlo2jax import outline
+    from shlo2jax import held_module
     with monkeypatch.context() as patched:
-        patched.setattr(outline, "LARGE_CONSTANT_BYTES", 64)
-        patched.setattr(outline, "RELEASE_BYTES", 0)
+        patched.setattr(held_module, "LARGE_CONSTANT_BYTES", 64)
+        patched.setattr(held_module, "RELEASE_BYTES", 0)
         program = shlo2jax.load(source)
     assert program.released_mlir_module
     return program

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from shlo2jax.errors import Unsupported
-from shlo2jax.types import TupleType
+from shlo2jax.value_types import TupleType
 
 
 def target_of(op) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 from jax.extend.random import threefry2x32_p
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.ops._common import backend_config, single_or_tuple
 from shlo2jax.registry import Unsupported, register_custom_call
 

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from shlo2jax import compat, signatures
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.conventions import ModuleConvention
 from shlo2jax.errors import LoadError
 from shlo2jax.module import FunctionDef

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from shlo2jax import names, signatures
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.conventions import ModuleConvention
 from shlo2jax.conventions.producer_vjp import ProducerVjp
 from shlo2jax.errors import LoadError

@@ -43,7 +43,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_dialect
 
 from shlo2jax import compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom_call_targets,
                              stable_custom_call_targets)
 from shlo2jax.errors import Shlo2JaxError

@@ -51,7 +51,7 @@ class Islands:
             module = ir.Module.parse(outlined.bytecode)
         program = program_of(module)
         self.module = program.module
-        # No record refers to the context after this (as `outline.release` leaves a program):
+        # No record refers to the context after this (as `held_module.release` leaves a program):
         # the locations are held apart, and the constants are held as the records'.
         self.module.large_constants = []
         self.module.hold_locations()

@@ -30,7 +30,7 @@ import threading
 import numpy as np
 from jaxlib.mlir import ir
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context, refine_polymorphic_shapes
 from shlo2jax.errors import ShapeError, UnsupportedError
 from shlo2jax.module import format_location

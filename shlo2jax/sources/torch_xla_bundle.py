@@ -30,7 +30,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 from jaxlib.mlir import ir
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError
 from shlo2jax.conventions.bound import Binding, BoundConvention, BoundValue

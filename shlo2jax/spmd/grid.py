@@ -31,7 +31,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import SpmdUnsupported
 from shlo2jax.spmd.mesh import AXES, make_mesh
 from shlo2jax.translate import TOKEN, Translator, TranslatorMode

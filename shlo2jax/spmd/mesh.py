@@ -35,7 +35,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import ShardingError, SpmdUnsupported
 from shlo2jax.spmd.sharding_attributes import (HloSharding, SdyMesh, SdySharding, Tiling,
                                                parse_sdy_mesh, sdy_tiling,

@@ -19,7 +19,7 @@ from typing import NamedTuple, Optional
 import jax.numpy as jnp
 import numpy as np
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import ShardingError
 
 

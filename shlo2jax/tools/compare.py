@@ -37,7 +37,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_dialect
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import BackendUnavailable
 from shlo2jax.executables.polymorphic import specialise

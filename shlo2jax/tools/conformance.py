@@ -68,7 +68,7 @@ import numpy as np
 
 from shlo2jax import quant
 from shlo2jax import compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported, LoadError, UnsupportedError
 from shlo2jax.host_transfers import host_io
 from shlo2jax.loader import load
@@ -76,7 +76,7 @@ from shlo2jax.options import LoadOptions
 from shlo2jax.probes import probe
 from shlo2jax.quant import F6Array
 from shlo2jax.tools import exits, isolated, reference
-from shlo2jax.tools.numerics import check_values, compare_with_reference
+from shlo2jax.tools.numerics import check_values, reference_mismatch
 from shlo2jax.tools.option_flags import add_option_flags, options_from
 from shlo2jax.tools.reference import (join_complex as _join_complex,
                                 interpreter_module_text as _reference_module_text,
@@ -509,7 +509,7 @@ def _run_against_reference(program, fn, deadline: float) -> str:
         raise CaseResult("fail", f"@{fn.name}: {len(actual)} output(s), the reference "
                                  f"interpreter gave {len(expected)}")
     for i, (a, e) in enumerate(zip(actual, expected)):
-        msg = compare_with_reference(a, np.asarray(e))
+        msg = reference_mismatch(a, np.asarray(e))
         if msg:
             raise CaseResult("fail", f"@{fn.name} output {i} vs reference interpreter: {msg}")
     return f"@{fn.name}: {len(actual)} output(s) agree with the reference interpreter"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import jax
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import InputError
 from shlo2jax import compat
 

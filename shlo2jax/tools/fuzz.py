@@ -38,7 +38,7 @@ from shlo2jax.tools import exits
 from shlo2jax.tools.commands import non_negative_int, positive_int
 from shlo2jax.tools.compare import InterpreterBackend, TranslatedBackend, XlaDirectBackend
 from shlo2jax.tools.isolated import run_isolated
-from shlo2jax.tools.numerics import compare_with_reference
+from shlo2jax.tools.numerics import reference_mismatch
 from shlo2jax.tools.option_flags import add_option_flags, options_from
 from shlo2jax.tools.reference import InterpreterServer
 
@@ -63,7 +63,8 @@ _INFINITIES = {"f32": ("0xFF800000", "0x7F800000"), "f16": ("0xFC00", "0x7C00"),
                "bf16": ("0xFF80", "0x7F80")}
 
 
-class Program(NamedTuple):
+class GeneratedProgram(NamedTuple):
+    """A program `generate(seed)` wrote (not a loaded `shlo2jax.Program`): its parts and inputs."""
     seed: int
     element: str
     shape: tuple
@@ -116,7 +117,7 @@ def _float_dtype(element: str):
     return _NP[element]
 
 
-def generate(seed: int) -> Program:
+def generate(seed: int) -> GeneratedProgram:
     rng = random.Random(seed)
     element = rng.choice(_FLOATS + _INTS)
     is_float = element in _FLOATS
@@ -157,7 +158,7 @@ def generate(seed: int) -> Program:
     inputs_rng = np.random.default_rng(seed)
     size = int(np.prod(shape)) if shape else 1
     inputs = [_special_values(element, inputs_rng, size).reshape(shape) for _ in range(n_args)]
-    return Program(seed, element, shape, n_args, chain, tail, result, inputs)
+    return GeneratedProgram(seed, element, shape, n_args, chain, tail, result, inputs)
 
 
 class _Operand(NamedTuple):
@@ -381,14 +382,15 @@ _INDEXED_TAILS = {"dynamic_slice": _dynamic_slice_tail,
 _SMALL = 64  # elements: the reference interpreter evaluates element by element
 
 
-def _compare_outputs(a: list, b: list) -> Optional[str]:
+def _outputs_mismatch(a: list, b: list) -> Optional[str]:
+    """How two backends' outputs for one program differ (`reference_mismatch` on each), or None."""
     if len(a) != len(b):
         return f"{len(a)} outputs vs {len(b)}"
     for k, (x, y) in enumerate(zip(a, b)):
         x, y = np.asarray(x), np.asarray(y)
         if x.dtype != y.dtype or x.shape != y.shape:
             return f"output {k}: {x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}"
-        problem = compare_with_reference(x, y)
+        problem = reference_mismatch(x, y)
         if problem:
             return f"output {k}: {problem}"
     return None
@@ -422,7 +424,7 @@ def _mismatch(results: dict) -> Optional[str]:
     for name, other in results.items():
         if name == "cpu" or isinstance(other, tuple):
             continue
-        problem = _compare_outputs(got, other)
+        problem = _outputs_mismatch(got, other)
         if problem:
             return f"translation vs {name}: {problem}"
     return None
@@ -443,7 +445,7 @@ def check(seed: int, xla_direct: bool = True, options: Optional[LoadOptions] = N
     if problem and _explained_by_flushing(program, results, options):
         out["mismatch"], out["flushed"] = None, problem
     elif (problem and interpreted is not None and not isinstance(interpreted, tuple)
-          and _compare_outputs(results["cpu"], interpreted) is None):
+          and _outputs_mismatch(results["cpu"], interpreted) is None):
         # The translation agrees with the reference interpreter (the spec's oracle) and XLA
         # compiling the module alone differs: XLA's behaviour, reported apart with evidence.
         out["mismatch"], out["xla_differs"] = None, problem
@@ -453,7 +455,7 @@ def check(seed: int, xla_direct: bool = True, options: Optional[LoadOptions] = N
         # itself gives and only the interpreter differs, the difference is XLA's numerics.
         direct = results.get("xla-direct")
         out["same_as_xla_direct"] = (not isinstance(direct, tuple) and direct is not None
-                                     and _compare_outputs(results["cpu"], direct) is None)
+                                     and _outputs_mismatch(results["cpu"], direct) is None)
     return out
 
 
@@ -465,7 +467,7 @@ def _flush_subnormals(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(wide) < tiny, np.copysign(0.0, wide), wide).astype(x.dtype)
 
 
-def _explained_by_flushing(program: Program, results: dict,
+def _explained_by_flushing(program: GeneratedProgram, results: dict,
                            options: Optional[LoadOptions] = None) -> bool:
     """XLA on CPU flushes subnormal floats to zero (inputs and results of float ops); the
     reference interpreter keeps them. With subnormals in the inputs, the difference is
@@ -479,15 +481,15 @@ def _explained_by_flushing(program: Program, results: dict,
     # (bytes compared: -0.0 == 0.0 as values; a 0-d array has no uint8 view)
     if all(a.tobytes() == b.tobytes() for a, b in zip(flushed, program.inputs)):
         return False
-    if _compare_outputs(results["cpu"], results["xla-direct"]) is not None:
+    if _outputs_mismatch(results["cpu"], results["xla-direct"]) is not None:
         # XLA alone differs while the translation agrees with the interpreter: where XLA
         # fuses ops it flushes subnormals the translation's separate ops keep
-        return _compare_outputs(results["cpu"], results["interpreter"]) is None
+        return _outputs_mismatch(results["cpu"], results["interpreter"]) is None
     again = InterpreterBackend(timeout=120).run(load(program.text(), options), "main", flushed)
-    return _compare_outputs(results["cpu"], [np.asarray(o) for o in again]) is None
+    return _outputs_mismatch(results["cpu"], [np.asarray(o) for o in again]) is None
 
 
-def _minimise(program: Program, interpreter: bool,
+def _minimise(program: GeneratedProgram, interpreter: bool,
               options: Optional[LoadOptions] = None) -> Optional[str]:
     """The shortest prefix of the chain (no tail) that still mismatches, as module text."""
     for length in range(1, len(program.chain) + 1):

@@ -16,7 +16,7 @@ from typing import Mapping, NamedTuple, Optional
 import jax
 import numpy as np
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import InputError, UsageError
 from shlo2jax.signatures import type_text
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 
 
 def bit_patterns(a: np.ndarray) -> np.ndarray:
@@ -149,9 +149,10 @@ def check_values(kind: str, actual, expected, *, tolerance: float = 1e-4, min_ul
     return f"unknown check kind {kind!r}"
 
 
-def compare_with_reference(actual, expected) -> Optional[str]:
-    """Outputs against the reference interpreter: integers exactly; floats within 3 ULP or
-    1e-4 absolute (libm and XLA differ in the last bits of transcendental functions)."""
+def reference_mismatch(actual, expected) -> Optional[str]:
+    """How `actual` misses `expected` at the reference interpreter's tolerances, or None:
+    integers exactly; floats within 3 ULP or 1e-4 absolute (libm and XLA differ in the last
+    bits of transcendental functions)."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     if not (T.is_float(actual.dtype) or T.is_complex(actual.dtype)):
         return check_values("eq", actual, expected)

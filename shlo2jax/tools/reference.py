@@ -19,7 +19,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from shlo2jax import attributes, compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.errors import InterpreterError, InterpreterUnsupported
 from shlo2jax.tools.numerics import bit_patterns
 from shlo2jax.transforms.chlo_legalize import legalize_chlo

@@ -13,7 +13,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.transforms.common import function_named
 
 

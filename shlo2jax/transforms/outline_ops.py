@@ -19,7 +19,7 @@ from jaxlib.mlir.dialects import func as func_dialect
 
 from shlo2jax.compat import attribute_items
 from shlo2jax.module import format_location
-from shlo2jax.outline import HeldLocations, write_bytecode
+from shlo2jax.held_module import HeldLocations, write_bytecode
 
 
 class Island(NamedTuple):
@@ -136,7 +136,7 @@ class Outline:
     @property
     def records(self) -> tuple:
         """An `Island` per op, in walk order. Their locations are formatted here, when first
-        read (`outline.HeldLocations`): printing a location (a long call-site chain) costs
+        read (`held_module.HeldLocations`): printing a location (a long call-site chain) costs
         about as much as outlining the op, and most programs never read them."""
         if self._records is None:
             locations = self._locations.formatted(

@@ -122,9 +122,9 @@ def _pair_check(a, b, at) -> list:
     a, b = _trailing(a, n, k, vector, at), _trailing(b, m, k, vector, at)
     ones = stablehlo.ConstantOp(ir.DenseElementsAttr.get(np.ones(k, np.int32), type=vector),
                                 ip=at).result
-    equal = _compare(a, b, bools, at)
-    ok = _create("stablehlo.or", [_create("stablehlo.or", [equal, _compare(a, ones, bools, at)],
-                                          bools, at), _compare(b, ones, bools, at)], bools, at)
+    equal = _compare_eq(a, b, bools, at)
+    equal_or_a_one = _create("stablehlo.or", [equal, _compare_eq(a, ones, bools, at)], bools, at)
+    ok = _create("stablehlo.or", [equal_or_a_one, _compare_eq(b, ones, bools, at)], bools, at)
     # One scalar: the k checks and-ed (k is a rank, a handful).
     scalar = ir.RankedTensorType.get([], ir.IntegerType.get_signless(1))
     result = None
@@ -148,7 +148,7 @@ def _slice(value, start: int, limit: int, at, result_type=None):
                                attributes=attrs, ip=at).result
 
 
-def _compare(a, b, result_type, at):
+def _compare_eq(a, b, result_type, at):
     return ir.Operation.create(
         "stablehlo.compare", results=[result_type], operands=[a, b],
         attributes={"comparison_direction":

@@ -17,7 +17,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax import attributes
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import BackendUnavailable
 

@@ -195,7 +195,7 @@ NARROW_FLOATS = ["f4E2M1FN", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "
 def test_narrow_float_compare_every_pair_of_bit_patterns(element):
     """FLOAT (IEEE: NaN unordered, -0 == +0) and TOTALORDER (sign-magnitude order of the bit
     patterns, so -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN) on every pair of values."""
-    from shlo2jax import types as T
+    from shlo2jax import value_types as T
     dtype = T.ELEMENT_DTYPES[element]
     bits = T.bit_width(dtype)
     patterns = np.arange(1 << bits)

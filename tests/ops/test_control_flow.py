@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 
 from _helpers import assert_same_bits
 import xla_known

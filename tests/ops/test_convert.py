@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax.types import ELEMENT_DTYPES
+from shlo2jax.value_types import ELEMENT_DTYPES
 
 from _helpers import assert_same_bits, tensor
 

@@ -15,7 +15,7 @@ import pytest
 
 import shlo2jax
 from shlo2jax import compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 
 BF16 = T.ELEMENT_DTYPES["bf16"]
 NARROW_FLOATS = ["f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3B11FNUZ", "f8E4M3",

@@ -15,7 +15,7 @@ import pytest
 from jax import lax
 
 import shlo2jax
-from shlo2jax.types import bit_width
+from shlo2jax.value_types import bit_width
 
 from _helpers import element, tensor
 import xla_known
@@ -508,7 +508,7 @@ def test_mhlo_names():
 def test_floor_ceil_of_subnormals(element):
     # The spec's floor/ceil are exact; XLA on CPU flushes subnormal inputs to zero.
     import ml_dtypes
-    from shlo2jax import types as T
+    from shlo2jax import value_types as T
     dtype = T.ELEMENT_DTYPES[element]
     tiny = np.array(ml_dtypes.finfo(dtype).smallest_subnormal, dtype)
     x = np.array([tiny, -tiny, 0.0, -0.0, 1.5, -1.5], dtype)

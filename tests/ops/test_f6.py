@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 from shlo2jax.quant import F6Array
 import xla_known
 

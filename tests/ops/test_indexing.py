@@ -10,7 +10,7 @@ import pytest
 import shlo2jax
 import shlo2jax.ops  # noqa: F401  (registers the built-in rules _needs looks up)
 from shlo2jax import registry
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 
 from _helpers import tensor
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from shlo2jax import compat
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 
 from _helpers import run_main, tensor
 

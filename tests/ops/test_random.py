@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 
 M32 = 0xFFFFFFFF
 M64 = 0xFFFFFFFFFFFFFFFF

@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from shlo2jax import types as T
+from shlo2jax import value_types as T
 
 from _helpers import assert_same_bits, op_counts, run_main, staged_jaxpr, tensor
 

@@ -7,7 +7,7 @@ import pytest
 
 from shlo2jax import quant
 from shlo2jax.quant import parse_quantized_element
-from shlo2jax.types import UnsupportedTypeError
+from shlo2jax.value_types import UnsupportedTypeError
 
 
 def test_parse_per_tensor_and_defaults():

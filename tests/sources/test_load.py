@@ -151,8 +151,8 @@ def test_program_repr_and_histogram():
 
 def test_outlined_constants_are_written_back_bit_for_bit(monkeypatch):
     # A program holding large constants lets its MLIR module go and rebuilds it on demand from
-    # an outline and its decoded constants (shlo2jax.outline): here every constant is large.
-    from shlo2jax import outline
+    # an outline and its decoded constants (shlo2jax.held_module): here every constant is large.
+    from shlo2jax import held_module
     types = ["f32", "bf16", "f16", "f64", "f8E4M3FN", "f8E5M2", "i8", "ui16", "i32", "i64",
              "i1", "i4", "complex<f32>"]
     rng = np.random.default_rng(0)
@@ -175,8 +175,8 @@ def test_outlined_constants_are_written_back_bit_for_bit(monkeypatch):
             f"\n    return {', '.join(names)} : {result_types}\n}}\n")
     kept = shlo2jax.load(text)
     with monkeypatch.context() as patched:
-        patched.setattr(outline, "LARGE_CONSTANT_BYTES", 0)
-        patched.setattr(outline, "RELEASE_BYTES", 0)
+        patched.setattr(held_module, "LARGE_CONSTANT_BYTES", 0)
+        patched.setattr(held_module, "RELEASE_BYTES", 0)
         program = shlo2jax.load(text)
     assert program.released_mlir_module and not kept.released_mlir_module
     assert len(program._held._outline.arrays) == 10  # all but i1, i4 and complex (kept in it)
@@ -190,13 +190,13 @@ def test_outlined_constants_are_written_back_bit_for_bit(monkeypatch):
 def test_shape_refinement_of_a_program_that_let_its_module_go(monkeypatch):
     # `?` dimensions are specialised by refining the module (shlo2jax.executables.polymorphic): a program that
     # let its module go rebuilds it for that, and so does each refined program
-    from shlo2jax import outline
+    from shlo2jax import held_module
     w = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
     exported = jax_export.export(jax.jit(lambda x: jnp.tanh(x @ w)))(
         jax_export.symbolic_args_specs((np.zeros((3, 4), np.float32),), "(b, 4)")[0])
     with monkeypatch.context() as patched:
-        patched.setattr(outline, "LARGE_CONSTANT_BYTES", 0)
-        patched.setattr(outline, "RELEASE_BYTES", 0)
+        patched.setattr(held_module, "LARGE_CONSTANT_BYTES", 0)
+        patched.setattr(held_module, "RELEASE_BYTES", 0)
         program = shlo2jax.load(exported.serialize())
         assert program.released_mlir_module and program.entry.is_polymorphic
         for batch in (1, 3):
@@ -233,12 +233,12 @@ def test_vhlo_artifact_is_parsed_once(monkeypatch):
 def test_jax_export_bytearray_and_dropped_module_bytes(monkeypatch):
     # A bytearray is read in place; an artifact of RELEASE_BYTES or more lets the Exported's
     # module bytes go once parsed, and `exported` writes them again on access
-    from shlo2jax import outline
+    from shlo2jax import held_module
     data = _exported().serialize()
     _check(shlo2jax.load(bytearray(data)))
     assert shlo2jax.load(data).exported.mlir_module_serialized  # (kept: a small artifact)
     with monkeypatch.context() as patched:
-        patched.setattr(outline, "RELEASE_BYTES", 0)
+        patched.setattr(held_module, "RELEASE_BYTES", 0)
         program = shlo2jax.load(bytearray(data))
         assert program["main"].record.mlir_module_serialized == b""
         _check(program)

@@ -1,6 +1,6 @@
-"""shlo2jax.outline: a program whose large constants add up to RELEASE_BYTES lets its MLIR module
-and context go; its ops' locations are held apart (`HeldLocations`) and formatted when first
-read, with the text that formatting each op's `ir.Location` gives."""
+"""shlo2jax.held_module: a program whose large constants add up to RELEASE_BYTES lets its MLIR
+module and context go; its ops' locations are held apart (`HeldLocations`) and formatted when
+first read, with the text that formatting each op's `ir.Location` gives."""
 
 import gc
 
@@ -10,8 +10,8 @@ import pytest
 from jaxlib.mlir import ir
 
 import shlo2jax
-from shlo2jax import outline, registry
-from shlo2jax.outline import HeldLocations
+from shlo2jax import held_module, registry
+from shlo2jax.held_module import HeldLocations
 
 # A constant outlined once the thresholds are lowered (non-splat), ops inside a region, and
 # locations of each kind: a file position, `-` (the source's name), a name around a call-site
@@ -42,8 +42,8 @@ def rule():
 def _load(monkeypatch, **kwargs):
     """`_TEXT` loaded as a program holding large constants (its module let go)."""
     with monkeypatch.context() as patched:
-        patched.setattr(outline, "LARGE_CONSTANT_BYTES", 16)
-        patched.setattr(outline, "RELEASE_BYTES", 0)
+        patched.setattr(held_module, "LARGE_CONSTANT_BYTES", 16)
+        patched.setattr(held_module, "RELEASE_BYTES", 0)
         program = shlo2jax.load(_TEXT, source_name="m.mlir", **kwargs)
     assert program.released_mlir_module
     return program
@@ -84,8 +84,8 @@ def test_a_direct_program_decoded_later_holds_its_locations(monkeypatch):
     parses that, and the decoded ops then hold their locations apart (not that parse's)."""
     text = _TEXT.replace('"test.released_wrong_shape"(%r)', "stablehlo.negate %r")
     with monkeypatch.context() as patched:
-        patched.setattr(outline, "LARGE_CONSTANT_BYTES", 16)
-        patched.setattr(outline, "RELEASE_BYTES", 0)
+        patched.setattr(held_module, "LARGE_CONSTANT_BYTES", 16)
+        patched.setattr(held_module, "RELEASE_BYTES", 0)
         program = shlo2jax.load(text, source_name="m.mlir", lowering="direct")
         assert program.entry.lowering == "direct" and not program.decoded
         ops = program.module.ops
