@@ -705,7 +705,7 @@ def test_compare_runs_the_hlo_with_xla_itself(dump):
         assert result.ok, result
     result = shlo2jax.compare(dump_file(dump, "jit_loop", "cpu_after_optimizations", "txt"),
                               backends=("cpu", "xla-direct"), inputs=[X, N])
-    assert "post-optimization ops (mhlo.copy, mhlo.fusion" in str(result)
+    assert "post-optimization ops (mhlo.copy, mhlo.fusion" in result.table()
 
 
 def test_command_line_reads_dump_folders_with_module(dump, tmp_path, capsys, monkeypatch):
