@@ -12,6 +12,10 @@ default; reused while it exists):
   args    the weights (about `--args-mb` MB, default 3x `--size-mb`) passed as arguments: the
           artifact is small, the caller holds the weights (numpy arrays made in the child
           before anything is loaded, so they are in every variant's figures alike)
+  splat   (only when asked: `--cases splat`) a StableHLO text module summing one splat constant
+          `dense<1.0>` of about `--size-mb` MB (issue 46): a few hundred bytes of text, which the
+          translation broadcasts rather than materialising; no `export` variant (it is no
+          `jax.export` artifact)
 
 Each (case, variant) runs in a fresh child process, one at a time:
 
@@ -52,12 +56,31 @@ VARIANTS = ["export", "translated", "direct"]
 # ------------------------------------------------------------------ the artifacts
 
 def artifact_path(cache: pathlib.Path, case: str, megabytes: int, layers: int) -> pathlib.Path:
+    if case == "splat":
+        return cache / f"splat_{megabytes}mb.mlir"
     return cache / f"mlp_{case}_{megabytes}mb_{layers}l.bin"
+
+
+def splat_module(megabytes: int) -> str:
+    width = int(math.sqrt(megabytes * MB / 4))
+    t = f"tensor<{width}x{width}xf32>"
+    return textwrap.dedent(f"""\
+        func.func @main() -> tensor<f32> {{
+          %c = stablehlo.constant dense<1.0> : {t}
+          %z = stablehlo.constant dense<0.0> : tensor<f32>
+          %s = stablehlo.reduce(%c init: %z) applies stablehlo.add across dimensions = [0, 1]
+            : ({t}, tensor<f32>) -> tensor<f32>
+          return %s : tensor<f32>
+        }}
+        """)
 
 
 def make_artifact(path: pathlib.Path, case: str, megabytes: int, layers: int) -> None:
     """Writes the artifact from a child process, so that its memory is no measurement's."""
     if path.exists():
+        return
+    if case == "splat":
+        path.write_text(splat_module(megabytes))
         return
     code = textwrap.dedent(f"""
         import math
@@ -144,7 +167,9 @@ def measure(case: str, variant: str, path: str, layers: int, megabytes: int) -> 
         call = program["main"]
     out["load_s"] = time.perf_counter() - start
     out["load"], out["load_peak"] = rss_mb(), peak_mb()
-    if case == "baked":
+    if case == "splat":
+        args = ()
+    elif case == "baked":
         (x_aval,) = (exported.in_avals if variant == "export" else call.in_avals)
         args = (np.ones(x_aval.shape, x_aval.dtype),)
     start = time.perf_counter()
@@ -219,7 +244,8 @@ def main(argv=None):
     if args.child:
         print(json.dumps(measure(*args.child, args.layers, args.size_mb)))
         return
-    sizes = {"baked": args.size_mb, "args": args.args_mb or 3 * args.size_mb}
+    sizes = {"baked": args.size_mb, "args": args.args_mb or 3 * args.size_mb,
+             "splat": args.size_mb}
     cache = pathlib.Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -230,6 +256,8 @@ def main(argv=None):
         print(f"{case}: {path} ({path.stat().st_size / MB:.0f} MB, "
               f"{time.perf_counter() - start:.0f} s to make)", flush=True)
         for variant in args.variants.split(","):
+            if case == "splat" and variant == "export":
+                continue
             row = run_child(case, variant, path, args.layers, sizes[case])
             print(f"  {variant}: {json.dumps(row)}", flush=True)
             rows.append((case, variant, row))

@@ -7,6 +7,7 @@ import weakref
 import numpy as np
 from jax import lax
 
+from shlo2jax.attributes import Splat
 from shlo2jax.registry import register_op
 
 
@@ -35,8 +36,11 @@ def constant(ctx, op):
         value = lifted(op)
         if value is not None:
             return value
+    value = op.params
+    if type(value) is Splat:  # a large splat: its one value broadcast, never a host array
+        return lax.full(value.shape, value.value, value.dtype)
     # A numpy array: lax embeds it as a literal, with no device transfer while tracing.
-    return op.params
+    return value
 
 
 @register_op("stablehlo.iota", "mhlo.iota")

@@ -557,7 +557,9 @@ def _analyze_comparator(region: Region):
         if sides <= {"L"} or sides == {"R"}:
             side[res] = sides.pop() if sides else "C"
             if side[res] == "C" and op.name.endswith(".constant") and op.result_types[0].dtype == np.bool_:
-                formula[res] = ("const", bool(np.asarray(op.attrs["value"]).reshape(-1)[0]))
+                value = op.attrs["value"]  # (a Splat's one value, not its array)
+                value = getattr(value, "value", value)
+                formula[res] = ("const", bool(np.asarray(value).reshape(-1)[0]))
             continue
         side[res] = "M"
         if op.name in _COMPARE and {side[o] for o in op.operands} == {"L", "R"}:

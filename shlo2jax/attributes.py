@@ -9,6 +9,7 @@ from __future__ import annotations
 import binascii
 import io
 import mmap
+import os
 import re
 from typing import Any, NamedTuple
 
@@ -18,12 +19,97 @@ from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax import compat
 from shlo2jax import value_types as T
-from shlo2jax.errors import ElidedDataError
+from shlo2jax.errors import ElidedDataError, LoadError
 
 
 class Opaque(NamedTuple):
     """An attribute with no decoder; kept as its MLIR text."""
     text: str
+
+
+# Splat constants of more elements than this are decoded as a `Splat`, not an array.
+SPLAT_RECORD_ELEMENTS = 1 << 16
+
+
+class Splat:
+    """A splat dense constant (one value repeated over its shape) as decoded: its value, shape
+    and dtype, and `size`/`nbytes` as numpy would report them. The full array is built only when
+    asked (`materialise()`, `np.asarray`): a 4 TiB-declared splat is a few bytes here, and the
+    constant rule broadcasts its value."""
+    __slots__ = ("value", "shape")
+
+    def __init__(self, value, shape):
+        self.value = np.asarray(value).reshape(())  # 0-d, of the element dtype
+        self.shape = tuple(int(d) for d in shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=object))
+
+    @property
+    def itemsize(self) -> int:
+        return self.value.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    def materialise(self) -> np.ndarray:
+        return np.full(self.shape, self.value, dtype=self.dtype)
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.materialise()
+        return array if dtype is None else array.astype(dtype)
+
+    def _key(self):
+        return (self.dtype.str, self.dtype.name, self.shape, self.value.tobytes())
+
+    def __eq__(self, other):
+        return isinstance(other, Splat) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return f"Splat({self.value!r}, shape={self.shape})"
+
+
+def _splat_or_full(value, ttype: T.TensorType, splats: bool):
+    """A `Splat` of `value` over `ttype`'s shape where `splats` and the splat is large, else the
+    full array."""
+    if splats and ttype.quant is None and \
+            int(np.prod(ttype.shape, dtype=object)) > SPLAT_RECORD_ELEMENTS:
+        return Splat(np.asarray(value, dtype=ttype.dtype), ttype.shape)
+    return np.full(ttype.shape, value, dtype=ttype.dtype)
+
+
+class ConstantSizeError(LoadError):
+    """A constant whose data is not the size its type declares, or that cannot be allocated."""
+
+
+def _check_data_size(present: int, ttype: T.TensorType) -> None:
+    """Refuses data of `present` bytes for `ttype` before anything the declared size is
+    allocated."""
+    size = int(np.prod(ttype.shape, dtype=object))
+    needed = size * ttype.dtype.itemsize
+    if present not in (needed, ttype.dtype.itemsize):
+        raise ConstantSizeError(f"its data is {present} bytes, {ttype} declares {size} elements "
+                                f"({_human_bytes(needed)})")
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.3g} {unit}"
+        n /= 1024
 
 
 class GatherDims(NamedTuple):
@@ -151,7 +237,8 @@ def _aligned_empty(nbytes: int) -> np.ndarray:
     return storage[start:start + nbytes]
 
 
-def _from_hex(hex_text, ttype: T.TensorType) -> np.ndarray:
+def _from_hex(hex_text, ttype: T.TensorType, splats: bool = False) -> np.ndarray:
+    _check_data_size(len(hex_text) // 2, ttype)
     raw = binascii.unhexlify(hex_text)  # str, bytes or a memoryview of ASCII hex digits
     dtype = ttype.dtype
     if dtype in _NUMPY_BUFFER_DTYPES or T.is_complex(dtype) or dtype.itemsize * 8 == T.bit_width(dtype):
@@ -168,13 +255,15 @@ def _from_hex(hex_text, ttype: T.TensorType) -> np.ndarray:
             flat = _int_from_storage(storage, dtype)
         else:
             flat = (storage & ((1 << T.bit_width(dtype)) - 1)).view(dtype)
-    return _shape(flat, ttype)
+    return _shape(flat, ttype, splats)
 
 
-def _shape(flat: np.ndarray, ttype: T.TensorType) -> np.ndarray:
+def _shape(flat: np.ndarray, ttype: T.TensorType, splats: bool = False) -> np.ndarray:
     shape = ttype.shape
-    size = int(np.prod(shape, dtype=np.int64))
+    size = int(np.prod(shape, dtype=object))
     if flat.size == 1 and size != 1:
+        if splats and ttype.quant is None and size > SPLAT_RECORD_ELEMENTS:
+            return Splat(flat.reshape(()), shape)
         return np.full(shape, flat.reshape(()), dtype=flat.dtype)
     if flat.size != size:
         raise ValueError(f"dense data has {flat.size} elements, {ttype} needs {size}")
@@ -202,7 +291,7 @@ def _scalar(token: str, dtype: np.dtype):
     return np.array(value).astype(dtype)
 
 
-def _from_literal(body: str, ttype: T.TensorType) -> np.ndarray:
+def _from_literal(body: str, ttype: T.TensorType, splats: bool = False) -> np.ndarray:
     dtype = ttype.dtype
     values = []
     for m in _LITERAL_RE.finditer(body):
@@ -214,11 +303,12 @@ def _from_literal(body: str, ttype: T.TensorType) -> np.ndarray:
         else:
             values.append(_scalar(m.group(0), dtype))
     flat = np.array(values, dtype=dtype) if values else np.zeros((0,), dtype)
-    return _shape(flat, ttype)
+    return _shape(flat, ttype, splats)
 
 
-def dense_from_text(text: str, ttype: T.TensorType) -> np.ndarray:
-    """`dense<...>` as MLIR prints it -> numpy array of the tensor's dtype."""
+def dense_from_text(text: str, ttype: T.TensorType, splats: bool = False) -> np.ndarray:
+    """`dense<...>` as MLIR prints it -> numpy array of the tensor's dtype (`splats`: a `Splat`
+    for a splat of more than SPLAT_RECORD_ELEMENTS elements)."""
     start = text.index("dense<") + len("dense<")
     depth, end = 1, start
     while depth:
@@ -228,22 +318,23 @@ def dense_from_text(text: str, ttype: T.TensorType) -> np.ndarray:
         end += 1
     body = text[start:end - 1].strip()
     if body.startswith('"0x'):
-        return _from_hex(body[3:-1], ttype)
-    return _from_literal(body, ttype)
+        return _from_hex(body[3:-1], ttype, splats)
+    return _from_literal(body, ttype, splats)
 
 
-def dense_elements(attr, ttype: T.TensorType) -> np.ndarray:
-    """A DenseElementsAttr -> numpy array. Fast buffer path for plain dtypes."""
+def dense_elements(attr, ttype: T.TensorType) -> "np.ndarray | Splat":
+    """A DenseElementsAttr -> numpy array, or a `Splat` for a splat of more than
+    SPLAT_RECORD_ELEMENTS elements (never materialised here). Fast buffer path for plain
+    dtypes."""
     if ttype.dtype in _NUMPY_BUFFER_DTYPES:
         if attr.is_splat:
             splat = attr.get_splat_value()
             value = compat.integer_value(splat) if isinstance(splat, ir.IntegerAttr) else \
                 splat.value
-            return np.full(ttype.shape, np.array(value, dtype=ttype.dtype)
-                           if ttype.dtype != np.bool_ else bool(value),
-                           dtype=ttype.dtype)
+            return _splat_or_full(np.array(value, dtype=ttype.dtype)
+                                  if ttype.dtype != np.bool_ else bool(value), ttype, True)
         return aligned_copy(np.asarray(attr)).reshape(ttype.shape)
-    return dense_from_text(str(attr), ttype)
+    return dense_from_text(str(attr), ttype, splats=True)
 
 
 _RESOURCE_NAME_RE = re.compile(r'^dense_resource<(?:"((?:[^"\\]|\\.)*)"|([^>]*))>')
@@ -263,7 +354,7 @@ def dense_resource(text: str, ttype: T.TensorType, placeholder_rng=None,
                 f"constant of type {ttype} is `dense_resource<__elided__>`: the file carries no "
                 "data for it. Load with placeholder_data=True (CLI: --placeholder-data) to fill "
                 "elided constants with seeded random data of the declared type.")
-        return placeholder_array(ttype, placeholder_rng)
+        return _placeholder(ttype, placeholder_rng)
     hex_text = blobs.hex(name) if blobs is not None else None
     if hex_text is None:
         raise T.UnsupportedTypeError(f"dense_resource blob {name!r} is not in the module's "
@@ -317,6 +408,25 @@ def _resource_section(mlir_module) -> tuple:
         spans[key.decode()] = entry.span(3)
         at = entry.end()
     return text, spans
+
+
+def _placeholder(ttype: T.TensorType, rng) -> np.ndarray:
+    """placeholder_array, refused (a ConstantSizeError) where its declared size cannot be
+    allocated: more bytes than the machine has, or a MemoryError."""
+    size = int(np.prod(ttype.shape, dtype=object))
+    needed = size * ttype.dtype.itemsize
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = None
+    refusal = f"placeholder data for {ttype} ({size} elements, {_human_bytes(needed)}) "
+    if memory is not None and needed > memory:
+        raise ConstantSizeError(refusal + f"is more than this machine's memory "
+                                f"({_human_bytes(memory)})")
+    try:
+        return placeholder_array(ttype, rng)
+    except MemoryError as e:
+        raise ConstantSizeError(refusal + f"cannot be allocated: {e}") from None
 
 
 def placeholder_array(ttype: T.TensorType, rng: np.random.Generator) -> np.ndarray:
@@ -531,4 +641,4 @@ def decode_printed_attribute(operation, name: str):
     assert type_text.startswith(":")
     type_text = type_text[1:].lstrip()
     return dense_from_text(tail[:literal_end],
-                           T.parse_type(type_text[:_angle_bracket_end(type_text)]))
+                           T.parse_type(type_text[:_angle_bracket_end(type_text)]), splats=True)

@@ -330,8 +330,8 @@ class _Decoder:
             try:
                 attrs = attributes.decode_op_attributes(operation, self.placeholder_rng,
                                                         blobs, self.attributes, items)
-            except ElidedDataError as e:
-                raise ElidedDataError(f"{name} at {self.where(location)}: {e}") from None
+            except (ElidedDataError, attributes.ConstantSizeError) as e:
+                raise type(e)(f"{name} at {self.where(location)}: {e}") from None
             except (ValueError, T.UnsupportedTypeError) as e:
                 self.problems.append((name, self.where(location), f"cannot decode attributes: {e}"))
                 undecodable = True

@@ -38,7 +38,7 @@ from typing import Callable, Iterable, Optional, Union
 import jax
 import numpy as np
 
-from shlo2jax import compat
+from shlo2jax import attributes, compat
 from shlo2jax import names as naming
 from shlo2jax import value_types as T
 from shlo2jax.errors import UnsupportedError
@@ -293,6 +293,11 @@ def find_constants(function, min_elements: int = 2, *, splats: bool = False,
             if op.name not in _CONSTANT_OPS or len(op.result_types) != 1:
                 continue
             rtype, value = op.result_types[0], op.params
+            if isinstance(value, attributes.Splat):  # a large splat: lifted only when asked,
+                if not (splats and value.size >= max(min_elements, 1)  # and only then built
+                        and _liftable_type(value, integers)):
+                    continue
+                value = value.materialise()
             if type(rtype) is not T.TensorType or rtype.quant is not None or \
                     not rtype.is_static or not isinstance(value, np.ndarray):
                 continue

@@ -564,3 +564,26 @@ def test_a_program_that_let_its_module_go_offers_everything(monkeypatch):
                                rtol=1e-5, atol=1e-6)
     result = shlo2jax.compare(program, backends=["cpu", "xla-direct"], inputs=[x])
     assert result.ok, result.table()
+
+
+def test_large_splat_lifted_only_when_asked_and_only_then_materialised():
+    # A splat of more elements than attributes.SPLAT_RECORD_ELEMENTS is decoded as a Splat
+    # record (issue 46): not a parameter by default; with splats=True, a full array.
+    from shlo2jax import attributes
+    t = "tensor<300x300xf32>"
+    program = shlo2jax.load(f"""func.func @main(%x: {t}) -> {t} {{
+      %c = stablehlo.constant dense<0.25> : {t}
+      %y = stablehlo.add %x, %c : {t}
+      return %y : {t}
+    }}""")
+    (op,) = [o for o in program.module.ops if o.name == "stablehlo.constant"]
+    assert type(op.attrs["value"]) is attributes.Splat
+    params, apply = shlo2jax.lift_params(program)
+    assert params == {}
+    params, apply = shlo2jax.lift_params(program, splats=True)
+    (value,) = params.values()
+    assert type(np.asarray(value)) is np.ndarray
+    np.testing.assert_array_equal(np.asarray(value), np.full((300, 300), 0.25, np.float32))
+    x = np.arange(90000, dtype=np.float32).reshape(300, 300)
+    np.testing.assert_array_equal(np.asarray(apply(params, x)), x + np.float32(0.25))
+    np.testing.assert_array_equal(np.asarray(program(x)), x + np.float32(0.25))

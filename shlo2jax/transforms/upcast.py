@@ -68,7 +68,11 @@ def upcast_module_text(program) -> str:
             if new is None:
                 return None
             ttype = T.parse_type(str(attr.type))
-            values = widen(attributes.dense_elements(attr, ttype))
+            values = attributes.dense_elements(attr, ttype)
+            if isinstance(values, attributes.Splat) and T.is_float(values.dtype):
+                return ir.DenseElementsAttr.get_splat(  # (a large splat stays one value)
+                    new, ir.FloatAttr.get(ir.ShapedType(new).element_type, float(values.value)))
+            values = widen(values)
             return ir.DenseElementsAttr.get(np.ascontiguousarray(values), type=new)
         if isinstance(attr, ir.FloatAttr):
             new = widened(attr.type)

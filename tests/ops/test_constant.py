@@ -104,3 +104,101 @@ def test_iota_every_element_type(element):
     assert_same_bits(out0, np.broadcast_to(np.arange(4)[:, None], (4, 3)).astype(dtype))
     assert_same_bits(out1, np.broadcast_to(np.arange(4)[None, :], (2, 4)).astype(dtype))
 
+
+
+# ------------------------------------------------------------------ splats stay splats (issue 46)
+
+from shlo2jax import attributes  # noqa: E402
+from shlo2jax.errors import LoadError  # noqa: E402
+
+HUGE = "tensor<100000x100000x100xf32>"  # 3.64 TiB declared
+# More elements than attributes.SPLAT_RECORD_ELEMENTS: decoded as a Splat record.
+LARGE_SHAPE = (257, 256)
+
+
+def test_large_splat_is_decoded_as_a_record():
+    from jaxlib.mlir import ir
+    from shlo2jax.compat import make_ir_context
+    assert LARGE_SHAPE[0] * LARGE_SHAPE[1] > attributes.SPLAT_RECORD_ELEMENTS
+    with make_ir_context():
+        attr = ir.Attribute.parse(f"dense<1.0> : {HUGE}")
+        value = attributes.decode(attr)
+        small = attributes.decode(ir.Attribute.parse("dense<1.0> : tensor<4x4xf32>"))
+    assert type(value) is attributes.Splat
+    assert value.shape == (100000, 100000, 100) and value.dtype == np.float32
+    assert value.size == 10**12 and value.nbytes == 4 * 10**12
+    assert type(small) is np.ndarray  # small splats stay arrays (rules read them at plan time)
+    text_value = attributes.dense_from_text("dense<0x7FC00001>", T.parse_type(HUGE), splats=True)
+    assert type(text_value) is attributes.Splat and text_value == attributes.Splat(
+        np.array(0x7FC00001, np.uint32).view(np.float32), value.shape)
+    little = attributes.Splat(np.float32(2.5), (2, 3))
+    assert_same_bits(np.asarray(little), np.full((2, 3), 2.5, np.float32))
+    assert_same_bits(little.materialise(), np.full((2, 3), 2.5, np.float32))
+
+
+def _huge_program(value="1.5"):
+    return shlo2jax.load(f"""func.func @main() -> (tensor<f32>, tensor<10x10x10xf32>) {{
+      %c = stablehlo.constant dense<{value}> : {HUGE}
+      %sl = stablehlo.slice %c [0:10, 0:10, 0:10] : ({HUGE}) -> tensor<10x10x10xf32>
+      %z = stablehlo.constant dense<0.0> : tensor<f32>
+      %s = stablehlo.reduce(%sl init: %z) applies stablehlo.add across dimensions = [0, 1, 2]
+        : (tensor<10x10x10xf32>, tensor<f32>) -> tensor<f32>
+      return %s, %sl : tensor<f32>, tensor<10x10x10xf32>
+    }}""")
+
+
+def test_huge_splat_loads_lowers_and_runs_without_materialising():
+    import re
+    import tracemalloc
+
+    import jax
+    tracemalloc.start()
+    try:
+        program = _huge_program()
+        shapes = jax.eval_shape(program["main"])
+        lowered = jax.jit(program["main"]).lower().as_text()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, peak  # a materialised splat is 3.6 TiB (a MemoryError)
+    assert [s.shape for s in shapes] == [(), (10, 10, 10)]
+    assert "broadcast_in_dim" in lowered
+    assert not re.search(r"dense<[^>]*> : " + re.escape(HUGE), lowered), lowered[:2000]
+    total, block = program()
+    assert float(total) == 1500.0
+    assert_same_bits(block, np.full((10, 10, 10), 1.5, np.float32))
+
+
+@pytest.mark.parametrize("element", INTEGERS + FLOATS + COMPLEX)
+def test_large_splat_every_element_type(element):
+    text, values = literal_values(element)
+    splat = text[1:].split(",")[0].strip()
+    if T.is_complex(values.dtype):
+        splat = text[1:].split("),")[0].strip() + ")"
+    t = f"tensor<{LARGE_SHAPE[0]}x{LARGE_SHAPE[1]}x{element}>"
+    program = shlo2jax.load(f"""func.func @main() -> {t} {{
+      %0 = stablehlo.constant dense<{splat}> : {t}
+      return %0 : {t}
+    }}""")
+    import jax
+    lowered = jax.jit(program["main"]).lower().as_text()
+    assert_same_bits(program(), np.full(LARGE_SHAPE, values[0], values.dtype))
+    assert "broadcast_in_dim" in lowered
+
+
+def test_short_constant_data_is_a_load_error_naming_the_op_and_size():
+    text = f"""func.func @main() -> {HUGE} {{
+      %c = stablehlo.constant dense_resource<blob1> : {HUGE}
+      return %c : {HUGE}
+    }}
+    {{-#
+      dialect_resources: {{ builtin: {{ blob1: "0x040000000000803F0000803F" }} }}
+    #-}}"""
+    with pytest.raises(LoadError, match=r"stablehlo\.constant at .*8 bytes.*3\.64 TiB"):
+        shlo2jax.load(text)
+    elided = f"""func.func @main() -> {HUGE} {{
+      %c = stablehlo.constant dense_resource<__elided__> : {HUGE}
+      return %c : {HUGE}
+    }}"""
+    with pytest.raises(LoadError, match=r"stablehlo\.constant at .*placeholder data.*3\.64 TiB"):
+        shlo2jax.load(elided, placeholder_data=True)
