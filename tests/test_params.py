@@ -540,12 +540,12 @@ def test_a_program_that_let_its_module_go_offers_everything(monkeypatch):
     want = np.asarray(kept(x))
     np.testing.assert_array_equal(np.asarray(program(x)), want)
     # its Exported kept no module bytes: they are serialized again when asked for
-    assert program.entry._exported.mlir_module_serialized == b""
+    assert program.entry.record.mlir_module_serialized == b""
     np.testing.assert_array_equal(np.asarray(jax.tree.leaves(program.exported.call(x))[0]), want)
     assert "stablehlo" in program.exported.mlir_module()
     np.testing.assert_array_equal(np.asarray(shlo2jax.load(program.exported.serialize())(x)),
                                   want)
-    np.testing.assert_allclose(np.asarray(xla_direct(program)(*kept.entry.module_arguments(
+    np.testing.assert_allclose(np.asarray(xla_direct(program)(*kept.entry.convention.module_arguments(
         (x,)))[0]), want, rtol=1e-5, atol=1e-6)
     assert program.entry.arg_names == kept.entry.arg_names
     assert program.entry.result_names == kept.entry.result_names
