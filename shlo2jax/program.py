@@ -50,14 +50,13 @@ class Program:
             raise LoadError(f"{self.source_name}: the module has no public function "
                             f"{', '.join('@' + n for n in conventions)}, whose calling "
                             "convention the source gives")
-        if decoded:
+        main = next((f for f in self.functions.values() if f.module_name == "main"), None)
+        if not decoded and (main is None or main.lowering != "direct"):
+            self.decode()  # nothing lowers directly: decoded now, what it lacks said now
+        elif decoded:
             self._held.release(module)
         else:
-            main = next((f for f in self.functions.values() if f.module_name == "main"), None)
-            if main is not None and main.lowering == "direct":
-                self._held.hold_bytecode()  # @main lowers from the module's bytecode
-            else:
-                self.decode()  # nothing lowers directly
+            self._held.hold_bytecode()  # @main lowers from the module's bytecode
 
     @property
     def module(self) -> ModuleDef:

@@ -53,16 +53,24 @@ def read(source, source_name: str = "", module: Optional[str] = None) -> Source:
     """`source` detected and read (see the module docstring); malformed input is a
     `LoadError` (a missing file a `MissingFileError`). `module` names the module of an XLA
     dump folder to read (`sources.hlo`)."""
+    if isinstance(source, ir.Module):
+        return Source(source, source_name)
+    if isinstance(source, (str, bytes, bytearray, memoryview, os.PathLike)):
+        return _read_data(source, source_name, module)
+    if jax_export.is_exported(source):
+        return _exported(source, owned=False)
+    raise LoadError(f"cannot load a {type(source).__name__}: give a path, MLIR text, "
+                    "bytes or a jax.export.Exported")
+
+
+def _read_data(source, source_name: str, module: Optional[str]) -> Source:
+    """A path (its file, or its folder), program text or bytes, read."""
     if isinstance(source, os.PathLike) or (isinstance(source, str) and _is_path(source)):
         path = os.fspath(source)
         source_name = source_name or path
         if os.path.isdir(path):
             return read_folder(path, source_name, module)
         source = _file_bytes(path)
-    elif jax_export.is_exported(source):
-        return _exported(source, owned=False)
-    elif isinstance(source, ir.Module):
-        return Source(source, source_name)
     if module is not None:
         raise LoadError(f"module={module!r} names a module of an XLA dump folder, and "
                         f"{source_name or 'the input'} is not a folder")
