@@ -103,6 +103,15 @@ class Function:
 
     __repr__ = lambda self: f"<shlo2jax.Function {self.signature}>"  # noqa: E731
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the arguments and results as a table, and how the function runs."""
+        how = f"lowering: {self.lowering}" + (f" ({self.lowering_note})"
+                                              if self.lowering_note else "")
+        source = self.signature.partition("  [")[2].rstrip("]")
+        note = "; ".join(part for part in (source, how) if part)
+        return signatures.html(self.name, self.arg_names, self.in_avals, self.result_names,
+                               self.out_avals, note)
+
     def bind_keywords(self, args: tuple, kwargs: dict) -> tuple:
         """The positional arguments, completed by keyword arguments named by `arg_names`
         (too few positional arguments: an error naming the missing ones)."""

@@ -6,6 +6,7 @@ A `Program` is built once, by `shlo2jax.assembly.assemble`, and is not edited af
 from __future__ import annotations
 
 import functools
+import html
 
 from shlo2jax import held_module
 from shlo2jax.errors import LoadError
@@ -141,6 +142,12 @@ class Program:
     def op_histogram(self) -> dict:
         """Op name -> how many times it occurs, most frequent first."""
         return self.module.op_histogram()
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the program's name and each public function's table."""
+        name = html.escape(self._module.name or self.source_name or "module")
+        return (f"<div><b>shlo2jax.Program</b> {name}"
+                + "".join(f._repr_html_() for f in self.functions.values()) + "</div>")
 
     def __repr__(self):
         name = self._module.name or self.source_name or "module"

@@ -3,6 +3,8 @@ against it (values are never converted: a wrong count, shape or dtype is a `Type
 
 from __future__ import annotations
 
+from html import escape
+
 import jax
 import numpy as np
 
@@ -54,6 +56,19 @@ def text(name: str, input_types, output_types, arg_names=None, mlir_types: bool 
     ins = ", ".join(f"{n}: {type_text(t, mlir_types)}" for n, t in zip(arg_names, input_types))
     outs = ", ".join(type_text(t, mlir_types) for t in output_types)
     return f"@{name}({ins}) -> ({outs})"
+
+
+def html(name: str, arg_names, argument_types, result_names, result_types, note: str = "") -> str:
+    """A function's signature as an HTML table (a notebook's rich display): each argument's and
+    result's name and type, then `note` (where the function came from, how it runs)."""
+    def rows(kind, names, types):
+        return "".join(f"<tr><td>{kind}</td><td><code>{escape(str(n))}</code></td>"
+                       f"<td><code>{escape(type_text(t))}</code></td></tr>"
+                       for n, t in zip(names, types))
+    return (f"<div><b>@{escape(name)}</b>{' &mdash; ' + escape(note) if note else ''}"
+            "<table><tr><th></th><th>name</th><th>type</th></tr>"
+            f"{rows('argument', arg_names, argument_types)}"
+            f"{rows('result', result_names, result_types)}</table></div>")
 
 
 def check_types(args, types, names, function: str, signature: str) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import html
 import itertools
 import json
 import time
@@ -368,6 +369,34 @@ class Comparison:
 
     def disagreeing(self) -> list:
         return [p for p in self.pairs if not p.errors.ok]
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the backends, the error figures of each pair per output (the pairs
+        beyond the tolerances in red), the diverging ops located, and the verdict."""
+        e_ = html.escape
+        runs = "".join(f"<tr><td>{e_(r.name)}</td><td>{e_(r.status)}</td><td>"
+                       f"{f'{r.seconds:.3f} s' if r.status == 'ok' else e_(r.reason or '')}"
+                       "</td></tr>" for r in self.runs.values())
+        def pair_row(p):
+            e = p.errors
+            ulp = "-" if e.max_ulp is None else e.max_ulp
+            verdict = e.note or (f"{e.mismatched}/{e.size}" if e.mismatched else "ok")
+            return (f"<tr style=\"{'' if e.ok else 'color:#c00'}\"><td>{p.output}</td>"
+                    f"<td>{e_(p.a)} vs {e_(p.b)}</td><td>{e.max_abs:.3g}</td>"
+                    f"<td>{e.max_rel:.3g}</td><td>{ulp}</td><td>{e_(verdict)}</td></tr>")
+        pairs = "".join(pair_row(p) for p in self.pairs)
+        located = "".join(f"<li>{e_(d.a)} vs {e_(d.b)}: op #{d.op_index} <code>{e_(d.name)}"
+                          f"</code> at <code>{e_(d.location)}</code>: max rel "
+                          f"{d.errors.max_rel:.3g}, {d.errors.mismatched}/{d.errors.size} "
+                          "beyond tolerance</li>" for d in self.located)
+        notes = "".join(f"<li>{e_(n)}</li>" for n in self.locate_notes)
+        return (f"<div><b>@{e_(self.function)}</b>, inputs {e_(self.inputs)}"
+                "<table><tr><th>backend</th><th>status</th><th></th></tr>" + runs + "</table>"
+                "<table><tr><th>output</th><th>pair</th><th>max abs</th><th>max rel</th>"
+                "<th>max ulp</th><th>mismatched</th></tr>" + pairs + "</table>"
+                + (f"<p>first diverging ops:</p><ul>{located}{notes}</ul>"
+                   if located or notes else "")
+                + f"<p><b>{e_(self.verdict)}</b></p></div>")
 
     def __repr__(self):  # (the outputs are many arrays: `table()` shows them as figures)
         return (f"<Comparison @{self.function}: {', '.join(self.runs)}; {self.verdict}"

@@ -263,6 +263,11 @@ def test_every_output_nan_is_nothing_compared_and_a_constant_is_said(tmp_path, c
     plain = compare(MLP.read_text(), ["cpu", "f64"], rtol=1e-3)
     assert plain.vacuous is None
     assert repr(plain) == "<Comparison @main: cpu, f64; backends agree>"  # no arrays
+    shown = plain._repr_html_()  # a notebook's display: backends, pairs, verdict
+    assert shown.count("<tr") == 1 + 2 + 1 + 1 and "<b>backends agree</b>" in shown
+    assert "color:#c00" not in shown
+    tight = compare(MLP.read_text(), ["cpu", "f64"], rtol=0, atol=0)
+    assert not tight.ok and "color:#c00" in tight._repr_html_()  # the pair beyond them, red
 
 
 def test_locate_inside_called_functions_and_loops():
