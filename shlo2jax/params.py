@@ -559,8 +559,8 @@ class Lifted:
             full[i] = params[name]
         for value, i in zip(inputs, self._input_positions):
             full[i] = value
-        # the caller's arguments (and the bound weights params replaces) as the module takes them
-        fn.check_arguments(full)
+        # the caller's arguments (and the bound weights params replaces) as the module takes
+        # them: a convention checks what only it knows, the module's types are checked here
         convention = fn.convention
         module_args = convention.module_arguments(full, {n: params[n] for n in self.bound})
         fn.check_module_arguments(module_args)

@@ -1,5 +1,5 @@
 """What many tests need: the MLIR spelling of tensor types, a module with one @main run on
-numpy arrays, and bitwise comparison of results."""
+numpy arrays, bitwise comparison of results, and modules more than one test runs."""
 
 import numpy as np
 
@@ -49,3 +49,31 @@ def staged_jaxpr(program, *args):
     while len(jaxpr.eqns) == 1 and "jaxpr" in jaxpr.eqns[0].params:
         jaxpr = jaxpr.eqns[0].params["jaxpr"].jaxpr
     return jaxpr
+
+
+# XLA's post-optimization ops (fusions, a nested one, a copy, a bitcast) around StableHLO ones:
+# what the direct lowering dissolves (tests/transforms/test_dissolve.py,
+# tests/executables/test_direct_islands.py)
+FUSIONS = """func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<2x2xf32>) {
+  %0:2 = "mhlo.fusion"(%x, %y) ({
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+    %1 = stablehlo.add %a, %b : tensor<4xf32>
+    %2 = "mhlo.fusion"(%1) ({
+    ^bb1(%c: tensor<4xf32>):
+      %3 = stablehlo.multiply %c, %c : tensor<4xf32>
+      "mhlo.return"(%3) : (tensor<4xf32>) -> ()
+    }) : (tensor<4xf32>) -> tensor<4xf32>
+    "mhlo.return"(%2, %a) : (tensor<4xf32>, tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %4 = "mhlo.copy"(%0#1) : (tensor<4xf32>) -> tensor<4xf32>
+  %5 = "mhlo.bitcast"(%4) : (tensor<4xf32>) -> tensor<2x2xf32>
+  return %0#0, %4, %5 : tensor<4xf32>, tensor<4xf32>, tensor<2x2xf32>
+}"""
+
+# A float bitcast: the f64 reference cannot widen it (tests/transforms/test_upcast.py,
+# tests/tools/test_compare.py)
+F32_BITCAST = """
+func.func public @main(%x: tensor<2xf32>) -> tensor<2xi32> {
+  %0 = stablehlo.bitcast_convert %x : (tensor<2xf32>) -> tensor<2xi32>
+  return %0 : tensor<2xi32>
+}"""

@@ -102,8 +102,8 @@ class ModuleConvention:
         return tuple(outs)
 
     def returned(self, flat):
-        """What a call returns of its flat results."""
-        return flat[0] if len(flat) == 1 else flat
+        """What a call returns of its flat results (one as itself, several as a tuple)."""
+        return flat[0] if len(flat) == 1 else tuple(flat)
 
     def wrap(self, call):
         """The call of the caller's arguments to flat results (a convention may give it other

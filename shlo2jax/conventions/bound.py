@@ -165,7 +165,7 @@ class BoundConvention(ModuleConvention):
         """The flat results as a call returns them (unflattened where the source says how)."""
         if self._structure is not None:
             return self._structure(tuple(flat))
-        return flat[0] if len(flat) == 1 else tuple(flat)
+        return super().returned(flat)
 
 
 def _check_type(module_type, given, what: str, index: int, function: str) -> None:

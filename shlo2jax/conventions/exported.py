@@ -120,9 +120,6 @@ class ExportedConvention(ModuleConvention):
     def flat_results(self, outs) -> tuple:
         return tuple(outs[self._result_tokens:])
 
-    def returned(self, flat):
-        return flat[0] if len(flat) == 1 else tuple(flat)
-
     def wrap(self, call):
         return call if self.vjp_function is None else ProducerVjp(call, self.record,
                                                                   self.vjp_function)

@@ -76,9 +76,6 @@ def _read_data(source, source_name: str, module: Optional[str]) -> Source:
                         f"{source_name or 'the input'} is not a folder")
     if isinstance(source, memoryview):
         source = bytes(source)
-    if not isinstance(source, (str, bytes, bytearray)):
-        raise LoadError(f"cannot load a {type(source).__name__}: give a path, MLIR text, "
-                        "bytes or a jax.export.Exported")
     where = source_name or "the input"
     if not source[:4096].strip() and not source.strip():  # (no copy of a large input)
         raise LoadError(f"{where} is empty" + (f" ({len(source)} bytes of white space)"

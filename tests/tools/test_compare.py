@@ -17,6 +17,8 @@ from shlo2jax.tools.compare import (Backend, TranslatedBackend, array_errors,
 from shlo2jax.export import export_translated, translated_stablehlo
 from shlo2jax.testing import BackendSkippedWarning, assert_backends_agree
 
+from _helpers import F32_BITCAST
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.mlir"
 ALL = ["cpu", "interpreter", "xla-direct", "f64"]
@@ -155,11 +157,7 @@ func.func public @main(%x: tensor<?xf32>) -> tensor<?xf32> {
 
 
 def test_f64_reference_refuses_float_bitcasts():
-    program = shlo2jax.load("""
-func.func public @main(%x: tensor<2xf32>) -> tensor<2xi32> {
-  %0 = stablehlo.bitcast_convert %x : (tensor<2xf32>) -> tensor<2xi32>
-  return %0 : tensor<2xi32>
-}""")
+    program = shlo2jax.load(F32_BITCAST)
     result = compare(program, ["cpu", "f64"])  # (tests/transforms/test_upcast.py: the refusal)
     assert result.runs["f64"].status == "skipped" and "bitcast" in result.runs["f64"].reason
 

@@ -8,21 +8,8 @@ from jaxlib.mlir import ir
 from shlo2jax.compat import make_ir_context
 from shlo2jax.transforms.dissolve import dissolvable, dissolve
 
-FUSIONS = """func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<2x2xf32>) {
-  %0:2 = "mhlo.fusion"(%x, %y) ({
-  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
-    %1 = stablehlo.add %a, %b : tensor<4xf32>
-    %2 = "mhlo.fusion"(%1) ({
-    ^bb1(%c: tensor<4xf32>):
-      %3 = stablehlo.multiply %c, %c : tensor<4xf32>
-      "mhlo.return"(%3) : (tensor<4xf32>) -> ()
-    }) : (tensor<4xf32>) -> tensor<4xf32>
-    "mhlo.return"(%2, %a) : (tensor<4xf32>, tensor<4xf32>) -> ()
-  }) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
-  %4 = "mhlo.copy"(%0#1) : (tensor<4xf32>) -> tensor<4xf32>
-  %5 = "mhlo.bitcast"(%4) : (tensor<4xf32>) -> tensor<2x2xf32>
-  return %0#0, %4, %5 : tensor<4xf32>, tensor<4xf32>, tensor<2x2xf32>
-}"""
+from _helpers import FUSIONS
+
 
 
 def _ops(module) -> list:

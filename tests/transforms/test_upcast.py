@@ -11,6 +11,8 @@ import shlo2jax
 from shlo2jax.errors import BackendUnavailable
 from shlo2jax.transforms.upcast import upcast_module_text, widen
 
+from _helpers import F32_BITCAST
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.mlir"
 
@@ -25,11 +27,7 @@ def test_f64_reference_widens_types_and_constants():
 
 
 def test_f64_reference_refuses_float_bitcasts():
-    program = shlo2jax.load("""
-func.func public @main(%x: tensor<2xf32>) -> tensor<2xi32> {
-  %0 = stablehlo.bitcast_convert %x : (tensor<2xf32>) -> tensor<2xi32>
-  return %0 : tensor<2xi32>
-}""")
+    program = shlo2jax.load(F32_BITCAST)
     with pytest.raises(BackendUnavailable, match="bitcast_convert"):
         upcast_module_text(program)
 
