@@ -13,6 +13,7 @@ import dataclasses
 import functools
 
 from shlo2jax import decoding, sources
+from shlo2jax.executables import direct
 from shlo2jax.executables.direct import scan as direct_scan
 from shlo2jax.module import ModuleDef
 from shlo2jax.options import LoadOptions
@@ -26,9 +27,10 @@ class Assembly:
     options: LoadOptions
     source_name: str
 
-    def decode(self, mlir_module) -> ModuleDef:
-        """The decoded module (`shlo2jax.decoding`)."""
-        return decoding.decode(mlir_module, self.source_name, self.options)
+    def decode(self, mlir_module, signatures_suffice=None) -> ModuleDef:
+        """The decoded module (`shlo2jax.decoding`); its signatures only where
+        `signatures_suffice` holds of them."""
+        return decoding.decode(mlir_module, self.source_name, self.options, signatures_suffice)
 
     def program(self, mlir_module) -> Program:
         """The program of another `ir.Module`, built as this load builds its programs."""
@@ -44,18 +46,17 @@ def assemble(source: sources.Source, options: LoadOptions) -> Program:
     assembly = Assembly(options, source.name)
     mlir_module, conventions = source.mlir_module, source.conventions
     del source  # (the module is the program's now: the last references go below)
-    module, decoded, scan = None, True, None
+    scan = main_lowers_directly = None
     if options.lowering == "direct":
         # A program whose @main lowers directly is not decoded until something needs its
         # translation (shlo2jax.executables.direct): loading it is parsing it and one walk.
         with mlir_module.context, decoding.names_read_as_utf8(assembly.source_name):
             scan = direct_scan(mlir_module, assembly.source_name)
         if scan.blocker is None:
-            module, decoded = decoding.signatures(mlir_module, assembly.source_name), False
-    if module is None:
-        module = assembly.decode(mlir_module)
-    program = Program(assembly, mlir_module, module, decoded=decoded, scan=scan,
-                      conventions=conventions)
+            main_lowers_directly = functools.partial(direct.main_lowers_directly,
+                                                     mlir_module=mlir_module, scan=scan)
+    module = assembly.decode(mlir_module, main_lowers_directly)
+    program = Program(assembly, mlir_module, module, scan=scan, conventions=conventions)
     if program.released_mlir_module:
         del mlir_module, module  # the last references: the context goes here
         return_freed_memory()

@@ -10,31 +10,41 @@ every construct that cannot run is reported together, at load.
 from __future__ import annotations
 
 import contextlib
+from typing import Callable, Optional
 
 from shlo2jax.errors import LoadError, UnsupportedError
 from shlo2jax.memory import gc_paused
 from shlo2jax.module import ModuleDef, decode_module, decode_signatures
 from shlo2jax.options import LoadOptions
 from shlo2jax.spmd import grid, manual_regions, mesh
-from shlo2jax.transforms.chlo_legalize import legalize_chlo
-from shlo2jax.transforms.shape_legalize import legalize_shapes
+from shlo2jax.transforms import chlo_legalize, shape_legalize
+from shlo2jax.transforms.common import legalize
+
+# Rewrites into ops the translation has, for the ops it has no rule for (the chlo ops without
+# one; shape-dialect ops); each leaves the module as it was when it fails.
+LEGALIZATIONS = (chlo_legalize.LEGALIZATION, shape_legalize.LEGALIZATION)
 
 
-def decode(mlir_module, source_name: str, options: LoadOptions) -> ModuleDef:
-    """The decoded module of `mlir_module` (see the module docstring)."""
+def decode(mlir_module, source_name: str, options: LoadOptions,
+           signatures_suffice: Optional[Callable] = None) -> ModuleDef:
+    """The decoded module of `mlir_module` (see the module docstring); or, where
+    `signatures_suffice(signatures)` holds of its functions' signatures, those only (a module
+    whose ops are decoded on first use: `ModuleDef.signatures_only`)."""
     # Decoding allocates a few long-lived records per op and no cyclic garbage: the collector's
     # repeated full passes over the growing heap cost ~20% of a large load and free nothing
     # (paused, the records are scanned once, on its next pass).
     with gc_paused(), mlir_module.context, names_read_as_utf8(source_name):
-        module = _decode_once(mlir_module, source_name, options)
-        missing_chlo = {name for name, _, _ in module.problems if name.startswith("chlo.")}
-        # CHLO ops without a direct translation: decompose with jaxlib's pass, decode again.
-        if missing_chlo and legalize_chlo(mlir_module, missing_chlo):
+        if signatures_suffice is not None:
+            signatures = decode_signatures(mlir_module, source_name=source_name)
+            if signatures is not None and signatures_suffice(signatures):
+                return signatures
+        # Decoded again, once, where a legalization rewrote ops that have no rule as they are.
+        for legalized in (False, True):
             module = _decode_once(mlir_module, source_name, options)
-        # Shape-dialect ops (TensorFlow's dynamic batch): rewritten into StableHLO, decode again.
-        if any(name.startswith("shape.") for name, _, _ in module.problems) and \
-                legalize_shapes(mlir_module):
-            module = _decode_once(mlir_module, source_name, options)
+            untranslated = {name for name, _, _ in module.problems}
+            if legalized or not untranslated or \
+                    not legalize(mlir_module, LEGALIZATIONS, untranslated):
+                break
     if options.strict and module.problems:
         raise UnsupportedError(module.problems)
     # Collectives naming more processes than a plain call has run as a grid of processes
@@ -45,12 +55,6 @@ def decode(mlir_module, source_name: str, options: LoadOptions) -> ModuleDef:
     if problems:
         raise UnsupportedError(problems)
     return module
-
-
-def signatures(mlir_module, source_name: str):
-    """The module's functions' signatures only (see `module.decode_signatures`)."""
-    with mlir_module.context, names_read_as_utf8(source_name):
-        return decode_signatures(mlir_module, source_name=source_name)
 
 
 def _decode_once(mlir_module, source_name: str, options: LoadOptions) -> ModuleDef:

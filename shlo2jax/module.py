@@ -133,6 +133,8 @@ class ModuleDef:
         # Whether any op is a custom call (decode_module counts them; True where not known):
         # a module without one has no manual (shard_map) region to fold.
         self.custom_calls: bool = True
+        # The functions' signatures only, no bodies (decode_signatures)
+        self.signatures_only: bool = False
 
     def hold_locations(self) -> None:
         """Lets no op refer to an `ir.Location` (which holds the module's context, and its
@@ -527,7 +529,9 @@ def decode_signatures(mlir_module, *, source_name: str = "") -> Optional[ModuleD
             functions[fdef.name] = fdef
     if decoder.problems or not functions:
         return None
-    return ModuleDef(module_attrs.get("sym_name"), functions, module_attrs, [])
+    module = ModuleDef(module_attrs.get("sym_name"), functions, module_attrs, [])
+    module.signatures_only = True
+    return module
 
 
 def decode_module(mlir_module, *, strict: bool, source_name: str = "",

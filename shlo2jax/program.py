@@ -21,20 +21,20 @@ from shlo2jax.translate import Translator
 class Program:
     """A loaded StableHLO module. Calling it calls its entry function."""
 
-    def __init__(self, assembly, mlir_module, module: ModuleDef, *, decoded: bool = True,
-                 scan=None, conventions=None):
+    def __init__(self, assembly, mlir_module, module: ModuleDef, *, scan=None,
+                 conventions=None):
         """Built by `shlo2jax.assembly.assemble` (`assembly`: how, the options among it), once.
 
-        `module` decoded; or, with `decoded=False`, only its functions' signatures: then a
-        program whose @main lowers directly (see shlo2jax.executables.direct) holds its module
-        as bytecode and decodes it on first use of `module`, and any other decodes it now
-        (what it cannot translate is reported at load). `scan`: the assembly's `direct.scan`
-        of the module, when it made one. `conventions`: module function name -> the factory of
-        its calling convention (`sources.Source.conventions`; the others take their own)."""
+        `module` decoded; or only its functions' signatures (`module.signatures_only`, where
+        @main lowers directly: see shlo2jax.executables.direct): the program then holds its
+        module as bytecode and decodes it on first use of `module`. `scan`: the assembly's
+        `direct.scan` of the module, when it made one. `conventions`: module function name ->
+        the factory of its calling convention (`sources.Source.conventions`; the others take
+        their own)."""
         self.assembly = assembly
         self.options: LoadOptions = assembly.options
         self.source_name: str = assembly.source_name
-        self._module, self._decoded = module, decoded
+        self._module, self._decoded = module, not module.signatures_only
         if scan is not None:
             self.direct_scan = scan
         self._held = held_module.HeldModule(mlir_module)
@@ -51,10 +51,7 @@ class Program:
             raise LoadError(f"{self.source_name}: the module has no public function "
                             f"{', '.join('@' + n for n in conventions)}, whose calling "
                             "convention the source gives")
-        main = next((f for f in self.functions.values() if f.module_name == "main"), None)
-        if not decoded and (main is None or main.lowering != "direct"):
-            self.decode()  # nothing lowers directly: decoded now, what it lacks said now
-        elif decoded:
+        if self._decoded:
             self._held.release(module)
         else:
             self._held.hold_bytecode()  # @main lowers from the module's bytecode

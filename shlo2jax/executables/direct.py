@@ -49,6 +49,7 @@ from shlo2jax.compat import (initialize_kernels, jit_disabled, registered_custom
 from shlo2jax.errors import Shlo2JaxError
 from shlo2jax.executables.islands import Islands
 from shlo2jax.module import format_location
+from shlo2jax.spmd.mesh import ShardingContext
 from shlo2jax.transforms.dissolve import DISSOLVED, dissolvable, dissolve
 from shlo2jax.transforms.outline_ops import Outline, references
 from shlo2jax.transforms.outline_ops import outline as outline_islands
@@ -454,14 +455,28 @@ def direct_call_primitive():
 
 def why_not_direct(program, fn) -> Optional[str]:
     """None when `fn` of `program` can lower directly, else the reason it cannot."""
-    if fn.module_name != "main":
-        return f"only @main lowers directly (this is @{fn.module_name})"
-    if program.sharding.num_devices > 1:
+    return _why_not_direct(fn.module_name, tuple(fn.input_types) + tuple(fn.output_types),
+                           program.sharding.num_devices, program.direct_scan)
+
+
+def main_lowers_directly(signatures, *, mlir_module, scan) -> bool:
+    """Whether @main of a module (its functions' `signatures`; `scan` of it) lowers directly:
+    then loading it decodes nothing more (shlo2jax.assembly)."""
+    main = signatures.functions.get("main")
+    return main is not None and main.public and _why_not_direct(
+        "main", tuple(main.input_types) + tuple(main.output_types),
+        ShardingContext(signatures, mlir_module).num_devices, scan) is None
+
+
+def _why_not_direct(name: str, types: tuple, num_devices: int, scan) -> Optional[str]:
+    if name != "main":
+        return f"only @main lowers directly (this is @{name})"
+    if num_devices > 1:
         return "the program runs on several devices"
-    for t in tuple(fn.input_types) + tuple(fn.output_types):
+    for t in types:
         if not _plain(t):
             return f"a signature type the translation carries ({t})"
-    return program.direct_scan.blocker
+    return scan.blocker
 
 
 class DirectCallee:

@@ -31,7 +31,7 @@ from jaxlib.mlir import ir
 from shlo2jax.compat import make_ir_context
 from shlo2jax.conventions.exported import of_export
 from shlo2jax.errors import LoadError, MissingFileError
-from shlo2jax.sources import hlo, jax_export, torch_xla_bundle
+from shlo2jax.sources import export_compat, hlo, jax_export, torch_xla_bundle
 from shlo2jax.sources.mlir import NewerThanJaxlib, parse_mlir
 from shlo2jax.sources.safe_parse import BYTECODE_MAGIC
 
@@ -330,7 +330,7 @@ READERS: dict = {
 
 
 def _exported(exported, owned: bool) -> Source:
-    record = jax_export.record_of(exported)
+    record = export_compat.record_of(exported)
     name = jax_export.source_name(record)
     module = jax_export.read_module(record, make_ir_context())
     if owned:

@@ -2,7 +2,8 @@
 `jax.export` source (the rest of shlo2jax's jax-release differences live in
 `shlo2jax.compat`):
 
-- `exported_fields`: a live `Exported` read through its public attributes (jax 0.9 on add
+- `record_of`: the `ExportRecord` of a live `Exported`, read through its public attributes
+  (`exported_fields`: jax 0.9 on add
   the named shardings `_in_named_shardings`/`_out_named_shardings` beside
   `in_shardings_hlo`; jax 0.12's hold None in `in_shardings_hlo`);
 - `jax_exported`: the installed jax's `Exported` of an `ExportRecord`, for
@@ -26,6 +27,18 @@ from jax import export as _jax_export
 
 from shlo2jax import compat
 from shlo2jax.errors import LoadError
+from shlo2jax.sources.jax_export import ExportRecord
+
+
+def record_of(source) -> ExportRecord:
+    """The record of an `ExportRecord` (itself) or of a live `jax.export.Exported` of the
+    installed jax, read through its public attributes (`exported_fields`)."""
+    if isinstance(source, ExportRecord):
+        return source
+    fields = exported_fields(source)
+    get_vjp = fields.pop("get_vjp")
+    return ExportRecord(**fields, get_vjp=None if get_vjp is None else (
+        lambda: record_of(get_vjp())), origin=source)
 
 
 def exported_fields(exported) -> dict:

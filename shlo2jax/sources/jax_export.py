@@ -11,7 +11,7 @@ read the artifact or builds a jax `Exported`:
   whatever jax is installed, including those it refuses (too old or newer than it) or
   misreads;
 - a live `jax.export.Exported` the user passes is read through its public attributes
-  (`sources.export_compat.exported_fields`, tolerant of what differs between jax releases).
+  (`sources.export_compat.record_of`, tolerant of what differs between jax releases).
 
 `Function.exported` still gives a jax `Exported` of the installed jax where that jax
 can represent the artifact (`sources.export_compat.jax_exported`), on request only.
@@ -29,7 +29,7 @@ from jax import export as _jax_export
 from jaxlib.mlir import ir
 
 from shlo2jax.errors import LoadError
-from shlo2jax.sources import export_compat, export_flatbuffer
+from shlo2jax.sources import export_flatbuffer
 from shlo2jax.sources.mlir import parse_mlir, vhlo_version  # noqa: F401  (vhlo_version: its API)
 
 # The calling conventions of the `Exported` module that jax has written by default (8 in jax
@@ -104,13 +104,6 @@ def is_exported(source) -> bool:
     return isinstance(source, (_jax_export.Exported, ExportRecord))
 
 
-def record_of(source) -> ExportRecord:
-    """The record of an `ExportRecord` (itself) or of a live `jax.export.Exported`."""
-    if isinstance(source, ExportRecord):
-        return source
-    return from_exported(source)
-
-
 def deserialize(data) -> Optional[ExportRecord]:
     """The export serialized in `data` (bytes of `Exported.serialize()`, read in place), or
     None when `data` is not one (MLIR text or bytecode). Read by the flatbuffer reader alone,
@@ -162,25 +155,14 @@ def from_serialized(rec: export_flatbuffer.SerializedExport, data=None) -> Expor
         raise LoadError(f"{where}: cannot read it: {type(e).__name__}: {e}") from None
 
 
-def from_exported(exported) -> ExportRecord:
-    """The record of a live `jax.export.Exported` of the installed jax, read through its
-    public attributes (`export_compat.exported_fields`)."""
-    fields = export_compat.exported_fields(exported)
-    get_vjp = fields.pop("get_vjp")
-    return ExportRecord(**fields, get_vjp=None if get_vjp is None else (
-        lambda: from_exported(get_vjp())), origin=exported)
-
-
 def module_bytes(exported) -> bytes:
     return bytes(exported.mlir_module_serialized)
 
 
-def read_module(exported, context: ir.Context) -> ir.Module:
-    """The verified module of `exported` (an `ExportRecord` or a live `Exported`), once its
-    calling convention is one shlo2jax follows. A module this jaxlib cannot read that was
-    written for a newer StableHLO than this jaxlib reads (VHLO's forward window) is a
-    `LoadError` naming both versions."""
-    record = record_of(exported)
+def read_module(record: ExportRecord, context: ir.Context) -> ir.Module:
+    """The verified module of `record`, once its calling convention is one shlo2jax follows.
+    A module this jaxlib cannot read that was written for a newer StableHLO than this jaxlib
+    reads (VHLO's forward window) is a `LoadError` naming both versions."""
     name = source_name(record)
     version = record.calling_convention_version
     if version not in CALLING_CONVENTIONS:

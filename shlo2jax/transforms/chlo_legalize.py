@@ -13,9 +13,17 @@ from typing import Iterable, Optional
 from jaxlib.mlir.passmanager import PassManager
 
 from shlo2jax import registry
-from shlo2jax.transforms.common import op_names, rewrite_on_a_trial_copy
+from shlo2jax.transforms.common import Legalization, op_names, rewrite_on_a_trial_copy
 
 _PIPELINE = "builtin.module(func.func(chlo-legalize-to-stablehlo))"
+
+
+def _rewrite(module_op) -> None:
+    PassManager.parse(_PIPELINE).run(module_op)
+
+
+# What decoding applies where a chlo op has no translation rule (transforms/legalize).
+LEGALIZATION = Legalization(prefix="chlo.", rewrite=_rewrite)
 
 
 def legalize_chlo(mlir_module, unsupported_names: Optional[Iterable[str]] = None) -> bool:
@@ -33,5 +41,4 @@ def legalize_chlo(mlir_module, unsupported_names: Optional[Iterable[str]] = None
         missing = chlo_ops.intersection(unsupported_names)
     if not missing:
         return False
-    return rewrite_on_a_trial_copy(mlir_module,
-                                   lambda op: PassManager.parse(_PIPELINE).run(op))
+    return rewrite_on_a_trial_copy(mlir_module, _rewrite)

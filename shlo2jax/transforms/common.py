@@ -1,7 +1,11 @@
 """What the module rewrites share (no rewrite of its own): the names of a module's ops, its
-functions by name, StableHLO's passes registered once, and a rewrite tried on a copy first."""
+functions by name, StableHLO's passes registered once, a rewrite tried on a copy first, and
+the legalizations decoding applies (each rewrite module says what it is: its `LEGALIZATION`)."""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Callable
 
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
@@ -70,3 +74,24 @@ def rewrite_on_a_trial_copy(mlir_module, rewrite, errors=(ir.MLIRError,)) -> boo
         trial.erase()
     rewrite(mlir_module.operation)
     return True
+
+
+@dataclasses.dataclass(frozen=True)
+class Legalization:
+    """A rewrite decoding applies when an op whose name starts with `prefix` has no
+    translation: `rewrite(module_op)`, tried on a copy first, the module left as it was when
+    it raises one of `errors`."""
+    prefix: str
+    rewrite: Callable
+    errors: tuple = (ir.MLIRError,)
+
+
+def legalize(mlir_module, legalizations, untranslated_names) -> bool:
+    """Each of `legalizations` that an op of `untranslated_names` calls for applied to
+    `mlir_module` (see `rewrite_on_a_trial_copy`); True if one changed it."""
+    applied = False
+    for legalization in legalizations:
+        if any(name.startswith(legalization.prefix) for name in untranslated_names):
+            applied |= rewrite_on_a_trial_copy(mlir_module, legalization.rewrite,
+                                               legalization.errors)
+    return applied

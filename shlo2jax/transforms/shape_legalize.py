@@ -26,7 +26,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 from jaxlib.mlir.passmanager import PassManager
 
-from shlo2jax.transforms.common import op_names, rewrite_on_a_trial_copy
+from shlo2jax.transforms.common import Legalization, op_names, rewrite_on_a_trial_copy
 
 _PIPELINE = "builtin.module(func.func(shape-legalize-to-stablehlo))"
 # What stands for a `shape.cstr_broadcastable` while the pass runs: a cast to `none` marked
@@ -45,9 +45,7 @@ def legalize_shapes(mlir_module) -> bool:
     untouched and the decoder reports its ops as usual."""
     if not any(name.startswith("shape.") for name in op_names(mlir_module)):
         return False
-    # (ValueError: a jaxlib without the pass)
-    return rewrite_on_a_trial_copy(mlir_module, _rewrite,
-                                   (ir.MLIRError, ValueError, _CannotRewrite))
+    return rewrite_on_a_trial_copy(mlir_module, LEGALIZATION.rewrite, LEGALIZATION.errors)
 
 
 class _CannotRewrite(Exception):
@@ -73,6 +71,12 @@ def _rewrite(module_op) -> None:
                 or o.name == _CAST}
     if leftover:
         raise _CannotRewrite(f"left over: {sorted(leftover)}")
+
+
+# What decoding applies where a shape op has no translation (transforms/legalize);
+# (ValueError: a jaxlib without the pass).
+LEGALIZATION = Legalization(prefix="shape.", rewrite=_rewrite,
+                            errors=(ir.MLIRError, ValueError, _CannotRewrite))
 
 
 def _inline_assuming(operation) -> None:

@@ -11,6 +11,7 @@ from jax import export as jax_export
 from jax import lax
 
 import shlo2jax
+from shlo2jax.sources import export_compat
 from shlo2jax.sources import jax_export as sources_jax_export
 
 
@@ -100,7 +101,7 @@ def test_live_exported_with_disabled_checks_and_polymorphic_shape():
         jax.jit(lambda x: jnp.sin(x) * 2.0),
         disabled_checks=[jax_export.DisabledSafetyCheck.custom_call("my_target")])(
             jax.ShapeDtypeStruct((b, 3), jnp.float32))
-    record = sources_jax_export.record_of(exported)
+    record = export_compat.record_of(exported)
     assert record.disabled_checks == (("custom_call", "my_target"),)
     assert str(record.in_avals[0].shape) == str(exported.in_avals[0].shape)
     program = shlo2jax.load(exported)

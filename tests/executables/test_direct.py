@@ -185,6 +185,26 @@ def test_an_op_without_a_rule_runs_directly_and_fails_only_where_translated(monk
         program.module
 
 
+@pytest.mark.parametrize("element", ["f32", "i2"])
+def test_a_direct_load_whose_main_is_translated_reports_at_load(monkeypatch, element):
+    """Asked to lower directly, a program whose @main cannot (a `?` dimension; 2-bit integers,
+    which XLA:CPU crashes on, in its signature) is decoded at load, so what it lacks is
+    reported then."""
+    from shlo2jax import registry
+    from shlo2jax.errors import UnsupportedError
+    t = f"tensor<?x{element}>" if element == "f32" else f"tensor<4x{element}>"
+    op = "stablehlo.cosine" if element == "f32" else "stablehlo.not"
+    text = f"""func.func @main(%x: {t}) -> {t} {{
+  %0 = {op} %x : {t}
+  return %0 : {t}
+}}"""
+    program = shlo2jax.load(text, lowering="direct")
+    assert program.decoded and program.entry.lowering == "translate"
+    monkeypatch.delitem(registry.OP_RULES, op)
+    with pytest.raises(UnsupportedError, match=op):
+        shlo2jax.load(text, lowering="direct")
+
+
 @pytest.mark.corpus
 def test_the_translation_is_the_default():
     _, _, fn = _load("jax/mlp")
