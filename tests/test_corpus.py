@@ -181,6 +181,20 @@ def test_sanity_vmap_mismatch_is_caught():
     assert not result.ok
 
 
+def test_nested_outputs_are_compared_leaf_by_leaf_in_the_producers_order():
+    leaves = [np.full((2,), float(i), np.float32) for i in range(5)]
+    a, b, c, d, f = leaves
+    flat = checks.as_list((a, (b, [c]), {"y": d, "x": f}))  # a dict in its own key order
+    assert [int(x[0]) for x in flat] == [0, 1, 2, 3, 4]
+    found = [e for e in ENTRIES if e.id == "torch_xla/lstm_nested"]
+    assert found, "this test uses the corpus entry torch_xla/lstm_nested: (y, (h_n, c_n))"
+    e = found[0]
+    _, fn = _load(e)
+    assert checks.check_forward(e, fn).ok
+    y, (h, c_) = fn(*e.args)
+    swapped = checks.check_forward(e, lambda *args: (y, (c_, h)))  # same shapes, other order
+    assert not swapped.ok and "output 1" in swapped.message and "output 2" in swapped.message
+
 def test_sanity_jit_eager_mismatch_is_caught():
     e, fn = _sanity_entry()
 

@@ -67,7 +67,14 @@ def cli_info(e) -> str:
 
 
 def as_list(outputs) -> list:
-    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    """A call's outputs as the flat list the producer's goldens are: nested tuples, lists and
+    dicts walked depth first, a dict in its own key order (as torch's pytree flattens it; a
+    dict unflattened by jax holds its keys sorted, jax's order); one array is a list of one."""
+    if isinstance(outputs, dict):
+        outputs = list(outputs.values())
+    if isinstance(outputs, (tuple, list)):
+        return [leaf for output in outputs for leaf in as_list(output)]
+    return [outputs]
 
 
 def _promote(x):

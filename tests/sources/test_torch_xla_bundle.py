@@ -4,6 +4,7 @@ inputs, with the weights bound under their state_dict names; a malformed bundle 
 naming the file and what was wrong. The bundles are the corpus's (tests/corpus/torch_xla/),
 copied into tmp_path and damaged there."""
 
+import functools
 import json
 import pathlib
 import shutil
@@ -17,6 +18,7 @@ import shlo2jax
 from corpus import checks
 from corpus import entry as corpus_entry
 from shlo2jax.errors import LoadError, Shlo2JaxError
+from shlo2jax.sources import torch_xla_bundle
 
 CORPUS = pathlib.Path(__file__).resolve().parents[1] / "corpus" / "torch_xla"
 
@@ -85,6 +87,36 @@ def test_outputs_are_unflattened_by_the_pytree_spec():
     assert isinstance(out, tuple) and len(out) == 3
     assert [o.shape for o in out] == [o.shape for o in e.outputs]
 
+
+_LEAF = {"type": None, "context": None, "children_spec": []}
+
+
+def _node(kind, *children, context="null"):
+    return {"type": kind, "context": context, "children_spec": list(children)}
+
+
+def test_outputs_nested_in_tuples_are_rebuilt_from_the_spec():
+    # torch's treespec_dumps of (y, (h, (c, [z])), ()): five results, rebuilt leaf by leaf in
+    # the module's order; an empty tuple holds no result.
+    tup = functools.partial(_node, "builtins.tuple")
+    spec = tup(_LEAF, tup(_LEAF, tup(_LEAF, _node("builtins.list", _LEAF, _LEAF))), tup())
+    structure = torch_xla_bundle._structure(json.dumps([1, spec]), 5, "forward.meta", "@main")
+    assert structure(("y", "h", "c", "z0", "z1")) == ("y", ("h", ("c", ["z0", "z1"])), ())
+    assert torch_xla_bundle._structure(json.dumps([1, _LEAF]), 1, "m", "@main")(("y",)) == "y"
+    with pytest.raises(LoadError, match=r"output_pytree_spec has 5 leaves, @main returns 4"):
+        torch_xla_bundle._structure(json.dumps([1, spec]), 4, "forward.meta", "@main")
+
+
+@pytest.mark.parametrize("name, structure", [
+    ("lstm_sequence", "y"),             # the output sequence alone
+    ("gru_state", ("y", "h")),          # (output, h_n)
+    ("lstm_nested", ("y", ("h", "c"))),  # (head(output), (h_n, c_n))
+])
+def test_recurrent_models_return_torchs_structure_and_shapes(name, structure):
+    e = _entry(name)
+    out = shlo2jax.load(_bundle(name))["forward"](*e.args)
+    assert jax.tree.structure(out) == jax.tree.structure(structure)
+    assert [o.shape for o in jax.tree.leaves(out)] == [o.shape for o in e.outputs]
 
 def test_an_unreadable_output_spec_returns_the_results_flat(tmp_path):
     folder = _copy("mlp", tmp_path)

@@ -116,6 +116,12 @@ def _cnn_bn(name):
                  "the same eval-mode formula: native_batch_norm cannot differentiate them"}
 
 
+# torch 2.9.0's decomposition of aten.lstm (torch/_decomp/decompositions.py, one_layer_lstm)
+# returns each layer's final state as [1, batch, hidden] where the native kernel returns
+# [batch, hidden] (pytorch/pytorch#151200): torch.export records h_n and c_n as
+# [layers * directions, 1, batch, hidden], and torch_xla lowers that shape. The output sequence
+# is right. A view to the eager shape, with sizes that are not read from h_n, is exported
+# right; h.squeeze(0) and h[-1] keep the extra dimension.
 class Lstm(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -124,10 +130,6 @@ class Lstm(torch.nn.Module):
 
     def forward(self, x):
         out, (h, c) = self.lstm(x)
-        # h and c are [layers, batch, hidden]. torch_xla 2.9.0 exports them as
-        # [1, layers, batch, hidden], and h[-1], h.squeeze(0) or h.reshape(h.shape[1:]) as
-        # [1, batch, hidden] (its own run of the bundle agrees with the export, not with
-        # eager); a view to (batch, hidden) is exported right.
         batch = x.shape[0]
         return self.head(out), h.view(batch, 12), c.view(batch, 12)
 
@@ -136,8 +138,71 @@ class Lstm(torch.nn.Module):
 def _lstm(name):
     torch.manual_seed(seed_for(name))
     return Lstm(), (normal(name, (2, 5, 6)),), "one-layer LSTM (batch_first) and a Linear head", {
-        "notes": "h_n and c_n returned as a view to (batch, hidden): torch_xla 2.9.0 exports "
-                 "h_n as [1, 1, batch, hidden] and h_n[-1] as [1, batch, hidden]"}
+        "notes": "h_n and c_n returned as a view to (batch, hidden): torch 2.9.0's lstm "
+                 "decomposition gives them as [1, 1, batch, hidden] in torch.export "
+                 "(pytorch/pytorch#151200), and torch_xla exports that shape"}
+
+
+class LstmSequence(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 8, num_layers=2)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+@case("lstm_sequence")
+def _lstm_sequence(name):
+    torch.manual_seed(seed_for(name))
+    return LstmSequence(), (normal(name, (4, 3, 6)),), \
+        "two-layer LSTM (sequence first) returning its output sequence", {}
+
+
+# Importing torch_xla replaces torch.nn.GRU by its scan-based GRU (torch_xla/experimental/
+# gru.py), which torch.export cannot trace ("Unable to cast NotImplemented to Tensor" in
+# F.linear under the scan); torch's own GRU, which the patch keeps as `_orig`, exports.
+TorchGru = getattr(torch.nn.GRU, "_orig", None) or torch.nn.GRU
+
+
+class GruState(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = TorchGru(6, 8, num_layers=2)
+
+    def forward(self, x):
+        return self.gru(x)  # (output, h_n): a GRU's h_n is exported in torch's shape
+
+
+@case("gru_state")
+def _gru_state(name):
+    torch.manual_seed(seed_for(name))
+    return GruState(), (normal(name, (4, 3, 6)),), \
+        "two-layer GRU (sequence first) returning (output, h_n)", {
+            "notes": "torch's nn.GRU (torch_xla's import replaces it by a scan-based GRU that "
+                     "torch.export cannot trace)"}
+
+
+class LstmNested(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 8, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(x)
+        state = (2, x.shape[0], 8)  # [layers, batch, hidden]: see Lstm
+        return self.head(out), (h.view(state), c.view(state))
+
+
+@case("lstm_nested")
+def _lstm_nested(name):
+    torch.manual_seed(seed_for(name))
+    return LstmNested(), (normal(name, (3, 4, 6)),), \
+        "two-layer LSTM (batch_first) returning (head(output), (h_n, c_n)), nested tuples", {
+            "notes": "h_n and c_n returned as a view to [layers, batch, hidden]: torch 2.9.0's "
+                     "lstm decomposition gives them as [layers, 1, batch, hidden] in "
+                     "torch.export (pytorch/pytorch#151200), and torch_xla exports that shape"}
 
 
 class Encoder(torch.nn.Module):
