@@ -78,6 +78,7 @@ from shlo2jax.quant import F6Array
 from shlo2jax.tools import exits, isolated, reference
 from shlo2jax.tools.numerics import check_values, reference_mismatch
 from shlo2jax.tools.option_flags import add_option_flags, options_from
+from shlo2jax.tools.progress import Progress
 from shlo2jax.tools.reference import (join_complex as _join_complex,
                                 interpreter_module_text as _reference_module_text,
                                 split_complex as _split_complex)
@@ -847,16 +848,20 @@ def main(argv=None) -> int:
     known, of_jaxlib = known_failures(args.known_failures)
     width = max((len(c.id) for c in cases), default=0)
 
+    bar = Progress(len(cases), "conformance", quiet=args.quiet)
+
     def show(r: dict):
+        bar.advance()
         if args.quiet and r["outcome"] == "pass":
             return
         message = r["message"].replace("\n", " ")
         tag = " (known failure)" if r["outcome"] in ("fail", "error") and r["id"] in known else ""
-        print(f"{r['outcome']:<11} {r['id']:<{min(width, 70)}}  {message}{tag}", flush=True)
+        bar.line(f"{r['outcome']:<11} {r['id']:<{min(width, 70)}}  {message}{tag}")
 
     try:
-        results = run_cases(cases, args.jobs, args.timeout, show, args.plugin,
-                            options_from(args))
+        with bar:
+            results = run_cases(cases, args.jobs, args.timeout, show, args.plugin,
+                                options_from(args))
     except RuntimeError as e:
         print(f"shlo2jax: error: conformance: {e}", file=sys.stderr)  # one line, as every CLI error
         return 2

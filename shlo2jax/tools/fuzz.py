@@ -531,13 +531,15 @@ class Report(NamedTuple):
 
 
 def run(seeds: list, jobs: int = 2, timeout: float = 300.0,
-        options: Optional[LoadOptions] = None) -> Report:
-    """`check` of every seed in worker processes, each program loaded with `options`."""
+        options: Optional[LoadOptions] = None, progress: bool = False) -> Report:
+    """`check` of every seed in worker processes, each program loaded with `options`;
+    `progress`: a progress bar on a terminal (shlo2jax.tools.progress)."""
     start = time.time()
     mismatches, crashes, flushed, interpreted, xla_differs = [], [], [], 0, []
     for index, status, value in run_isolated("shlo2jax.tools.fuzz:check_in_worker",
                                              [(seed, True, options) for seed in seeds],
-                                             jobs=jobs, timeout=timeout):
+                                             jobs=jobs, timeout=timeout,
+                                             progress="fuzz" if progress else None):
         if status != "ok":
             crashes.append({"seed": seeds[index], "status": status, "detail": str(value)[-3000:]})
         else:
@@ -578,6 +580,8 @@ def _parser() -> exits.Parser:
     parser.add_argument("-j", "--jobs", type=positive_int, default=2,
                         help="worker processes (default: %(default)s)")
     parser.add_argument("--json", help="write the report to this file")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bar (there is none where stderr is not a terminal)")
     parser.add_argument("--cases", default="fuzz-cases",
                         help="folder for a mismatch's minimised regression case "
                              "(default: %(default)s)")
@@ -590,7 +594,7 @@ def main(argv=None) -> int:
     """`shlo2jax fuzz`: random programs, translation vs XLA vs the reference interpreter."""
     args = _parser().parse_args(argv)
     report = run(list(range(args.seed, args.seed + args.count)), jobs=args.jobs,
-                 options=options_from(args))
+                 options=options_from(args), progress=not args.quiet)
     for m in report.mismatches:
         os.makedirs(args.cases, exist_ok=True)
         path = os.path.join(args.cases, f"fuzz_{m['seed']}.mlir")

@@ -24,6 +24,7 @@ import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Iterable, Iterator, Optional
 
+from shlo2jax.tools.progress import Progress
 from shlo2jax.tools.reference import crash_reason, signal_name
 
 _WORKER_CMD = "from shlo2jax.tools.isolated import _worker_main; _worker_main()"
@@ -148,9 +149,20 @@ class _Worker(WorkerProcess):
 
 
 def run_isolated(target: str, items: Iterable, jobs: int = 2, timeout: float = 120.0,
-                 env: Optional[dict] = None, items_per_worker: int = 500) -> Iterator[tuple]:
+                 env: Optional[dict] = None, items_per_worker: int = 500,
+                 progress: Optional[str] = None) -> Iterator[tuple]:
     """Calls `target` ("module:function") on every item in worker processes; yields
-    (index, status, value) per item as they finish (see the module docstring)."""
+    (index, status, value) per item as they finish (see the module docstring). `progress`:
+    the label of a progress bar over the items (`shlo2jax.tools.progress`), None for none."""
+    items = list(items)
+    with Progress(len(items), progress or "", quiet=progress is None) as bar:
+        for result in _run_isolated(target, items, jobs, timeout, env, items_per_worker):
+            bar.advance()
+            yield result
+
+
+def _run_isolated(target: str, items: list, jobs: int, timeout: float, env: Optional[dict],
+                  items_per_worker: int) -> Iterator[tuple]:
     env = dict(os.environ if env is None else env)
     env.setdefault("JAX_PLATFORMS", "cpu")
     pending = collections.deque(enumerate(items))

@@ -455,15 +455,17 @@ class Report(NamedTuple):
 
 
 def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0,
-                lowering: str = "translate") -> Report:
+                lowering: str = "translate", progress: bool = False) -> Report:
     """Checks every mutant in worker processes (`run_isolated`): a mutant that kills its
-    worker is reported as a crash, not as the end of the run."""
+    worker is reported as a crash, not as the end of the run. `progress`: a progress bar on
+    a terminal (shlo2jax.tools.progress)."""
     start = time.time()
     outcomes: collections.Counter = collections.Counter()
     failures = []
     check = "check_mutant" if lowering == "translate" else "check_mutant_lowered_directly"
     for index, status, value in run_isolated(f"shlo2jax.tools.mutate:{check}", mutant_list,
-                                             jobs=jobs, timeout=timeout):
+                                             jobs=jobs, timeout=timeout,
+                                             progress="mutate" if progress else None):
         source, mutation, _ = mutant_list[index]
         if status == "ok":
             outcomes[f"{value['stage']}:{value['outcome']}"] += 1
@@ -490,6 +492,8 @@ def main(argv=None) -> int:
                         help="mutants (default: %(default)s)")
     parser.add_argument("--seed", type=commands.non_negative_int, default=0,
                         help="seed of the mutations (default: %(default)s)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bar (there is none where stderr is not a terminal)")
     parser.add_argument("-j", "--jobs", type=commands.positive_int, default=2,
                         help="worker processes (default: %(default)s)")
     parser.add_argument("--root", default=".",
@@ -513,7 +517,8 @@ def main(argv=None) -> int:
     if args.releases:
         sources += release_sources(args.root)
     mutant_list = mutants(sources, args.count, args.seed)
-    report = run_mutants(mutant_list, jobs=args.jobs, lowering=args.lowering)
+    report = run_mutants(mutant_list, jobs=args.jobs, lowering=args.lowering,
+                         progress=not args.quiet)
     for name, n in report.outcomes.items():
         print(f"  {name}: {n}")
     for f in report.failures:

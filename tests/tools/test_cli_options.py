@@ -157,7 +157,7 @@ def test_fuzz_loads_each_program_with_the_options(monkeypatch):
     assert checked == [(3, False, options)]
     # and the command line's flags make them (--seed picks the programs)
     runs = []
-    monkeypatch.setattr(fuzz, "run", lambda seeds, jobs, options: runs.append(options) or
+    monkeypatch.setattr(fuzz, "run", lambda seeds, jobs, options, progress: runs.append(options) or
                         fuzz.Report(0, [], [], [], 0, 0.0))
     assert fuzz.main(["--count", "0", "--seed", "9", "--placeholder-seed", "4",
                       "--lowering", "direct", "--no-strict"]) == 0

@@ -1,0 +1,51 @@
+"""Progress of long work (conformance cases, fuzzed programs, mutants), drawn with tqdm on
+stderr where stderr is a terminal: never when it is piped or redirected (a log, CI), nor
+with the command's `-q`. The lines a command prints go to stdout above the bar
+(`Progress.line`), so that a bar never breaks a line."""
+
+from __future__ import annotations
+
+import sys
+
+from tqdm import tqdm
+
+# Seconds between redraws (tqdm's default).
+MIN_INTERVAL = 0.1
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
+class Progress:
+    """A count of `total` things done, shown as a bar under `label` (see the module
+    docstring); a context manager."""
+
+    def __init__(self, total: int, label: str, quiet: bool = False):
+        shown = not quiet and _is_terminal(sys.stderr)
+        self._bar = tqdm(total=total, desc=label, file=sys.stderr, disable=not shown,
+                         leave=False, dynamic_ncols=True, unit="",
+                         mininterval=MIN_INTERVAL)
+        self.shown = shown
+
+    def advance(self, n: int = 1) -> None:
+        self._bar.update(n)
+
+    def line(self, text: str) -> None:
+        """`text` printed on stdout, the bar drawn again below it."""
+        if self.shown:
+            self._bar.write(text, file=sys.stdout)
+        else:
+            print(text, flush=True)
+
+    def close(self) -> None:
+        self._bar.close()
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,62 @@
+"""Progress bars of long commands (shlo2jax/tools/progress.py): drawn on stderr where it is a
+terminal, never when it is piped or with -q; the command's lines stay whole on stdout."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from shlo2jax.tools import conformance, isolated, progress
+
+
+def _cases(folder, n: int = 3):
+    for i in range(n):
+        (folder / f"case{i}.mlir").write_text(textwrap.dedent(f"""\
+            func.func @main() {{
+              %0 = stablehlo.constant dense<{i}> : tensor<i32>
+              %1 = stablehlo.add %0, %0 : tensor<i32>
+              check.expect_eq_const %1, dense<{2 * i}> : tensor<i32>
+              func.return
+            }}
+            """))
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """stderr taken for a terminal (under pytest it is a capture), every step drawn."""
+    monkeypatch.setattr(progress, "_is_terminal", lambda stream: True)
+    monkeypatch.setattr(progress, "MIN_INTERVAL", 0)
+
+
+def test_conformance_draws_a_bar_on_a_terminal_and_keeps_lines_whole(tmp_path, capsys,
+                                                                      terminal):
+    _cases(tmp_path)
+    assert conformance.main([str(tmp_path), "-j", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert "conformance" in err and "3/3" in err
+    lines = [line for line in out.splitlines() if line.startswith("pass")]
+    assert len(lines) == 3 and all("conformance" not in line for line in lines)
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_no_bar_when_piped_or_quiet(tmp_path, capsys, monkeypatch, quiet):
+    _cases(tmp_path, 2)
+    if quiet:  # a terminal, but -q
+        monkeypatch.setattr(progress, "_is_terminal", lambda stream: True)
+    assert conformance.main([str(tmp_path), "-j", "0"] + (["-q"] if quiet else [])) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert sum(line.startswith("pass") for line in out.splitlines()) == (0 if quiet else 2)
+
+
+def test_worker_runs_count_their_items(capsys, terminal):
+    items = list(range(4))
+    done = list(isolated.run_isolated("math:factorial", items, jobs=1, timeout=60,
+                                      progress="items"))
+    assert sorted((i, s, v) for i, s, v in done) == [(i, "ok", f) for i, f in
+                                                      enumerate([1, 1, 2, 6])]
+    err = capsys.readouterr().err
+    assert "items" in err and "4/4" in err
+    list(isolated.run_isolated("math:factorial", items, jobs=1, timeout=60))
+    assert capsys.readouterr().err == ""
