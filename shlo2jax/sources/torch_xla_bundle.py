@@ -33,6 +33,7 @@ from jaxlib.mlir import ir
 from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError
+from shlo2jax.npy import read_npy
 from shlo2jax.conventions.bound import Binding, BoundConvention, BoundValue
 from shlo2jax.sources.mlir import parse_mlir
 
@@ -237,11 +238,12 @@ def _read_values(path: str, meta: dict, meta_path: str) -> dict:
 def _npy(file: str) -> np.ndarray:
     try:
         with open(file, "rb") as f:
-            value = np.load(f, allow_pickle=False)
-    except Exception as e:  # noqa: BLE001 - numpy's header parser raises what its tokenizer does
-        raise LoadError(f"{file}: not a numpy .npy array: {type(e).__name__}: {e}") from None
-    if not isinstance(value, np.ndarray):
-        raise LoadError(f"{file}: not a numpy .npy array (an .npz archive)")
+            if f.read(2) == b"PK":
+                raise LoadError(f"{file}: not a numpy .npy array (an .npz archive)")
+            f.seek(0)
+            value = read_npy(f, os.fstat(f.fileno()).st_size, file)
+    except OSError as e:
+        raise LoadError(f"{file}: cannot be read: {e}") from None
     return value if value.flags.c_contiguous else np.ascontiguousarray(value)  # (keeps 0-d)
 
 

@@ -11,6 +11,8 @@ dynamic (`?`) dimensions given by name (`dims`) or per argument (`shapes`).
 from __future__ import annotations
 
 import re
+import zipfile
+import zlib
 from typing import Mapping, NamedTuple, Optional
 
 import jax
@@ -18,6 +20,7 @@ import numpy as np
 
 from shlo2jax import value_types as T
 from shlo2jax.errors import InputError, UsageError
+from shlo2jax.npy import read_npy
 from shlo2jax.signatures import type_text
 
 
@@ -221,18 +224,24 @@ def bind_arrays(function, arrays: Mapping[str, np.ndarray], what: str = "--input
 
 
 def read_npz(path: str, what: str = "--inputs") -> dict:
-    """The arrays of an `.npz` file (an `InputError` for one that cannot be read)."""
+    """The arrays of an `.npz` file (an `InputError` for one that cannot be read, or whose
+    arrays declare more than the file holds or the memory available: shlo2jax.npy)."""
     try:
-        data = np.load(path, allow_pickle=False)
+        with open(path, "rb") as f:
+            if f.read(6) == b"\x93NUMPY":
+                raise InputError(f"{what} {path}: one array (.npy), not an .npz of arrays "
+                                 "keyed by argument name or position")
+        with zipfile.ZipFile(path) as archive:
+            arrays = {}
+            for info in archive.infolist():
+                key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                with archive.open(info) as member:
+                    arrays[key] = read_npy(member, info.file_size, f"{what} {path}: {key!r}",
+                                           InputError)
+            return arrays
     except FileNotFoundError:
         raise InputError(f"{what} {path}: no such file") from None
-    except (OSError, ValueError, EOFError) as e:
+    # (RuntimeError: an encrypted member; NotImplementedError: a compression zipfile lacks)
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError,
+            RuntimeError) as e:
         raise InputError(f"{what} {path}: not a readable .npz ({e})") from None
-    if isinstance(data, np.ndarray):
-        raise InputError(f"{what} {path}: one array (.npy), not an .npz of arrays keyed by "
-                         "argument name or position")
-    with data:
-        try:
-            return {k: data[k] for k in data.files}
-        except (OSError, ValueError, EOFError) as e:  # a corrupt member
-            raise InputError(f"{what} {path}: not a readable .npz ({e})") from None

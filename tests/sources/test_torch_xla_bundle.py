@@ -360,7 +360,7 @@ def test_a_pickled_weight_is_refused(tmp_path):
     def damage(folder):
         with open(folder / "data" / "0.bias", "wb") as f:
             np.save(f, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    assert "data/0.bias: not a numpy .npy array" in _damaged(tmp_path, damage)
+    assert "data/0.bias: an array of Python objects" in _damaged(tmp_path, damage)
 
 
 def test_a_missing_constant_and_a_missing_program(tmp_path):
