@@ -20,7 +20,11 @@ must be equal. Non-finite values must match (any NaN equals any NaN).
 
 `locate=True`: for each pair that disagrees and whose both backends run the translation,
 both are rerun recording every op's results (`shlo2jax.probe`) and the first ops, in program
-order, whose results differ beyond the tolerances are reported with their locations.
+order, whose results differ beyond the tolerances are reported with their locations and
+whether their operands already differed.
+
+`against=other`: two programs of one signature, each run on each (translated) backend with
+the same inputs: `compare("model.mlir", against="edited.mlir", locate=True)`.
 
 The package: `backends` (the ways of running), `comparison` (`compare`), `report` (what it
 returns), `locate` (the diverging ops).

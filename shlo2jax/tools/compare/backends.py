@@ -13,6 +13,7 @@ from shlo2jax.errors import BackendUnavailable
 from shlo2jax.loader import load
 from shlo2jax.options import LoadOptions
 from shlo2jax.probes import probe
+from shlo2jax.program import Program
 from shlo2jax.tools import reference
 from shlo2jax.transforms.upcast import upcast_module_text, widen
 
@@ -61,7 +62,8 @@ class CallableBackend(Backend):
 
 class TranslatedBackend(Backend):
     """The translated program on the first JAX device of `platform`. With `source`, a
-    different module is translated (same signature): e.g. a deliberately perturbed copy."""
+    different module is translated (same signature): e.g. a deliberately perturbed copy, or
+    the program `compare(..., against=...)` compares with; a loaded Program runs as it is."""
 
     def __init__(self, platform: str = "cpu", name: Optional[str] = None, source=None,
                  options: Optional[LoadOptions] = None):
@@ -81,6 +83,8 @@ class TranslatedBackend(Backend):
     def effective_program(self, program):
         if self.source is None:
             return program
+        if isinstance(self.source, Program):
+            return self.source
         if "source" not in self._programs:
             self._programs["source"] = load(self.source, self.options or program.options)
         return self._programs["source"]

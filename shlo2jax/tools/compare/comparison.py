@@ -8,26 +8,33 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from shlo2jax.errors import BackendUnavailable
+from shlo2jax.errors import BackendUnavailable, InputError, UsageError
 from shlo2jax.executables.polymorphic import specialise
 from shlo2jax.loader import load
 from shlo2jax.options import LoadOptions
 from shlo2jax.program import Program
-from shlo2jax.tools.compare.backends import DEFAULT_BACKENDS, backend
+from shlo2jax.tools.compare.backends import DEFAULT_BACKENDS, TranslatedBackend, backend
 from shlo2jax.tools.compare.locate import locate as locate_divergences
 from shlo2jax.tools.compare.report import BackendRun, Comparison, PairResult
 from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.numerics import Errors, array_errors
 
 
-def compare(source, backends: Sequence = DEFAULT_BACKENDS, *, function: Optional[str] = None,
-            inputs: Optional[Sequence] = None, seed: int = 0, rtol: float = 1e-4,
-            atol: float = 1e-6, max_ulp: Optional[int] = None, locate: bool = False,
-            locate_limit: int = 3, locate_values="all", interpreter_timeout: float = 600.0,
-            options: Optional[LoadOptions] = None, **option_values) -> Comparison:
+def compare(source, backends: Optional[Sequence] = None, *, against=None,
+            function: Optional[str] = None, inputs: Optional[Sequence] = None, seed: int = 0,
+            rtol: float = 1e-4, atol: float = 1e-6, max_ulp: Optional[int] = None,
+            locate: bool = False, locate_limit: int = 3, locate_values="all",
+            interpreter_timeout: float = 600.0, options: Optional[LoadOptions] = None,
+            **option_values) -> Comparison:
     """Runs one function of a module on each backend with the same inputs and compares
     every pair of backends' outputs. `source`: anything `shlo2jax.load` accepts, or a
-    loaded Program. See the module docstring for the backends and the error figures.
+    loaded Program. See the package docstring for the backends and the error figures.
+    `backends` defaults to cpu, interpreter, xla-direct and f64.
+
+    `against`: another program of the same signature (anything `load` accepts, or a
+    Program): both run on each backend (cpu by default; translated backends only) and each
+    backend's two runs are compared; with `locate`, their ops are matched by location where
+    both carry the same locations (an edited copy of one file), else by structure.
 
     `locate_values`: which ops the probes record when locating ("all", or op names, indices
     or locations as `shlo2jax.probe` takes them); recording every op of a large model holds
@@ -39,43 +46,100 @@ def compare(source, backends: Sequence = DEFAULT_BACKENDS, *, function: Optional
     else:
         inputs, how = [np.asarray(x) for x in inputs], "given"
     fn.check_arguments(inputs)
-    if fn.params or fn.constants:  # (values the source binds: a PyTorch/XLA bundle's) every
-        # backend runs the module's own function, with the bound values among its arguments
-        inputs = [np.asarray(x) for x in fn.convention.module_arguments(inputs)]
-        name, program = fn.module_name, program.refined(program.mlir_module)
-        fn = program[name]
-    if fn.is_polymorphic:  # every backend runs the module refined to these inputs' shapes
-        fn = specialise(fn, inputs)
-        program = fn.program
-    chosen = [backend(b, interpreter_timeout) for b in backends]
+    other = None
+    if against is not None:
+        other = against if isinstance(against, Program) else load(against, program.options)
+        other = _counterpart(fn, other)
+    fn, inputs = _module_function(fn, inputs)
+    program = fn.program
+    chosen = [backend(b, interpreter_timeout)
+              for b in (backends or (("cpu",) if other else DEFAULT_BACKENDS))]
+    compared = None
+    if other is not None:
+        other = _module_function(other, inputs)[0].program
+        counterparts = [_against(b, other) for b in chosen]
+        compared = [(b.name, c.name) for b, c in zip(chosen, counterparts)]
+        chosen += counterparts
     names = [b.name for b in chosen]
     if len(set(names)) != len(names):
         raise ValueError(f"backend names repeat: {names}")
-    runs = {}
-    for b in chosen:
-        start = time.perf_counter()
-        try:
-            outs = b.run(program, fn.name, list(inputs))
-            runs[b.name] = BackendRun(b.name, "ok", time.perf_counter() - start, outputs=outs)
-        except BackendUnavailable as e:
-            runs[b.name] = BackendRun(b.name, "skipped", reason=str(e))
-        except Exception as e:  # a backend failing is a result to report, not a crash
-            message = " | ".join(ln.strip() for ln in str(e).strip().splitlines()[:3])
-            runs[b.name] = BackendRun(b.name, "error", time.perf_counter() - start,
-                                      reason=f"{type(e).__name__}: {message}")
-    tolerances = {"rtol": rtol, "atol": atol, "max_ulp": max_ulp}
-    pairs = []
+    runs = {b.name: _run(b, program, fn.name, inputs) for b in chosen}
+    result = Comparison(fn.name, how, {"rtol": rtol, "atol": atol, "max_ulp": max_ulp}, runs,
+                        _pairs(runs, compared, rtol, atol, max_ulp),
+                        against="" if other is None else other.source_name or "(text)")
+    if locate:
+        locate_divergences(result, program, fn.name, list(inputs), {b.name: b for b in chosen},
+                           rtol, atol, max_ulp, locate_limit, locate_values,
+                           match="auto" if other is not None else "location")
+    return result
+
+
+def _module_function(fn, inputs: list):
+    """The function every backend runs and its arguments: a function that binds values (a
+    PyTorch/XLA bundle's) as its module's own function, the bound values among its
+    arguments; one with `?` dimensions refined to these inputs' shapes."""
+    if fn.params or fn.constants:
+        inputs = [np.asarray(x) for x in fn.convention.module_arguments(inputs)]
+        program = fn.program.refined(fn.program.mlir_module)
+        fn = program[fn.module_name]
+    if fn.is_polymorphic:
+        fn = specialise(fn, inputs)
+    return fn, inputs
+
+
+def _avals(fn) -> tuple:
+    return tuple((tuple(a.shape), str(a.dtype)) for a in fn.in_avals), \
+        tuple((tuple(a.shape), str(a.dtype)) for a in fn.out_avals)
+
+
+def _counterpart(fn, other: Program):
+    """The function of `other` compared with `fn`: its function of the same name, or its
+    entry; refused unless it takes and returns the same types (names may differ)."""
+    theirs = other[fn.name] if fn.name in other.functions else other.entry
+    if _avals(theirs) != _avals(fn) or theirs.name != fn.name:
+        raise InputError(f"cannot compare {fn.program.source_name or 'the program'} against "
+                         f"{other.source_name or 'the other program'}: the signatures differ: "
+                         f"{fn.signature} vs {theirs.signature}")
+    if fn.params or fn.constants or theirs.params or theirs.constants:
+        raise InputError("compare against another program: a function that binds values (a "
+                         "PyTorch/XLA bundle's weights) is not compared so; compare the "
+                         "bundles' module files")
+    return theirs
+
+
+def _against(b, other: Program):
+    """The backend `b` running the other program: a translated backend of it."""
+    if type(b) is not TranslatedBackend or b.source is not None:
+        raise UsageError(f"compare against another program runs both on the translated "
+                         f"backends (cpu, gpu, tpu); {b.name} cannot run another program")
+    return TranslatedBackend(b.platform, name=f"{b.name}:against", source=other)
+
+
+def _run(b, program, function: str, inputs: list) -> BackendRun:
+    start = time.perf_counter()
+    try:
+        outs = b.run(program, function, list(inputs))
+        return BackendRun(b.name, "ok", time.perf_counter() - start, outputs=outs)
+    except BackendUnavailable as e:
+        return BackendRun(b.name, "skipped", reason=str(e))
+    except Exception as e:  # a backend failing is a result to report, not a crash
+        message = " | ".join(ln.strip() for ln in str(e).strip().splitlines()[:3])
+        return BackendRun(b.name, "error", time.perf_counter() - start,
+                          reason=f"{type(e).__name__}: {message}")
+
+
+def _pairs(runs: dict, compared, rtol, atol, max_ulp) -> list:
+    """The error figures of each pair of runs that produced results, per output: every pair,
+    or those named in `compared`."""
     ran = [r for r in runs.values() if r.status == "ok"]
-    for ra, rb in itertools.combinations(ran, 2):
+    which = itertools.combinations(ran, 2) if compared is None else \
+        [(runs[a], runs[b]) for a, b in compared if runs[a] in ran and runs[b] in ran]
+    pairs = []
+    for ra, rb in which:
         if len(ra.outputs) != len(rb.outputs):
             note = f"{len(ra.outputs)} vs {len(rb.outputs)} outputs"
             pairs.append(PairResult(ra.name, rb.name, 0, Errors(0, 0, None, 1, 1, None, note)))
             continue
         for i, (x, y) in enumerate(zip(ra.outputs, rb.outputs)):
             pairs.append(PairResult(ra.name, rb.name, i, array_errors(x, y, rtol, atol, max_ulp)))
-    result = Comparison(fn.name, how, tolerances, runs, pairs)
-    if locate:
-        locate_divergences(result, program, fn.name, list(inputs), {b.name: b for b in chosen},
-                           rtol, atol, max_ulp, locate_limit, locate_values)
-    return result
-
+    return pairs

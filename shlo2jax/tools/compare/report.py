@@ -42,6 +42,44 @@ class Divergence:
     result: int
     execution: int               # which execution of the op (ops in loops run many times)
     errors: Errors
+    # per operand, how far apart its two values already were (None: not recorded)
+    operands: list = dataclasses.field(default_factory=list)
+    other_name: str = ""         # the op it was matched with in b (two programs: may differ)
+    other_location: str = ""     # (where it is not at the same place as this op)
+    source_line: str = ""        # the line its location names, where that file is here
+
+    @property
+    def culprit(self) -> Optional[bool]:
+        """True where every operand agrees (this op is the first to differ), False where one
+        already differs (it carries a difference from upstream), None where not known."""
+        if any(e is not None and not e.ok for e in self.operands):
+            return False
+        return None if any(e is None for e in self.operands) else True
+
+    def describe(self) -> str:
+        """One line: the op, where, by how much, and how its operands compare."""
+        e = self.errors
+        ulp = "" if e.max_ulp is None else f", max ulp {e.max_ulp}"
+        run = f" (execution {self.execution})" if self.execution else ""
+        other = ""
+        if self.other_location or self.other_name not in ("", self.name):
+            where = f" at {self.other_location}" if self.other_location else ""
+            other = f" (in {self.b}: {self.other_name}{where})"
+        return (f"{self.a} vs {self.b}: op #{self.op_index} {self.name} result {self.result}"
+                f"{run} at {self.location}{other}: max abs {e.max_abs:.3g}, max rel "
+                f"{e.max_rel:.3g}{ulp}, {e.mismatched}/{e.size} beyond tolerance; "
+                + self.operands_note())
+
+    def operands_note(self) -> str:
+        if self.culprit:
+            return ("its operands agree: it is the first op to differ" if self.operands else
+                    "it has no operands: it is the first op to differ")
+        if self.culprit is False:
+            worst = max((e for e in self.operands if e is not None and not e.ok),
+                        key=lambda e: e.max_rel)
+            return (f"its operands already differ (max rel {worst.max_rel:.3g}): the "
+                    "difference comes from upstream")
+        return "its operands were not all recorded"
 
 
 @dataclasses.dataclass
@@ -53,6 +91,7 @@ class Comparison:
     pairs: list
     located: list = dataclasses.field(default_factory=list)
     locate_notes: list = dataclasses.field(default_factory=list)
+    against: str = ""             # the other program's name, where two programs are compared
 
     @property
     def compared(self) -> bool:
@@ -109,10 +148,12 @@ class Comparison:
         located = "".join(f"<li>{e_(d.a)} vs {e_(d.b)}: op #{d.op_index} <code>{e_(d.name)}"
                           f"</code> at <code>{e_(d.location)}</code>: max rel "
                           f"{d.errors.max_rel:.3g}, {d.errors.mismatched}/{d.errors.size} "
-                          "beyond tolerance</li>" for d in self.located)
+                          f"beyond tolerance; {e_(d.operands_note())}</li>"
+                          for d in self.located)
         notes = "".join(f"<li>{e_(n)}</li>" for n in self.locate_notes)
         return (f"<div><b>@{e_(self.function)}</b>, inputs {e_(self.inputs)}"
-                "<table><tr><th>backend</th><th>status</th><th></th></tr>" + runs + "</table>"
+                + (f", against {e_(self.against)}" if self.against else "")
+                + "<table><tr><th>backend</th><th>status</th><th></th></tr>" + runs + "</table>"
                 "<table><tr><th>output</th><th>pair</th><th>max abs</th><th>max rel</th>"
                 "<th>max ulp</th><th>mismatched</th></tr>" + pairs + "</table>"
                 + (f"<p>first diverging ops:</p><ul>{located}{notes}</ul>"
@@ -127,20 +168,22 @@ class Comparison:
     @property
     def verdict(self) -> str:
         """The table's last line."""
+        what = "programs" if self.against else "backends"
         if self.disagreeing():
-            return "backends DISAGREE"
+            return f"{what} DISAGREE"
         if self.vacuous == "nan":
             return ("nothing compared: every output is NaN on every backend (give inputs the "
                     "model expects: --inputs)")
         if not self.compared:
             return "nothing compared: fewer than two backends produced results"
         if self.ok and self.vacuous == "constant":
-            return ("backends agree, but every output is one repeated value on every backend "
+            return (f"{what} agree, but every output is one repeated value on every backend "
                     "(do the inputs reach the outputs? --inputs gives others)")
-        return "backends agree" if self.ok else "backends DISAGREE"  # a backend failed
+        return f"{what} agree" if self.ok else f"{what} DISAGREE"  # a backend failed
 
     def table(self) -> str:
-        lines = [f"@{self.function}  inputs: {self.inputs}  tolerances: "
+        lines = [f"@{self.function}  inputs: {self.inputs}  "
+                 + (f"against: {self.against}  " if self.against else "") + "tolerances: "
                  + ", ".join(f"{k}={v}" for k, v in self.tolerances.items() if v is not None)]
         width = max(len(n) for n in self.runs) if self.runs else 8
         for run in self.runs.values():
@@ -161,12 +204,9 @@ class Comparison:
         if self.located or self.locate_notes:
             lines.append("first diverging ops:")
             for d in self.located:
-                e = d.errors
-                ulp = "" if e.max_ulp is None else f", max ulp {e.max_ulp}"
-                run = f" (execution {d.execution})" if d.execution else ""
-                lines.append(f"  {d.a} vs {d.b}: op #{d.op_index} {d.name} result {d.result}{run} "
-                             f"at {d.location}: max abs {e.max_abs:.3g}, max rel {e.max_rel:.3g}"
-                             f"{ulp}, {e.mismatched}/{e.size} beyond tolerance")
+                lines.append(f"  {d.describe()}")
+                if d.source_line:
+                    lines.append(f"      {d.source_line}")
             lines += [f"  {note}" for note in self.locate_notes]
         lines.append(self.verdict)
         return "\n".join(lines)
@@ -177,14 +217,17 @@ class Comparison:
             d["ok"] = e.ok
             return d
         return {
-            "function": self.function, "inputs": self.inputs, "tolerances": self.tolerances,
+            "function": self.function, "inputs": self.inputs, "against": self.against,
+            "tolerances": self.tolerances,
             "ok": self.ok,
             "backends": {n: {"status": r.status, "seconds": r.seconds, "reason": r.reason}
                          for n, r in self.runs.items()},
             "pairs": [{"a": p.a, "b": p.b, "output": p.output, **errors(p.errors)}
                       for p in self.pairs],
-            "located": [{**{k: v for k, v in dataclasses.asdict(d).items() if k != "errors"},
-                         **errors(d.errors)} for d in self.located],
+            "located": [{**{k: v for k, v in dataclasses.asdict(d).items()
+                            if k not in ("errors", "operands")}, **errors(d.errors),
+                         "operands": [None if o is None else errors(o) for o in d.operands],
+                         "culprit": d.culprit} for d in self.located],
             "locate_notes": list(self.locate_notes),
         }
 

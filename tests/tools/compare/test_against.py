@@ -1,0 +1,111 @@
+"""compare(source, against=other) and `shlo2jax compare FILE --against OTHER` (issue 43): two
+programs of one signature on the same inputs, and with --locate the first op where they part,
+its ops matched by location (an edited copy of one file) or by structure (other locations)."""
+
+import json
+import pathlib
+
+import pytest
+
+import shlo2jax
+from shlo2jax.errors import InputError, UsageError
+from shlo2jax.tools import cli, exits
+from shlo2jax.tools.compare import compare
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+MLP = ROOT / "examples" / "mlp.mlir"
+FIRST_ADD = "%3 = stablehlo.add %0, %2"   # the first layer's bias add
+
+
+def _edited(text: str) -> str:
+    """The MLP with one op changed: its first bias add is a subtract."""
+    assert text.count(FIRST_ADD) == 1
+    return text.replace(FIRST_ADD, "%3 = stablehlo.subtract %0, %2")
+
+
+def _line_of(text: str, what: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if what in line)
+
+
+@pytest.fixture
+def edited(tmp_path) -> pathlib.Path:
+    path = tmp_path / "mlp_edited.mlir"
+    path.write_text(_edited(MLP.read_text()))
+    return path
+
+
+def test_an_edited_copy_is_located_at_the_op_changed(edited):
+    result = compare(str(MLP), against=edited, locate=True)
+    assert not result.ok and result.verdict == "programs DISAGREE"
+    assert [(p.a, p.b) for p in result.pairs] == [("cpu", "cpu:against")]
+    assert result.against == str(edited)
+    first = result.located[0]
+    # matched by location: the copy's own line and column, whatever its file is called
+    assert first.location == f"{MLP}:{_line_of(MLP.read_text(), FIRST_ADD)}:10"
+    assert (first.name, first.other_name) == ("stablehlo.add", "stablehlo.subtract")
+    assert first.source_line.startswith(FIRST_ADD)  # the line its location names
+    # its operands agree: it is the culprit; the ops after it carry its difference
+    assert first.culprit is True and all(e.ok for e in first.operands)
+    assert len(first.operands) == 2
+    assert [d.culprit for d in result.located[1:]] == [False] * (len(result.located) - 1)
+    table = result.table()
+    assert "(in cpu:against: stablehlo.subtract)" in table and "first op to differ" in table
+    data = json.loads(result.dumps())
+    assert data["against"] == str(edited) and data["located"][0]["culprit"] is True
+    assert data["located"][0]["other_name"] == "stablehlo.subtract"
+
+
+def test_an_identical_copy_agrees(tmp_path, capsys):
+    copy = tmp_path / "copy.mlir"
+    copy.write_text(MLP.read_text())
+    result = compare(MLP, against=copy, locate=True)
+    assert result.ok and result.verdict == "programs agree" and not result.located
+    assert result.pairs[0].errors.max_abs == 0
+    assert cli.main(["compare", str(MLP), "--against", str(copy), "--locate"]) == exits.OK
+    assert "programs agree" in capsys.readouterr().out
+
+
+def test_other_locations_are_matched_by_structure():
+    text = _edited(MLP.read_text())
+    # every op two lines further down: no location of the one is the same op's in the other
+    shifted = "// moved\n// down\n" + text
+    # and the module as MLIR prints it again, without its locations (its own lines then)
+    printed = shlo2jax.load(text).mlir_module.operation.get_asm(enable_debug_info=False)
+    for other in (shifted, printed):
+        result = compare(str(MLP), against=other, locate=True, locate_limit=1)
+        first = result.located[0]
+        assert (first.name, first.other_name) == ("stablehlo.add", "stablehlo.subtract")
+        assert first.location.startswith(f"{MLP}:{_line_of(MLP.read_text(), FIRST_ADD)}:")
+        assert first.other_location and first.culprit is True
+
+
+def test_a_different_signature_is_refused_naming_both(tmp_path, capsys):
+    other = tmp_path / "negate.mlir"
+    other.write_text("""
+func.func public @main(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %0 = stablehlo.negate %x : tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}""")
+    mine, theirs = shlo2jax.load(MLP).entry.signature, shlo2jax.load(other).entry.signature
+    with pytest.raises(InputError, match="signatures differ") as refused:
+        compare(MLP, against=other)
+    assert mine in str(refused.value) and theirs in str(refused.value)
+    assert cli.main(["compare", str(MLP), "--against", str(other)]) == exits.INPUT
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and mine in err and theirs in err
+
+
+def test_the_cli_names_the_op_and_the_two_files(edited, capsys):
+    code = cli.main(["compare", str(MLP), "--against", str(edited), "--locate"])
+    captured = capsys.readouterr()
+    assert code == exits.DISAGREE
+    line = _line_of(MLP.read_text(), FIRST_ADD)
+    assert f"op #5 stablehlo.add result 0 at {MLP}:{line}:10" in captured.out
+    assert f"{MLP} and {edited} disagree: cpu vs cpu:against" in captured.err
+
+
+def test_both_programs_run_on_translated_backends_only(edited, capsys):
+    with pytest.raises(UsageError, match="interpreter cannot run another program"):
+        compare(MLP, ["cpu", "interpreter"], against=edited)
+    code = cli.main(["compare", str(MLP), "--against", str(edited), "--backends", "f64"])
+    assert code == exits.USAGE and "f64 cannot run another program" in capsys.readouterr().err
