@@ -152,6 +152,11 @@ def add_commands(sub) -> None:
                         "copy, the HLO after XLA's optimizations, another producer's export): "
                         "both run on each backend on the same inputs; --locate names the first "
                         "op where they part (ops matched by location, else by structure)")
+    p.add_argument("--grad", action="store_true",
+                   help="compare the gradients of a seeded scalar loss (the outputs times fixed "
+                        "seeded cotangents, summed) with respect to every floating-point input, "
+                        "on translated backends (default: cpu,f64); --locate names the first "
+                        "op of the backward pass whose result's cotangent differs")
     p.add_argument("--rtol", type=non_negative_float, default=1e-4,
                    help="relative tolerance against max(|a|, |b|), >= 0 (default: %(default)s)")
     p.add_argument("--atol", type=non_negative_float, default=1e-6,
@@ -386,7 +391,8 @@ def _compare(args) -> int:
         given = None
         if args.inputs or args.dim or args.shape:
             given, _ = _inputs(fn, args)
-        result = compare(program, backends=args.backends, against=other, function=fn.name,
+        result = compare(program, backends=args.backends, against=other, grad=args.grad,
+                         function=fn.name,
                          inputs=given, seed=program.options.seed, rtol=args.rtol,
                          atol=args.atol, max_ulp=args.max_ulp, locate=args.locate,
                          interpreter_timeout=args.interpreter_timeout)
@@ -402,6 +408,7 @@ def _compare(args) -> int:
     if disagreeing:
         pairs = sorted({f"{p.a} vs {p.b}" for p in disagreeing})
         what = f"{args.file} and {args.against}" if args.against else "backends"
+        what = f"the gradients ({what})" if args.grad else what
         raise exits.CommandFailed(exits.DISAGREE, f"{what} disagree: {', '.join(pairs)} beyond "
                                   f"rtol={args.rtol}, atol={args.atol}{detail}")
     if result.vacuous == "nan":

@@ -26,8 +26,11 @@ whether their operands already differed.
 `against=other`: two programs of one signature, each run on each (translated) backend with
 the same inputs: `compare("model.mlir", against="edited.mlir", locate=True)`.
 
+`grad=True`: the gradients of a seeded scalar loss are compared instead of the outputs
+(`gradients`); with `locate`, the first ops of the backward pass whose cotangents differ.
+
 The package: `backends` (the ways of running), `comparison` (`compare`), `report` (what it
-returns), `locate` (the diverging ops).
+returns), `locate` (the diverging ops), `gradients` (`grad=True`).
 """
 
 from shlo2jax.tools.compare.backends import (BUILTIN_BACKENDS, DEFAULT_BACKENDS, Backend,

@@ -92,7 +92,9 @@ class TranslatedBackend(Backend):
     def inputs_for(self, inputs: list) -> list:
         return inputs
 
-    def _call(self, program, function, inputs, call):
+    def on_device(self, program, function, inputs, call):
+        """`call(function, arguments)` of `program`'s function, the inputs (as this backend
+        takes them) on its device: a run, a probed run, gradients (`grad=True`)."""
         device = self.device()
         fn = program[function]
         with compat.enable_x64():  # or device_put would narrow 64-bit inputs
@@ -101,12 +103,12 @@ class TranslatedBackend(Backend):
                 return call(fn, args)
 
     def run_program(self, program, function, inputs):
-        return self._call(program, function, inputs,
-                          lambda fn, args: [np.asarray(o) for o in _as_list(fn(*args))])
+        return self.on_device(program, function, inputs,
+                              lambda fn, args: [np.asarray(o) for o in _as_list(fn(*args))])
 
     def probe(self, program, function, inputs, values="all"):
-        return self._call(self.effective_program(program), function, inputs,
-                          lambda fn, args: probe(fn, *args, values=values))
+        return self.on_device(self.effective_program(program), function, inputs,
+                              lambda fn, args: probe(fn, *args, values=values))
 
 
 class Float64Backend(TranslatedBackend):

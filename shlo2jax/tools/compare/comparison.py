@@ -14,13 +14,14 @@ from shlo2jax.loader import load
 from shlo2jax.options import LoadOptions
 from shlo2jax.program import Program
 from shlo2jax.tools.compare.backends import DEFAULT_BACKENDS, TranslatedBackend, backend
+from shlo2jax.tools.compare.gradients import GradientBackend, locate_backward, seeded_cotangents
 from shlo2jax.tools.compare.locate import locate as locate_divergences
 from shlo2jax.tools.compare.report import BackendRun, Comparison, PairResult
 from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.numerics import Errors, array_errors
 
 
-def compare(source, backends: Optional[Sequence] = None, *, against=None,
+def compare(source, backends: Optional[Sequence] = None, *, against=None, grad: bool = False,
             function: Optional[str] = None, inputs: Optional[Sequence] = None, seed: int = 0,
             rtol: float = 1e-4, atol: float = 1e-6, max_ulp: Optional[int] = None,
             locate: bool = False, locate_limit: int = 3, locate_values="all",
@@ -35,6 +36,11 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
     Program): both run on each backend (cpu by default; translated backends only) and each
     backend's two runs are compared; with `locate`, their ops are matched by location where
     both carry the same locations (an edited copy of one file), else by structure.
+
+    `grad`: what is compared is the gradient, with respect to every floating-point input, of
+    the seeded loss `sum_i sum(out_i * ct_i)` (`ct_i` seeded cotangents), on translated
+    backends (cpu and f64 by default); with `locate`, the first ops of the backward pass whose
+    results' cotangents differ (shlo2jax.tools.compare.gradients).
 
     `locate_values`: which ops the probes record when locating ("all", or op names, indices
     or locations as `shlo2jax.probe` takes them); recording every op of a large model holds
@@ -52,25 +58,33 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
         other = _counterpart(fn, other)
     fn, inputs = _module_function(fn, inputs)
     program = fn.program
-    chosen = [backend(b, interpreter_timeout)
-              for b in (backends or (("cpu",) if other else DEFAULT_BACKENDS))]
+    default = ("cpu",) if other else ("cpu", "f64") if grad else DEFAULT_BACKENDS
+    chosen = [backend(b, interpreter_timeout) for b in (backends or default)]
     compared = None
     if other is not None:
         other = _module_function(other, inputs)[0].program
         counterparts = [_against(b, other) for b in chosen]
         compared = [(b.name, c.name) for b, c in zip(chosen, counterparts)]
         chosen += counterparts
+    if grad:
+        cotangents = seeded_cotangents(fn, seed)
+        chosen = [GradientBackend(b, cotangents) for b in chosen]
     names = [b.name for b in chosen]
     if len(set(names)) != len(names):
         raise ValueError(f"backend names repeat: {names}")
     runs = {b.name: _run(b, program, fn.name, inputs) for b in chosen}
     result = Comparison(fn.name, how, {"rtol": rtol, "atol": atol, "max_ulp": max_ulp}, runs,
                         _pairs(runs, compared, rtol, atol, max_ulp),
-                        against="" if other is None else other.source_name or "(text)")
-    if locate:
-        locate_divergences(result, program, fn.name, list(inputs), {b.name: b for b in chosen},
-                           rtol, atol, max_ulp, locate_limit, locate_values,
-                           match="auto" if other is not None else "location")
+                        against="" if other is None else other.source_name or "(text)",
+                        gradients=grad)
+    match = "auto" if other is not None else "location"
+    by_name = {b.name: b for b in chosen}
+    if locate and grad:
+        locate_backward(result, program, fn.name, list(inputs), by_name, rtol, atol, max_ulp,
+                        locate_limit, match)
+    elif locate:
+        locate_divergences(result, program, fn.name, list(inputs), by_name, rtol, atol,
+                           max_ulp, locate_limit, locate_values, match)
     return result
 
 

@@ -312,13 +312,15 @@ def _source_line(location: str) -> str:
 
 
 def diverging_ops(a: Recording, b: Recording, rtol, atol, max_ulp, limit: int,
-                  match: str = "location") -> list:
+                  match: str = "location", backward: bool = False) -> list:
     """The first `limit` ops, in program order, whose recorded values differ, as the fields of
     a Divergence (without the backends' names): the op, where it is, by how much it differs,
-    and how far its operands already were."""
+    and how far its operands already were. `backward`: the values are the cotangents of the
+    ops' results, and the first ops are those of the backward pass (from the outputs back)."""
     by_result = tuple({(k.op_index, k.result): v for k, v in r.records.items()} for r in (a, b))
     found = []
-    for key_a, key_b in matched_ops(a, b, match):
+    matched = matched_ops(a, b, match)
+    for key_a, key_b in (reversed(matched) if backward else matched):
         pairs = zip(a.records[key_a], b.records[key_b])
         for execution, (x, y) in enumerate(pairs):
             errors = array_errors(x, y, rtol, atol, max_ulp)
@@ -326,8 +328,9 @@ def diverging_ops(a: Recording, b: Recording, rtol, atol, max_ulp, limit: int,
                 found.append(dict(
                     op_index=key_a.op_index, name=key_a.name, location=key_a.location,
                     result=key_a.result, execution=execution, errors=errors,
-                    operands=_operand_errors(a, b, key_a, key_b, execution, by_result,
-                                             rtol, atol, max_ulp),
+                    operands=[] if backward else _operand_errors(
+                        a, b, key_a, key_b, execution, by_result, rtol, atol, max_ulp),
+                    cotangent=backward,
                     other_name=key_b.name, other_location=key_b.location
                     if _own_position(key_b.location, b.source_name) !=
                     _own_position(key_a.location, a.source_name) else "",

@@ -47,11 +47,14 @@ class Divergence:
     other_name: str = ""         # the op it was matched with in b (two programs: may differ)
     other_location: str = ""     # (where it is not at the same place as this op)
     source_line: str = ""        # the line its location names, where that file is here
+    cotangent: bool = False      # (compare(grad=True)) the values: its result's cotangents
 
     @property
     def culprit(self) -> Optional[bool]:
         """True where every operand agrees (this op is the first to differ), False where one
         already differs (it carries a difference from upstream), None where not known."""
+        if self.cotangent:
+            return None
         if any(e is not None and not e.ok for e in self.operands):
             return False
         return None if any(e is None for e in self.operands) else True
@@ -65,12 +68,16 @@ class Divergence:
         if self.other_location or self.other_name not in ("", self.name):
             where = f" at {self.other_location}" if self.other_location else ""
             other = f" (in {self.b}: {self.other_name}{where})"
+        what = "the cotangent of its result: " if self.cotangent else ""
         return (f"{self.a} vs {self.b}: op #{self.op_index} {self.name} result {self.result}"
-                f"{run} at {self.location}{other}: max abs {e.max_abs:.3g}, max rel "
+                f"{run} at {self.location}{other}: {what}max abs {e.max_abs:.3g}, max rel "
                 f"{e.max_rel:.3g}{ulp}, {e.mismatched}/{e.size} beyond tolerance; "
                 + self.operands_note())
 
     def operands_note(self) -> str:
+        if self.cotangent:
+            return ("the first cotangent to differ from the outputs back (the derivatives "
+                    "of the ops that read this result make it)")
         if self.culprit:
             return ("its operands agree: it is the first op to differ" if self.operands else
                     "it has no operands: it is the first op to differ")
@@ -92,6 +99,7 @@ class Comparison:
     located: list = dataclasses.field(default_factory=list)
     locate_notes: list = dataclasses.field(default_factory=list)
     against: str = ""             # the other program's name, where two programs are compared
+    gradients: bool = False       # the runs' outputs are the gradients of the seeded loss
 
     @property
     def compared(self) -> bool:
@@ -192,7 +200,8 @@ class Comparison:
         outputs = sorted({p.output for p in self.pairs})
         for index in outputs:
             sample = next(r.outputs[index] for r in self.runs.values() if r.outputs is not None)
-            lines.append(f"output {index}: {sample.dtype}{list(sample.shape)}")
+            what = "gradient w.r.t. floating-point input" if self.gradients else "output"
+            lines.append(f"{what} {index}: {sample.dtype}{list(sample.shape)}")
             lines.append(f"  {'pair':<{2 * width + 4}}  {'max abs':>10}  {'max rel':>10}  "
                          f"{'max ulp':>10}  {'mismatched':>12}")
             for p in (p for p in self.pairs if p.output == index):
@@ -218,6 +227,7 @@ class Comparison:
             return d
         return {
             "function": self.function, "inputs": self.inputs, "against": self.against,
+            "gradients": self.gradients,
             "tolerances": self.tolerances,
             "ok": self.ok,
             "backends": {n: {"status": r.status, "seconds": r.seconds, "reason": r.reason}
