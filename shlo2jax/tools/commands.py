@@ -391,8 +391,8 @@ def _compare(args) -> int:
         given = None
         if args.inputs or args.dim or args.shape:
             given, _ = _inputs(fn, args)
-        result = compare(program, backends=args.backends, against=other, grad=args.grad,
-                         function=fn.name,
+        result = compare(program, backends=args.backends, against=other,
+                         against_name=args.against, grad=args.grad, function=fn.name,
                          inputs=given, seed=program.options.seed, rtol=args.rtol,
                          atol=args.atol, max_ulp=args.max_ulp, locate=args.locate,
                          interpreter_timeout=args.interpreter_timeout)

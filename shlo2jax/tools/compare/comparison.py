@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from typing import Optional, Sequence
 
@@ -21,7 +22,8 @@ from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.numerics import Errors, array_errors
 
 
-def compare(source, backends: Optional[Sequence] = None, *, against=None, grad: bool = False,
+def compare(source, backends: Optional[Sequence] = None, *, against=None,
+            against_name: Optional[str] = None, grad: bool = False,
             function: Optional[str] = None, inputs: Optional[Sequence] = None, seed: int = 0,
             rtol: float = 1e-4, atol: float = 1e-6, max_ulp: Optional[int] = None,
             locate: bool = False, locate_limit: int = 3, locate_values="all",
@@ -36,6 +38,8 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None, grad: 
     Program): both run on each backend (cpu by default; translated backends only) and each
     backend's two runs are compared; with `locate`, their ops are matched by location where
     both carry the same locations (an edited copy of one file), else by structure.
+    `against_name`: what the other program is called in the report (default: its path, or
+    the name it was loaded under).
 
     `grad`: what is compared is the gradient, with respect to every floating-point input, of
     the seeded loss `sum_i sum(out_i * ct_i)` (`ct_i` seeded cotangents), on translated
@@ -55,7 +59,8 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None, grad: 
     other = None
     if against is not None:
         other = against if isinstance(against, Program) else load(against, program.options)
-        other = _counterpart(fn, other)
+        against_name = against_name or _name(against, other)
+        other = _counterpart(fn, other, against_name)
     fn, inputs = _module_function(fn, inputs)
     program = fn.program
     default = ("cpu",) if other else ("cpu", "f64") if grad else DEFAULT_BACKENDS
@@ -75,7 +80,7 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None, grad: 
     runs = {b.name: _run(b, program, fn.name, inputs) for b in chosen}
     result = Comparison(fn.name, how, {"rtol": rtol, "atol": atol, "max_ulp": max_ulp}, runs,
                         _pairs(runs, compared, rtol, atol, max_ulp),
-                        against="" if other is None else other.source_name or "(text)",
+                        against=against_name or "",
                         gradients=grad)
     match = "auto" if other is not None else "location"
     by_name = {b.name: b for b in chosen}
@@ -106,13 +111,20 @@ def _avals(fn) -> tuple:
         tuple((tuple(a.shape), str(a.dtype)) for a in fn.out_avals)
 
 
-def _counterpart(fn, other: Program):
+def _name(against, other: Program) -> str:
+    """The other program's name: its path where it was given one, else its source's name."""
+    if isinstance(against, os.PathLike) or isinstance(against, str) and "\n" not in against \
+            and os.path.exists(against):
+        return str(against)
+    return other.source_name or "(text)"
+
+
+def _counterpart(fn, other: Program, name: str):
     """The function of `other` compared with `fn`: its function of the same name, or its
     entry; refused unless it takes and returns the same types (names may differ)."""
     theirs = other[fn.name] if fn.name in other.functions else other.entry
     if _avals(theirs) != _avals(fn) or theirs.name != fn.name:
-        raise InputError(f"cannot compare {fn.program.source_name or 'the program'} against "
-                         f"{other.source_name or 'the other program'}: the signatures differ: "
+        raise InputError(f"cannot compare against {name}: the signatures differ: "
                          f"{fn.signature} vs {theirs.signature}")
     if fn.params or fn.constants or theirs.params or theirs.constants:
         raise InputError("compare against another program: a function that binds values (a "

@@ -93,6 +93,7 @@ func.func public @main(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
     assert cli.main(["compare", str(MLP), "--against", str(other)]) == exits.INPUT
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and mine in err and theirs in err
+    assert err.startswith(f"shlo2jax: error: {MLP}: cannot compare against {other}:")
 
 
 def test_the_cli_names_the_op_and_the_two_files(edited, capsys):
