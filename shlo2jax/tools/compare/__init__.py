@@ -19,9 +19,9 @@ distance (in the narrower type of the two), and whether every element is within
 must be equal. Non-finite values must match (any NaN equals any NaN).
 
 `locate=True`: for each pair that disagrees and whose both backends run the translation,
-both are rerun recording every op's results (`shlo2jax.probe`) and the first ops, in program
-order, whose results differ beyond the tolerances are reported with their locations and
-whether their operands already differed.
+both are rerun recording every op's results (`shlo2jax.probe`) and the ops whose results
+differ beyond the tolerances are reported with their locations and whether their operands
+already differed: those where a difference starts first, then those it reaches.
 
 `against=other`: two programs of one signature, each run on each (translated) backend with
 the same inputs: `compare("model.mlir", against="edited.mlir", locate=True)`.

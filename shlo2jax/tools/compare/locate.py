@@ -297,9 +297,18 @@ def _operand_errors(a: Recording, b: Recording, key_a, key_b, execution: int, by
             continue
         x = _values(a, ref_a, by_result[0], execution)
         y = _values(b, ref_b, by_result[1], execution)
-        errors.append(None if x is None or y is None else
-                      array_errors(x, y, rtol, atol, max_ulp))
+        errors.append(None if x is None or y is None else _errors(x, y, rtol, atol, max_ulp))
     return errors
+
+
+def _errors(x, y, rtol, atol, max_ulp) -> Errors:
+    """array_errors, answered at once where the two are the same array (most values of two
+    runs that part at one op: the figures cost a pass or several over both)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype == y.dtype and x.shape == y.shape and \
+            np.array_equal(x, y, equal_nan=np.issubdtype(x.dtype, np.inexact)):
+        return Errors(0.0, 0.0, 0 if np.issubdtype(x.dtype, np.inexact) else None, 0, x.size)
+    return array_errors(x, y, rtol, atol, max_ulp)
 
 
 def _source_line(location: str) -> str:
@@ -311,31 +320,48 @@ def _source_line(location: str) -> str:
     return linecache.getline(where.group(1), int(where.group(2))).strip()
 
 
+# Ops whose results the ops inside them make, those recorded too (shlo2jax.probe): their
+# operands agreeing says nothing of where a difference starts.
+_HOLDING = frozenset({"func.call", "stablehlo.while", "mhlo.while", "stablehlo.if", "mhlo.if",
+                      "stablehlo.case", "mhlo.case"})
+
+
 def diverging_ops(a: Recording, b: Recording, rtol, atol, max_ulp, limit: int,
                   match: str = "location", backward: bool = False) -> list:
-    """The first `limit` ops, in program order, whose recorded values differ, as the fields of
-    a Divergence (without the backends' names): the op, where it is, by how much it differs,
-    and how far its operands already were. `backward`: the values are the cotangents of the
-    ops' results, and the first ops are those of the backward pass (from the outputs back)."""
+    """`limit` ops whose recorded values differ, as the fields of a Divergence (without the
+    backends' names): the op, where it is, by how much it differs, and how far its operands
+    already were. Those whose operands agree come first (where a difference starts: in a
+    function called several times or a loop, an op early in the program may differ only at a
+    later execution, downstream of one later in the program), then the others, each in
+    program order; the search ends at `limit` ops once one where a difference starts is
+    among them. `backward`: the values are the cotangents of the ops' results, and the ops
+    are the first of the backward pass (from the outputs back)."""
     by_result = tuple({(k.op_index, k.result): v for k, v in r.records.items()} for r in (a, b))
-    found = []
+    found, starts = [], 0
     matched = matched_ops(a, b, match)
     for key_a, key_b in (reversed(matched) if backward else matched):
         pairs = zip(a.records[key_a], b.records[key_b])
         for execution, (x, y) in enumerate(pairs):
-            errors = array_errors(x, y, rtol, atol, max_ulp)
+            errors = _errors(x, y, rtol, atol, max_ulp)
             if not errors.ok:
                 found.append(dict(
                     op_index=key_a.op_index, name=key_a.name, location=key_a.location,
                     result=key_a.result, execution=execution, errors=errors,
                     operands=[] if backward else _operand_errors(
                         a, b, key_a, key_b, execution, by_result, rtol, atol, max_ulp),
-                    cotangent=backward,
+                    holds_ops=key_a.name in _HOLDING, cotangent=backward,
                     other_name=key_b.name, other_location=key_b.location
                     if _own_position(key_b.location, b.source_name) !=
                     _own_position(key_a.location, a.source_name) else "",
                     source_line=_source_line(key_a.location)))
+                starts += _starts(found[-1])
                 break
-        if len(found) >= limit:
+        if len(found) >= limit and (backward or starts):
             break
-    return found
+    return sorted(found, key=lambda d: not _starts(d))[:limit]
+
+
+def _starts(found: dict) -> bool:
+    """Whether a difference starts at this op: every operand agrees (see Divergence.culprit)."""
+    return not found["holds_ops"] and not found["cotangent"] and \
+        all(e is not None and e.ok for e in found["operands"])

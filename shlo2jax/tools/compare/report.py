@@ -48,12 +48,13 @@ class Divergence:
     other_location: str = ""     # (where it is not at the same place as this op)
     source_line: str = ""        # the line its location names, where that file is here
     cotangent: bool = False      # (compare(grad=True)) the values: its result's cotangents
+    holds_ops: bool = False      # a call or control flow: the ops inside it make its results
 
     @property
     def culprit(self) -> Optional[bool]:
         """True where every operand agrees (this op is the first to differ), False where one
         already differs (it carries a difference from upstream), None where not known."""
-        if self.cotangent:
+        if self.cotangent or self.holds_ops:
             return None
         if any(e is not None and not e.ok for e in self.operands):
             return False
@@ -78,6 +79,8 @@ class Divergence:
         if self.cotangent:
             return ("the first cotangent to differ from the outputs back (the derivatives "
                     "of the ops that read this result make it)")
+        if self.holds_ops:
+            return "a call or control flow: the ops it runs make its results (see those)"
         if self.culprit:
             return ("its operands agree: it is the first op to differ" if self.operands else
                     "it has no operands: it is the first op to differ")

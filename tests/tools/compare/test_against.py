@@ -47,7 +47,11 @@ def test_an_edited_copy_is_located_at_the_op_changed(edited):
     # its operands agree: it is the culprit; the ops after it carry its difference
     assert first.culprit is True and all(e.ok for e in first.operands)
     assert len(first.operands) == 2
-    assert [d.culprit for d in result.located[1:]] == [False] * (len(result.located) - 1)
+    # then the relu's maximum, whose operand already differs, and the call of the relu,
+    # whose results the ops it runs make
+    assert [(d.name, d.culprit) for d in result.located[1:]] == [("stablehlo.maximum", False),
+                                                                 ("func.call", None)]
+    assert result.located[2].holds_ops
     table = result.table()
     assert "(in cpu:against: stablehlo.subtract)" in table and "first op to differ" in table
     data = json.loads(result.dumps())
@@ -110,3 +114,27 @@ def test_both_programs_run_on_translated_backends_only(edited, capsys):
         compare(MLP, ["cpu", "interpreter"], against=edited)
     code = cli.main(["compare", str(MLP), "--against", str(edited), "--backends", "f64"])
     assert code == exits.USAGE and "f64 cannot run another program" in capsys.readouterr().err
+
+
+TWICE = """
+func.func private @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.exponential %x : tensor<4xf32> loc("f_exp")
+  return %0 : tensor<4xf32>
+}
+func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = func.call @f(%x) : (tensor<4xf32>) -> tensor<4xf32> loc("first_call")
+  %1 = stablehlo.sine %0 : tensor<4xf32> loc("the_sine")
+  %2 = func.call @f(%1) : (tensor<4xf32>) -> tensor<4xf32> loc("second_call")
+  return %2 : tensor<4xf32>
+}"""
+
+
+def test_where_a_difference_starts_comes_before_what_it_reaches():
+    # @f's exp is recorded first (at the first call) but differs only at its second
+    # execution, downstream of the sine: the sine, whose operand agrees, is named first
+    other = TWICE.replace("stablehlo.sine %0", "stablehlo.cosine %0")
+    result = compare(TWICE, against=other, locate=True, locate_limit=3)
+    first = result.located[0]
+    assert "the_sine" in first.location and first.culprit is True
+    exp = next(d for d in result.located if "f_exp" in d.location)
+    assert exp.execution == 1 and exp.culprit is None  # (its operand: two call sites)
