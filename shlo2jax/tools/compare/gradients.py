@@ -73,8 +73,8 @@ class GradientBackend(Backend):
             raise BackendUnavailable("gradients are compared on the translated backends (cpu, "
                                      "gpu, tpu, f64) only")
         wrt = differentiated(inputs)
-        if not wrt:
-            raise BackendUnavailable("no floating-point input to differentiate")
+        if not wrt or all(ct is None for ct in self.cotangents):
+            raise BackendUnavailable("the loss needs a floating-point input and output")
 
         def grads(fn, args):
             def loss(*chosen):

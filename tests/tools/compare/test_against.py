@@ -5,6 +5,7 @@ its ops matched by location (an edited copy of one file) or by structure (other 
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 import shlo2jax
@@ -107,6 +108,20 @@ def test_the_cli_names_the_op_and_the_two_files(edited, capsys):
     line = _line_of(MLP.read_text(), FIRST_ADD)
     assert f"op #5 stablehlo.add result 0 at {MLP}:{line}:10" in captured.out
     assert f"{MLP} and {edited} disagree: cpu vs cpu:against" in captured.err
+
+
+def test_the_users_inputs_go_to_both_programs(edited, tmp_path, capsys):
+    program = shlo2jax.load(MLP)
+    inputs = tmp_path / "in.npz"
+    rng = np.random.default_rng(7)  # (not compare's seeded inputs)
+    arrays = {f"arg_{i}": rng.standard_normal(a.shape).astype(a.dtype) for i, a in
+              enumerate(program.entry.in_avals)}
+    np.savez(inputs, **arrays)
+    code = cli.main(["compare", str(MLP), "--against", str(edited), "--inputs", str(inputs)])
+    assert code == exits.DISAGREE and "inputs: given" in capsys.readouterr().out
+    result = compare(MLP, against=edited, inputs=list(arrays.values()))
+    expected = np.asarray(shlo2jax.load(edited)(*arrays.values()))
+    np.testing.assert_array_equal(result.runs["cpu:against"].outputs[0], expected)
 
 
 def test_both_programs_run_on_translated_backends_only(edited, capsys):

@@ -58,6 +58,16 @@ def test_backends_that_do_not_translate_are_skipped():
     assert not result.compared
 
 
+def test_a_program_of_integers_has_no_loss_to_differentiate():
+    result = compare("""
+func.func public @main(%x: tensor<3xi32>) -> tensor<3xi32> {
+  %0 = stablehlo.add %x, %x : tensor<3xi32>
+  return %0 : tensor<3xi32>
+}""", grad=True)
+    assert {r.status for r in result.runs.values()} == {"skipped"}
+    assert "floating-point input and output" in result.runs["cpu"].reason
+
+
 def test_the_cotangent_copy_subtracts_a_zero_argument_from_every_float_result():
     program = shlo2jax.load(CHAIN)
     text, keys, types = cotangent_module_text(program, "main")
