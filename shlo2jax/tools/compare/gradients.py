@@ -7,8 +7,9 @@ every floating-point input, and those gradients are what is compared.
 With `locate`, the backward pass is recorded op by op: a copy of the function (callees
 inlined) subtracts a zero argument from every floating-point result of its top-level ops, so
 that the gradient of the loss with respect to that argument is minus the cotangent of the op's
-result, read on both backends; the first op, from the outputs back (the backward pass's
-order), whose result's cotangent differs is reported under the forward op it belongs to.
+result, read on both backends. The ops whose results' cotangents differ are reported from the
+outputs back (the backward pass's order), those whose readers' cotangents agree first: there
+the backward pass parts, at the derivative of the forward ops that read the result.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class GradientBackend(Backend):
         """The cotangent of every floating-point result of the function's top-level ops
         (callees inlined) on this backend, as a Recording."""
         effective = self.effective_program(program)
-        text, keys, types = cotangent_module_text(effective, function)
+        text, keys, types, readers = cotangent_module_text(effective, function)
         copy = load(text, effective.options)
         zeros = [np.zeros(shape, dtype) for shape, dtype in types]
         n = len(inputs)
@@ -101,14 +102,14 @@ class GradientBackend(Backend):
             return jax.grad(loss, argnums=tuple(range(len(zeros))))(*args[n:]) if zeros else ()
         values = self.inner.on_device(copy, function, list(inputs) + zeros, grads)
         records = {key: [-np.asarray(g)] for key, g in zip(keys, values)}
-        return Recording(records, effective.source_name, inputs, {})
+        return Recording(records, effective.source_name, inputs, {}, readers)
 
 
 def cotangent_module_text(program, function: str):
     """The module with its callees inlined into `function`, which takes one more argument per
     floating-point result of its top-level ops and subtracts it from that result (x - 0 is x,
-    -0 included). Returns (text, keys, types): the ProbeKey and (shape, dtype) of each added
-    argument, in order."""
+    -0 included). Returns (text, keys, types, readers): the ProbeKey and (shape, dtype) of each
+    added argument, in order, and which ops read each result (see `Recording`)."""
     text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
     with make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
@@ -118,6 +119,7 @@ def cotangent_module_text(program, function: str):
                       and op.operation.attributes["sym_name"].value == function)
         block = target.regions[0].blocks[0]
         ops = [op.operation for op in block.operations]
+        readers = _readers(ops)
         keys, types = [], []
         for index, op in enumerate(ops[:-1]):
             for i, result in enumerate(op.results):
@@ -137,7 +139,26 @@ def cotangent_module_text(program, function: str):
         if "arg_attrs" in target.attributes:
             del target.attributes["arg_attrs"]
         return module.operation.get_asm(large_elements_limit=None, enable_debug_info=True), \
-            keys, types
+            keys, types, readers
+
+
+def _readers(ops: list) -> dict:
+    """(op index, result) -> the indices of the ops of the block that read it, in order
+    ("return" for the terminator)."""
+    position = {op: index for index, op in enumerate(ops)}
+    readers: dict = {}
+    for index, op in enumerate(ops):
+        reader = "return" if index == len(ops) - 1 else index
+        for value in op.operands:
+            if isinstance(value, ir.BlockArgument):
+                continue
+            owner = value.owner
+            source = position.get(getattr(owner, "operation", owner))
+            if source is not None:
+                entry = readers.setdefault((source, value.result_number), [])
+                if reader not in entry:
+                    entry.append(reader)
+    return readers
 
 
 def _float_tensor(mlir_type):

@@ -132,11 +132,13 @@ class Recording(NamedTuple):
     execution), the name its program was loaded under, its inputs, and `operands`: op index ->
     where each operand comes from, (op index, result), ("arg", n) (the function's argument n),
     ("constant",) (a constant not recorded: the module's own) or None (not known: a region's
-    argument)."""
+    argument). A recording of cotangents (compare(grad=True)) has `readers` instead: (op
+    index, result) -> the indices of the ops that read it ("return" for the function's)."""
     records: dict
     source_name: str
     inputs: list
     operands: dict
+    readers: dict = {}
 
 
 def _instrumented_recording(backend: Backend, program, function: str, inputs: list):
@@ -278,7 +280,8 @@ def _values(r: Recording, ref, by_result: dict, execution: int):
     return None if not values else values[min(execution, len(values) - 1)]
 
 
-# An operand both backends read from the same constant of the one module (not recorded).
+# An operand both backends read from the same constant of the one module (not recorded); a
+# result's cotangent coming from the function's return (the seeded cotangent itself).
 _SAME_CONSTANT = Errors(0.0, 0.0, 0, 0, 0, note="")
 
 
@@ -311,6 +314,26 @@ def _errors(x, y, rtol, atol, max_ulp) -> Errors:
     return array_errors(x, y, rtol, atol, max_ulp)
 
 
+def _reader_errors(a: Recording, key, counterpart: dict, by_result, rtol, atol,
+                   max_ulp) -> list:
+    """(A cotangent) the Errors of each result of each op that reads the result `key` names:
+    what its cotangent is made from (None where not recorded; the function's return, the
+    seeded cotangent itself, agrees)."""
+    errors = []
+    for reader in a.readers.get((key.op_index, key.result), ()):
+        if reader == "return":
+            errors.append(_SAME_CONSTANT)
+            continue
+        results = [r for (index, r) in by_result[0] if index == reader]
+        if not results:
+            errors.append(None)
+        for r in results:
+            other = counterpart.get((reader, r))
+            errors.append(None if other is None else _errors(
+                by_result[0][(reader, r)][0], by_result[1][other][0], rtol, atol, max_ulp))
+    return errors
+
+
 def _source_line(location: str) -> str:
     """The line a location names, read from its file where that file is here (a producer's
     Python source, the MLIR file the program was read from); else ""."""
@@ -339,6 +362,8 @@ def diverging_ops(a: Recording, b: Recording, rtol, atol, max_ulp, limit: int,
     by_result = tuple({(k.op_index, k.result): v for k, v in r.records.items()} for r in (a, b))
     found, starts = [], 0
     matched = matched_ops(a, b, match)
+    counterpart = {(x.op_index, x.result): (y.op_index, y.result) for x, y in matched}
+    names = {k.op_index: f"{k.name} at {k.location}" for k in a.records}
     for key_a, key_b in (reversed(matched) if backward else matched):
         pairs = zip(a.records[key_a], b.records[key_b])
         for execution, (x, y) in enumerate(pairs):
@@ -347,21 +372,23 @@ def diverging_ops(a: Recording, b: Recording, rtol, atol, max_ulp, limit: int,
                 found.append(dict(
                     op_index=key_a.op_index, name=key_a.name, location=key_a.location,
                     result=key_a.result, execution=execution, errors=errors,
-                    operands=[] if backward else _operand_errors(
+                    operands=_reader_errors(a, key_a, counterpart, by_result, rtol, atol,
+                                            max_ulp) if backward else _operand_errors(
                         a, b, key_a, key_b, execution, by_result, rtol, atol, max_ulp),
-                    holds_ops=key_a.name in _HOLDING, cotangent=backward,
+                    holds_ops=key_a.name in _HOLDING and not backward, cotangent=backward,
+                    readers=[names.get(r, "") for r in a.readers.get(
+                        (key_a.op_index, key_a.result), ()) if r != "return"],
                     other_name=key_b.name, other_location=key_b.location
                     if _own_position(key_b.location, b.source_name) !=
                     _own_position(key_a.location, a.source_name) else "",
                     source_line=_source_line(key_a.location)))
                 starts += _starts(found[-1])
                 break
-        if len(found) >= limit and (backward or starts):
+        if len(found) >= limit and starts:
             break
     return sorted(found, key=lambda d: not _starts(d))[:limit]
 
 
 def _starts(found: dict) -> bool:
     """Whether a difference starts at this op: every operand agrees (see Divergence.culprit)."""
-    return not found["holds_ops"] and not found["cotangent"] and \
-        all(e is not None and e.ok for e in found["operands"])
+    return not found["holds_ops"] and all(e is not None and e.ok for e in found["operands"])

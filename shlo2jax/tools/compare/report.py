@@ -42,19 +42,23 @@ class Divergence:
     result: int
     execution: int               # which execution of the op (ops in loops run many times)
     errors: Errors
-    # per operand, how far apart its two values already were (None: not recorded)
+    # per operand, how far apart its two values already were (None: not recorded); for a
+    # cotangent, per result of each op that reads this op's result (what it is made from)
     operands: list = dataclasses.field(default_factory=list)
     other_name: str = ""         # the op it was matched with in b (two programs: may differ)
     other_location: str = ""     # (where it is not at the same place as this op)
     source_line: str = ""        # the line its location names, where that file is here
     cotangent: bool = False      # (compare(grad=True)) the values: its result's cotangents
     holds_ops: bool = False      # a call or control flow: the ops inside it make its results
+    readers: list = dataclasses.field(default_factory=list)  # (cotangent) "op at location"
 
     @property
     def culprit(self) -> Optional[bool]:
         """True where every operand agrees (this op is the first to differ), False where one
-        already differs (it carries a difference from upstream), None where not known."""
-        if self.cotangent or self.holds_ops:
+        already differs (it carries a difference from upstream), None where not known. For a
+        cotangent: whether the cotangents of the ops that read the result agree (then the
+        derivatives of those ops are where the backward pass parts)."""
+        if self.holds_ops:
             return None
         if any(e is not None and not e.ok for e in self.operands):
             return False
@@ -75,10 +79,21 @@ class Divergence:
                 f"{e.max_rel:.3g}{ulp}, {e.mismatched}/{e.size} beyond tolerance; "
                 + self.operands_note())
 
+    def _cotangent_note(self) -> str:
+        readers = ", ".join(self.readers) or "none (an output)"
+        if self.culprit:
+            return (f"the cotangents of the ops that read it agree: the backward pass parts at "
+                    f"the derivative of {readers}")
+        if self.culprit is False:
+            worst = max((e for e in self.operands if e is not None and not e.ok),
+                        key=lambda e: e.max_rel)
+            return (f"the cotangent of an op that reads it already differs (max rel "
+                    f"{worst.max_rel:.3g}): the difference comes from nearer the outputs")
+        return f"the cotangents of the ops that read it ({readers}) were not all recorded"
+
     def operands_note(self) -> str:
         if self.cotangent:
-            return ("the first cotangent to differ from the outputs back (the derivatives "
-                    "of the ops that read this result make it)")
+            return self._cotangent_note()
         if self.holds_ops:
             return "a call or control flow: the ops it runs make its results (see those)"
         if self.culprit:

@@ -70,10 +70,13 @@ func.func public @main(%x: tensor<3xi32>) -> tensor<3xi32> {
 
 def test_the_cotangent_copy_subtracts_a_zero_argument_from_every_float_result():
     program = shlo2jax.load(CHAIN)
-    text, keys, types = cotangent_module_text(program, "main")
+    text, keys, types, readers = cotangent_module_text(program, "main")
     # multiply, sine, add, tanh, the constant and the reduce: one point each
     assert [_name(k.location) for k in keys] == [
         "step0_multiply", "step1_sine", "step2_add", "step3_tanh", "step4_zero", "step5_sum"]
+    # which ops read each result: what its cotangent is made from
+    assert readers == {(0, 0): [1], (1, 0): [2], (2, 0): [3], (3, 0): [5], (4, 0): [5],
+                       (5, 0): ["return"]}
     copy = shlo2jax.load(text)
     assert len(copy.entry.in_avals) == 2 + len(keys)
     x = np.linspace(-1, 1, 8, dtype=np.float32)
@@ -92,8 +95,12 @@ def test_locate_names_the_first_op_of_the_backward_pass():
     assert not result.ok
     first = result.located[0]
     assert _name(first.location) == "step2_add" and first.cotangent
-    assert first.culprit is None and "cotangent of its result" in result.table()
-    assert _name(result.located[1].location) == "step1_sine"
+    # the tanh's cotangent agrees: the backward pass parts at the tanh's derivative
+    assert first.culprit is True and [_name(r.split(" at ")[1]) for r in first.readers] == [
+        "step3_tanh"]
+    assert "the backward pass parts at the derivative of stablehlo.tanh" in result.table()
+    second = result.located[1]
+    assert _name(second.location) == "step1_sine" and second.culprit is False
 
 
 def test_f32_drift_in_the_backward_pass_is_located_against_f64():
