@@ -63,25 +63,18 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
         other = _counterpart(fn, other, against_name)
     fn, inputs = _module_function(fn, inputs)
     program = fn.program
-    default = ("cpu",) if other else ("cpu", "f64") if grad else DEFAULT_BACKENDS
-    chosen = [backend(b, interpreter_timeout) for b in (backends or default)]
-    compared = None
     if other is not None:
         other = _module_function(other, inputs)[0].program
-        counterparts = [_against(b, other) for b in chosen]
-        compared = [(b.name, c.name) for b, c in zip(chosen, counterparts)]
-        chosen += counterparts
+    if grad and not backends and other is None:
+        backends = ("cpu", "f64")  # (the backends that differentiate: translated ones)
+    chosen, compared = _backends(backends, other, interpreter_timeout)
     if grad:
         cotangents = seeded_cotangents(fn, seed)
         chosen = [GradientBackend(b, cotangents) for b in chosen]
-    names = [b.name for b in chosen]
-    if len(set(names)) != len(names):
-        raise ValueError(f"backend names repeat: {names}")
     runs = {b.name: _run(b, program, fn.name, inputs) for b in chosen}
     result = Comparison(fn.name, how, {"rtol": rtol, "atol": atol, "max_ulp": max_ulp}, runs,
                         _pairs(runs, compared, rtol, atol, max_ulp),
-                        against=against_name or "",
-                        gradients=grad)
+                        against=against_name or "", gradients=grad)
     match = "auto" if other is not None else "location"
     by_name = {b.name: b for b in chosen}
     if locate and grad:
@@ -91,6 +84,23 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
         locate_divergences(result, program, fn.name, list(inputs), by_name, rtol, atol,
                            max_ulp, locate_limit, locate_values, match)
     return result
+
+
+def _backends(specs, other, interpreter_timeout: float) -> tuple:
+    """(the backends, the pairs of their names compared: None for every pair). Against
+    another program, each backend (cpu by default) has a counterpart running that program,
+    and only the two are compared."""
+    default = ("cpu",) if other is not None else DEFAULT_BACKENDS
+    chosen = [backend(b, interpreter_timeout) for b in (specs or default)]
+    compared = None
+    if other is not None:
+        counterparts = [_against(b, other) for b in chosen]
+        compared = [(b.name, c.name) for b, c in zip(chosen, counterparts)]
+        chosen += counterparts
+    names = [b.name for b in chosen]
+    if len(set(names)) != len(names):
+        raise ValueError(f"backend names repeat: {names}")
+    return chosen, compared
 
 
 def _module_function(fn, inputs: list):

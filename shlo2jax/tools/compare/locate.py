@@ -251,7 +251,8 @@ def _aligned(a: Recording, b: Recording) -> list:
     shapes_a, shapes_b = _result_types(a), _result_types(b)
     def structure(r: Recording, key, types):
         return (key.name, key.result, types[(key.op_index, key.result)],
-                tuple(types.get(ref, ref) for ref in r.operands.get(key.op_index, ())))
+                tuple(types.get(ref) if ref and isinstance(ref[0], int) else ref
+                      for ref in r.operands.get(key.op_index, ())))
     matcher = difflib.SequenceMatcher(None, [structure(a, k, shapes_a) for k in keys_a],
                                       [structure(b, k, shapes_b) for k in keys_b],
                                       autojunk=False)
@@ -282,7 +283,7 @@ def _values(r: Recording, ref, by_result: dict, execution: int):
 
 # An operand both backends read from the same constant of the one module (not recorded); a
 # result's cotangent coming from the function's return (the seeded cotangent itself).
-_SAME_CONSTANT = Errors(0.0, 0.0, 0, 0, 0, note="")
+_AGREES = Errors(0.0, 0.0, 0, 0, 0, note="")
 
 
 def _operand_errors(a: Recording, b: Recording, key_a, key_b, execution: int, by_result,
@@ -296,7 +297,7 @@ def _operand_errors(a: Recording, b: Recording, key_a, key_b, execution: int, by
     errors = []
     for ref_a, ref_b in zip(refs_a, refs_b):
         if ref_a == ref_b == ("constant",) and a.source_name == b.source_name:
-            errors.append(_SAME_CONSTANT)
+            errors.append(_AGREES)
             continue
         x = _values(a, ref_a, by_result[0], execution)
         y = _values(b, ref_b, by_result[1], execution)
@@ -322,7 +323,7 @@ def _reader_errors(a: Recording, key, counterpart: dict, by_result, rtol, atol,
     errors = []
     for reader in a.readers.get((key.op_index, key.result), ()):
         if reader == "return":
-            errors.append(_SAME_CONSTANT)
+            errors.append(_AGREES)
             continue
         results = [r for (index, r) in by_result[0] if index == reader]
         if not results:
