@@ -153,3 +153,35 @@ def test_where_a_difference_starts_comes_before_what_it_reaches():
     assert "the_sine" in first.location and first.culprit is True
     exp = next(d for d in result.located if "f_exp" in d.location)
     assert exp.execution == 1 and exp.culprit is None  # (its operand: two call sites)
+
+
+def test_the_producers_source_line_is_shown_where_its_file_is_here(tmp_path):
+    # locations as jax writes them: the op's name, then the Python line that made it
+    source = tmp_path / "model.py"
+    source.write_text("import jax.numpy as jnp\ndef f(x):\n    return jnp.sin(x) * 2\n")
+    text = f"""
+func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
+  %0 = stablehlo.sine %x : tensor<4xf32> loc("jit(f)/sin"("{source}":3:11))
+  %c = stablehlo.constant dense<2.0> : tensor<4xf32> loc("jit(f)/mul"("{source}":3:11))
+  %1 = stablehlo.multiply %0, %c : tensor<4xf32> loc("jit(f)/mul"("{source}":3:11))
+  return %1 : tensor<4xf32>
+}}"""
+    result = compare(text, against=text.replace("dense<2.0>", "dense<3.0>"), locate=True)
+    first = result.located[0]
+    assert first.name == "stablehlo.constant" and first.culprit is True  # (no operands)
+    assert first.location == f"{source}:3:11 (jit(f)/mul)"
+    assert first.source_line == "return jnp.sin(x) * 2"
+    assert "      return jnp.sin(x) * 2" in result.table()
+
+
+CORPUS = ROOT / "tests" / "corpus"
+
+
+def test_exports_of_two_producers(capsys):
+    eqx = CORPUS / "equinox" / "eqx_mlp" / "exported.bin"
+    nnx = CORPUS / "flax" / "nnx_mlp" / "exported.bin"
+    assert compare(eqx, against=eqx, locate=True).ok
+    # both load as jax.export:flat_fn: the refusal names them by their paths
+    assert cli.main(["compare", str(eqx), "--against", str(nnx)]) == exits.INPUT
+    err = capsys.readouterr().err
+    assert f"cannot compare against {nnx}: the signatures differ: @main(args[0]: f32[24,10]" in err
