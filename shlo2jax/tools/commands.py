@@ -28,8 +28,9 @@ COMMANDS = (
     ("info", "functions, signatures, op histogram, unsupported ops and derivatives; with "
              "--ops, every op and custom-call target translated"),
     ("run", "run a function on seeded or .npz inputs and print (or save) its outputs"),
-    ("compare", "run one function on several backends and compare the outputs pair by pair "
-                "(exit 3 when they disagree, 4 when fewer than two ran)"),
+    ("compare", "run one function on several backends and compare the outputs pair by pair, "
+                "or two programs (--against) on the same inputs (exit 3 when they disagree, "
+                "4 when fewer than two ran)"),
     ("export", "write the translated program back out: StableHLO text (.mlir) or a "
                "serialized jax.export artifact (.bin)"),
 )
@@ -141,11 +142,21 @@ def add_commands(sub) -> None:
     p = sub.add_parser("compare", help=helps["compare"], description=helps["compare"])
     _program_arguments(p, "compare")
     _input_arguments(p)
-    p.add_argument("--backends", type=_backends, default=list(DEFAULT_BACKENDS),
-                   metavar="B1,B2,...",
+    p.add_argument("--backends", type=_backends, default=None, metavar="B1,B2,...",
                    help=f"comma-separated, at least two of: {', '.join(BUILTIN_BACKENDS)} "
                         f"(default: {','.join(DEFAULT_BACKENDS)}); absent devices are skipped "
-                        "with the reason")
+                        "with the reason; with --against, one or more of cpu, gpu, tpu "
+                        "(default: cpu)")
+    p.add_argument("--against", metavar="OTHER",
+                   help="compare FILE with another program of the same signature (an edited "
+                        "copy, the HLO after XLA's optimizations, another producer's export): "
+                        "both run on each backend on the same inputs; --locate names the first "
+                        "op where they part (ops matched by location, else by structure)")
+    p.add_argument("--grad", action="store_true",
+                   help="compare the gradients of a seeded scalar loss (the outputs times fixed "
+                        "seeded cotangents, summed) with respect to every floating-point input, "
+                        "on translated backends (default: cpu,f64); --locate names the first "
+                        "op of the backward pass whose result's cotangent differs")
     p.add_argument("--rtol", type=non_negative_float, default=1e-4,
                    help="relative tolerance against max(|a|, |b|), >= 0 (default: %(default)s)")
     p.add_argument("--atol", type=non_negative_float, default=1e-6,
@@ -366,19 +377,25 @@ def _run(args) -> int:
 
 
 def _compare(args) -> int:
-    if len(args.backends) < 2:
+    if args.against is None and args.backends is not None and len(args.backends) < 2:
         raise UsageError(f"--backends {','.join(args.backends)}: compare needs at least two "
                          f"backends (of {', '.join(BUILTIN_BACKENDS)})")
     _writable("--json", args.json)
     program = _load(args)
     fn = _function(program, args.function)
+    other = None
+    if args.against is not None:
+        with exits.about(args.against):
+            other = load(args.against, program.options, module=args.module)
     with exits.about(args.file):
         given = None
         if args.inputs or args.dim or args.shape:
             given, _ = _inputs(fn, args)
-        result = compare(program, backends=args.backends, function=fn.name, inputs=given,
-                         seed=program.options.seed, rtol=args.rtol, atol=args.atol, max_ulp=args.max_ulp,
-                         locate=args.locate, interpreter_timeout=args.interpreter_timeout)
+        result = compare(program, backends=args.backends, against=other,
+                         against_name=args.against, grad=args.grad, function=fn.name,
+                         inputs=given, seed=program.options.seed, rtol=args.rtol,
+                         atol=args.atol, max_ulp=args.max_ulp, locate=args.locate,
+                         interpreter_timeout=args.interpreter_timeout)
     print(result.table())
     if args.json:
         with open(args.json, "w") as f:
@@ -390,7 +407,9 @@ def _compare(args) -> int:
     disagreeing = result.disagreeing()
     if disagreeing:
         pairs = sorted({f"{p.a} vs {p.b}" for p in disagreeing})
-        raise exits.CommandFailed(exits.DISAGREE, f"backends disagree: {', '.join(pairs)} beyond "
+        what = f"{args.file} and {args.against}" if args.against else "backends"
+        what = f"the gradients ({what})" if args.grad else what
+        raise exits.CommandFailed(exits.DISAGREE, f"{what} disagree: {', '.join(pairs)} beyond "
                                   f"rtol={args.rtol}, atol={args.atol}{detail}")
     if result.vacuous == "nan":
         raise exits.CommandFailed(

@@ -211,6 +211,12 @@ def test_locate_pinpoints_a_perturbed_op():
     assert "step1_sine" in result.table()
     data = result.to_json()
     assert data["located"][0]["name"] == "stablehlo.sine"
+    # the sine's operand agrees on both: it is the first op to differ; the add and the tanh
+    # read values that already differ
+    assert [d.culprit for d in result.located] == [True, False, False]
+    assert result.located[1].operands[1].ok and not result.located[1].operands[0].ok
+    assert data["located"][0]["culprit"] is True and data["located"][0]["operands"][0]["ok"]
+    assert "its operands agree" in result.table()
 
 
 def test_locate_matches_a_file_and_a_copy_given_as_text():
@@ -324,6 +330,8 @@ def test_locate_with_backends_that_cannot_probe(other):
                                                 "stablehlo.tanh"]
     assert "step1_sine" in result.located[0].location
     assert result.located[0].a == other
+    # the instrumented copy says where the operands come from too (the function's arguments)
+    assert [d.culprit for d in result.located] == [True, False, False]
 
 
 def test_locate_aligns_the_f64_copy_of_complex_constants():

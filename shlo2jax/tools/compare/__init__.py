@@ -1,0 +1,48 @@
+"""Cross-backend comparison: one module, several backends, differences located op by op.
+
+    result = shlo2jax.compare("model.mlir", backends=["cpu", "interpreter", "xla-direct", "f64"])
+    print(result.table())
+    result.ok          # every pair of backends agrees within the tolerances
+
+Backends:
+  cpu, gpu, tpu  the translated program under jax.jit on the first device of that kind
+  interpreter    jaxlib's StableHLO reference interpreter (in a child process)
+  xla-direct     the module compiled directly by XLA through jaxlib, no translation (@main)
+  f64            the translated program with every floating-point type widened to f64
+                 (complex to complex128): a high-precision reference for float32 results
+A `Backend` object adds another (e.g. a perturbed module, or a callable).
+
+Every backend gets the same inputs: the user's, or seeded ones. Each pair of backends is
+compared per output: max absolute error, max relative error |a-b|/max(|a|,|b|), max ULP
+distance (in the narrower type of the two), and whether every element is within
+`atol + rtol * max(|a|, |b|)` (or within `max_ulp` ULP when given). Integers and booleans
+must be equal. Non-finite values must match (any NaN equals any NaN).
+
+`locate=True`: for each pair that disagrees and whose both backends run the translation,
+both are rerun recording every op's results (`shlo2jax.probe`) and the ops whose results
+differ beyond the tolerances are reported with their locations and whether their operands
+already differed: those where a difference starts first, then those it reaches.
+
+`against=other`: two programs of one signature, each run on each (translated) backend with
+the same inputs: `compare("model.mlir", against="edited.mlir", locate=True)`.
+
+`grad=True`: the gradients of a seeded scalar loss are compared instead of the outputs
+(`gradients`); with `locate`, the first ops of the backward pass whose cotangents differ.
+
+The package: `backends` (the ways of running), `comparison` (`compare`), `report` (what it
+returns), `locate` (the diverging ops), `gradients` (`grad=True`).
+"""
+
+from shlo2jax.tools.compare.backends import (BUILTIN_BACKENDS, DEFAULT_BACKENDS, Backend,
+                                             CallableBackend, Float64Backend,
+                                             InterpreterBackend, TranslatedBackend,
+                                             XlaDirectBackend, backend)
+from shlo2jax.tools.compare.comparison import compare
+from shlo2jax.tools.compare.locate import diverging_ops, instrumented_module_text
+from shlo2jax.tools.compare.report import BackendRun, Comparison, Divergence, PairResult
+from shlo2jax.tools.numerics import Errors, array_errors
+
+__all__ = ["BUILTIN_BACKENDS", "DEFAULT_BACKENDS", "Backend", "CallableBackend",
+           "Float64Backend", "InterpreterBackend", "TranslatedBackend", "XlaDirectBackend",
+           "backend", "compare", "diverging_ops", "instrumented_module_text", "BackendRun",
+           "Comparison", "Divergence", "PairResult", "Errors", "array_errors"]
