@@ -99,7 +99,8 @@ def read_in_child(source, source_name: str = "", module: Optional[str] = None,
     elif isinstance(source, (bytearray, memoryview)):
         source = bytes(source)
     limit = UNTRUSTED_READ_SECONDS if timeout is None else timeout
-    where = source_name or (os.fspath(source) if isinstance(source, os.PathLike) else "the input")
+    named = isinstance(source, os.PathLike) or (isinstance(source, str) and _is_path(source))
+    where = source_name or (os.fspath(source) if named else "the input")
     try:
         done = subprocess.run([sys.executable, "-c", _READ_IN_CHILD],
                               input=pickle.dumps((source, source_name, module)),

@@ -302,9 +302,13 @@ parse_mlir_unchecked(source, make_ir_context())
         shlo2jax.load(bytes(module), untrusted=True)
 
 
-def test_untrusted_input_that_kills_the_reader_is_refused(monkeypatch):
+def test_untrusted_input_that_kills_the_reader_is_refused(monkeypatch, tmp_path):
     monkeypatch.setattr(sources, "_READ_IN_CHILD",
                         "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(shlo2jax.LoadError, match=r"reading m\.mlir ended its child process "
                                                  r"\(SIGSEGV; untrusted=True\)"):
         shlo2jax.load(TEXT, source_name="m.mlir", untrusted=True)
+    path = tmp_path / "n.mlir"
+    path.write_text(TEXT)
+    with pytest.raises(shlo2jax.LoadError, match=r"reading .*n\.mlir ended its child process"):
+        shlo2jax.load(str(path), untrusted=True)
