@@ -47,6 +47,9 @@ def load(source, options: Optional[LoadOptions] = None, *, source_name: str = ""
       the translation. A program whose @main lowers directly is decoded only when the
       translation is first needed (`Program.decoded`), and what it cannot translate is
       reported then. `Function.lowering` says which lowering a function uses.
+    - `untrusted=True`: the input is read in a child process first, with a time limit, so
+      that an input that would hang or crash jaxlib's readers is a `LoadError` (for input
+      that must never hang the caller; a few seconds more per load).
 
     The program keeps the options as `program.options`; a tool that loads it again passes
     them on (`load(text, options=program.options)`).
@@ -61,6 +64,8 @@ def load(source, options: Optional[LoadOptions] = None, *, source_name: str = ""
     # collector's passes over them (~8% of a 50k-op load) free nothing.
     with gc_paused():
         _load_builtin_rules()
+        if options.untrusted:
+            sources.read_in_child(source, source_name, module)
         return assemble(sources.read(source, source_name, module), options)
 
 

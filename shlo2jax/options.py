@@ -99,9 +99,14 @@ class LoadOptions:
     lowering: Lowering = "translate"
     """"translate" (default), or "direct": where a function allows it, `jit` and calls lower
     it to the module's own ops (see `shlo2jax.executables.direct`)."""
+    untrusted: bool = False
+    """Read the input in a child process first, with a time limit
+    (`shlo2jax.sources.UNTRUSTED_READ_SECONDS`): an input that would hang or crash jaxlib's
+    readers is a `LoadError` instead. It costs a few seconds per load (the child starts Python
+    and jax)."""
 
     def __post_init__(self):
-        for name in ("placeholder_data", "strict", "producer_vjp"):
+        for name in ("placeholder_data", "strict", "producer_vjp", "untrusted"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):

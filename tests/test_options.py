@@ -43,7 +43,7 @@ def test_a_mapping_of_loop_bounds_is_copied():
     (dict(gradients="exact"), ValueError), (dict(lowering="fast"), ValueError),
     (dict(max_loop_trips=-1), ValueError), (dict(max_loop_trips={"x": 1.5}), ValueError),
     (dict(strict="yes"), TypeError), (dict(seed=1.0), TypeError), (dict(seed=True), TypeError),
-    (dict(placeholder_data=1), TypeError),
+    (dict(placeholder_data=1), TypeError), (dict(untrusted="yes"), TypeError),
 ])
 def test_bad_options_are_refused_before_reading_the_source(bad, error):
     with pytest.raises(error):

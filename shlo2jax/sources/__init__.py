@@ -22,8 +22,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import pickle
 import re
 import struct
+import subprocess
+import sys
 from typing import Callable, NamedTuple, Optional
 
 from jaxlib.mlir import ir
@@ -33,7 +36,7 @@ from shlo2jax.conventions.exported import of_export
 from shlo2jax.errors import LoadError, MissingFileError
 from shlo2jax.sources import export_compat, hlo, jax_export, torch_xla_bundle
 from shlo2jax.sources.mlir import NewerThanJaxlib, parse_mlir
-from shlo2jax.sources.safe_parse import BYTECODE_MAGIC
+from shlo2jax.sources.safe_parse import BYTECODE_MAGIC, how_child_ended
 
 
 @dataclasses.dataclass
@@ -61,6 +64,56 @@ def read(source, source_name: str = "", module: Optional[str] = None) -> Source:
         return _exported(source, owned=False)
     raise LoadError(f"cannot load a {type(source).__name__}: give a path, MLIR text, "
                     "bytes or a jax.export.Exported")
+
+
+# `load(..., untrusted=True)`: the source is read in a child process first. The checks of
+# `safe_parse` refuse what is known to crash or hang jaxlib's readers before they see it; what
+# they do not know yet would take the caller's process with it. In the child, a hang is cut
+# off at the time limit and a crash ends only the child; either is a LoadError. Input the
+# child reads (or refuses with a shlo2jax error: reading is deterministic, so the same error
+# comes again) is then read in this process.
+UNTRUSTED_READ_SECONDS = 120.0
+_READ_IN_CHILD = """
+import pickle
+import sys
+from shlo2jax import sources
+from shlo2jax.errors import Shlo2JaxError
+source, source_name, module = pickle.load(sys.stdin.buffer)
+try:
+    sources.read(source, source_name, module)
+except Shlo2JaxError:
+    pass  # (the caller's own read raises it again)
+"""
+
+
+def read_in_child(source, source_name: str = "", module: Optional[str] = None,
+                  timeout: Optional[float] = None) -> None:
+    """Reads `source` as `read` does, in a child process with a time limit (default
+    `UNTRUSTED_READ_SECONDS`); raises LoadError where the child does not finish in time or
+    dies. A module already parsed needs no reading; a `jax.export.Exported` is read as its
+    module's bytes."""
+    if isinstance(source, ir.Module):
+        return
+    if jax_export.is_exported(source):
+        source, module = bytes(source.mlir_module_serialized), None
+    elif isinstance(source, (bytearray, memoryview)):
+        source = bytes(source)
+    limit = UNTRUSTED_READ_SECONDS if timeout is None else timeout
+    named = isinstance(source, os.PathLike) or (isinstance(source, str) and _is_path(source))
+    where = source_name or (os.fspath(source) if named else "the input")
+    try:
+        done = subprocess.run([sys.executable, "-c", _READ_IN_CHILD],
+                              input=pickle.dumps((source, source_name, module)),
+                              capture_output=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        raise LoadError(f"reading {where} ran past {limit:g} s in a child process "
+                        f"(untrusted=True): refused") from None
+    if done.returncode != 0:
+        err = [line.strip() for line in
+               done.stderr.decode("utf-8", "backslashreplace").splitlines() if line.strip()]
+        tail = f": {' | '.join(err[-3:])}" if err else ""
+        raise LoadError(f"reading {where} ended its child process "
+                        f"({how_child_ended(done.returncode)}; untrusted=True){tail}")
 
 
 def _read_data(source, source_name: str, module: Optional[str]) -> Source:

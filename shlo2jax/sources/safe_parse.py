@@ -10,7 +10,9 @@ cannot catch that, so the input is checked before it reaches the parser:
 * MLIR bytecode: the framing is read (header, section headers, the string table, the
   attribute/type offset table) the way MLIR's reader reads it. A framing error is reported
   here (the parser would only fail on it); every shared string must be UTF-8, and every
-  attribute/type entry kept as assembly text is checked like text.
+  attribute/type entry kept as assembly text is checked like text. Entries that refer to one
+  another in a cycle (which MLIR's reader goes round forever) are a framing error too
+  (`_reference_cycle`).
 * Text: every `\\XX` escape that writes a byte >= 0x80 must, with its string literal, still
   form valid UTF-8 (raw text is UTF-8 by construction).
 
@@ -44,6 +46,7 @@ BYTECODE_MAGIC = b"ML\xefR"
 _STRING, _DIALECT, _ATTR_TYPE, _ATTR_TYPE_OFFSET, _IR = 0, 1, 2, 3, 4
 _NUM_SECTIONS = 9
 _ALIGNMENT_BYTE = 0xCB
+_DIALECT_VERSIONING = 1  # the bytecode version from which dialects carry versions
 
 
 class Verdict(NamedTuple):
@@ -160,35 +163,274 @@ def _strings(data: bytes, start: int, end: int) -> list[bytes]:
     return strings
 
 
-def _asm_entries(data: bytes, sections: dict) -> list[bytes]:
-    """The attribute and type entries stored as assembly text (not custom encoded)."""
+def _attr_type_entries(data: bytes, sections: dict) -> tuple[int, list]:
+    """(the number of attributes, [(dialect index, start, end, custom encoding)] of every
+    attribute entry, then every type entry), read from the offset table."""
     r = _Reader(data, *sections[_ATTR_TYPE_OFFSET])
     start, end = sections[_ATTR_TYPE]
     num_attrs, num_types = r.varint(), r.varint()
     if num_attrs + num_types > end - start + 1 + (r.end - r.pos):
         raise _Framing("the attribute/type table claims more entries than it has bytes")
-    offset, texts = start, []
+    offset, entries = start, []
     for count in (num_attrs, num_types):
         done = 0
         while done < count:
-            r.varint()  # the dialect of the group
+            dialect = r.varint()
             group = r.varint()
             if group > count - done:
                 raise _Framing("an attribute/type group runs past its table")
             for _ in range(group):
                 flagged = r.varint()
-                size, custom = flagged >> 1, flagged & 1
+                size = flagged >> 1
                 if size > end - offset:
                     raise _Framing("an attribute/type entry runs past its section")
-                if not custom:
-                    entry = data[offset:offset + size]
-                    nul = entry.find(b"\0")
-                    texts.append(entry if nul < 0 else entry[:nul])
+                entries.append((dialect, offset, offset + size, flagged & 1))
                 offset += size
             done += group
     if not r.empty():
         raise _Framing("unexpected data after the attribute/type offset table")
+    return num_attrs, entries
+
+
+def _asm_entries(data: bytes, entries: list) -> list[bytes]:
+    """The attribute and type entries stored as assembly text (not custom encoded)."""
+    texts = []
+    for _, start, end, custom in entries:
+        if not custom:
+            entry = data[start:end]
+            nul = entry.find(b"\0")
+            texts.append(entry if nul < 0 else entry[:nul])
     return texts
+
+
+# ------------------------------------------------------- references between attributes/types
+# MLIR's reader resolves an attribute or type entry that refers to others by reading those
+# first, recursively; past `maxAttrTypeDepth` (5) it defers the entry it reached and retries
+# it from a worklist once what it needs is read. Entries that refer to one another in a cycle
+# never are: the worklist goes round without end (gelu_mlp_vjp's VHLO module with two 11-byte
+# spans swapped, `swap@397+11`: a CallSiteLoc whose callee is, through four more locations,
+# itself; `ir.Module.parse` never returns). Real IR cannot hold such a cycle (an
+# attribute is built from the ones it holds, which exist before it), so a cycle is a framing
+# error. The references are read from the encodings of the builtin dialect (locations,
+# arrays, dictionaries, symbol references, typed attributes, tensor and function types:
+# mlir/include/mlir/IR/BuiltinDialectBytecode.td; every module's locations are builtin, VHLO
+# keeps them) and of VHLO (its arrays, dictionaries, typed attributes, tensor, function and
+# quantized types: stablehlo/dialect/VhloBytecode.cpp). An entry of another dialect, a code
+# not listed, or an encoding that does not read within its entry adds no reference: the check
+# can only miss a cycle through it, never refuse a file without one.
+#
+# Each encoding, by its code, as the fields it starts with, up to its last reference: `a` an
+# attribute, `t` a type, `A`/`T` a list of them, `D` a list of (name, value) attribute pairs,
+# `s` a string index, `v` a varint, `L` a list of varints (a shape). Both dialects only
+# append codes ("the order of these codes must not be changed").
+_BUILTIN_ATTRIBUTES = (
+    "A",    # 0 ArrayAttr
+    "D",    # 1 DictionaryAttr
+    "",     # 2 StringAttr
+    "st",   # 3 StringAttr with a type
+    "a",    # 4 FlatSymbolRefAttr
+    "aA",   # 5 SymbolRefAttr
+    "t",    # 6 TypeAttr
+    "",     # 7 UnitAttr
+    "t",    # 8 IntegerAttr (its value is read by its type's width)
+    "t",    # 9 FloatAttr
+    "aa",   # 10 CallSiteLoc (callee, caller)
+    "a",    # 11 FileLineColLoc (its file name; a line and a column follow)
+    "A",    # 12 FusedLoc
+    "Aa",   # 13 FusedLoc with metadata
+    "aa",   # 14 NameLoc (name, child location)
+    "",     # 15 UnknownLoc
+    "t",    # 16 DenseResourceElementsAttr
+    "t",    # 17 DenseArrayAttr
+    "t",    # 18 DenseIntOrFPElementsAttr
+    "t",    # 19 DenseStringElementsAttr
+    "taa",  # 20 SparseElementsAttr
+    "a",    # 21 DistinctAttr
+    "a",    # 22 FileLineColRange (its file name; lines and columns follow)
+)
+_BUILTIN_TYPES = (
+    "", "",          # 0 IntegerType, 1 IndexType
+    "TT",            # 2 FunctionType (inputs, results)
+    "", "", "", "", "", "",  # 3-8 BFloat16 .. Float128
+    "t",             # 9 ComplexType
+    "Lta",           # 10 MemRefType (shape, element type, layout)
+    "aLta",          # 11 MemRefType with a memory space
+    "",              # 12 NoneType
+    "Lt",            # 13 RankedTensorType
+    "aLt",           # 14 RankedTensorType with an encoding
+    "T",             # 15 TupleType
+    "t",             # 16 UnrankedMemRefType
+    "at",            # 17 UnrankedMemRefType with a memory space
+    "t",             # 18 UnrankedTensorType
+    "Lt",            # 19 VectorType
+)
+_VHLO_ATTRIBUTES = {1: "A", 6: "D", 8: "t", 9: "t", 15: "t", 17: "t",  # array, dict, float,
+                    22: "a", 23: "aa", 24: "a", 25: "a"}  # integer, tensor, type; axes, meshes
+_VHLO_TYPES = {1: "t", 8: "TT", 20: "Lt", 21: "aLt", 23: "T", 24: "vtt", 25: "t",
+               30: "vtt", 42: "t"}  # complex, function, ranked tensor (with an encoding),
+#                                     tuple, quantized, unranked tensor, quantized per axis,
+#                                     future
+_REFERENCES = {  # dialect: ({attribute code: fields}, {type code: fields})
+    b"builtin": (dict(enumerate(_BUILTIN_ATTRIBUTES)), dict(enumerate(_BUILTIN_TYPES))),
+    b"vhlo": (_VHLO_ATTRIBUTES, _VHLO_TYPES),
+}
+_BUILTIN_NAMES = {0: "ArrayAttr", 1: "DictionaryAttr", 10: "CallSiteLoc", 11: "FileLineColLoc",
+                  12: "FusedLoc", 13: "FusedLoc", 14: "NameLoc", 22: "FileLineColRange"}
+
+
+def _dialect_names(data: bytes, version: int, start: int, end: int,
+                   strings: list) -> list[bytes]:
+    """The names of the dialect section's dialects, by index (b"" for a name index beyond
+    the string table: the reader refuses it)."""
+    r = _Reader(data, start, end)
+    names = []
+    for _ in range(r.varint()):
+        if r.empty():
+            raise _Framing("the dialect section ends before its dialects")
+        index = r.varint()
+        has_version = False
+        if version >= _DIALECT_VERSIONING:
+            index, has_version = index >> 1, index & 1
+        names.append(strings[index] if index < len(strings) else b"")
+        if has_version:  # a nested section: id, length, (alignment and padding), bytes
+            head, length = r.byte(), r.varint()
+            if head & 0x80:
+                alignment = r.varint()
+                if alignment == 0 or alignment & (alignment - 1):
+                    raise _Framing("a dialect version's alignment is not a power of two")
+                while r.pos % alignment:
+                    r.byte()
+            r.bytes(length)
+    return names
+
+
+_ELEMENT = {"A": "a", "T": "t", "D": "a", "L": "v"}  # a list's element
+
+
+def _references(data: bytes, pos: int, end: int, fields: str, num_attrs: int) -> list:
+    """The entries (attributes 0.., types num_attrs..) that the fields `fields` of an encoding
+    at data[pos:end] refer to; [] where they do not read within the entry."""
+    out = []
+    for field in fields:
+        n = 1
+        if field in "ATDL":
+            if pos >= end:
+                return []
+            n, pos = _varint(data, pos)
+            if n > end - pos:
+                return []
+            if field == "D":  # (name, value) pairs
+                n *= 2
+            field = _ELEMENT[field]
+        for _ in range(n):
+            if pos >= end:
+                return []
+            value, pos = _varint(data, pos)
+            if field == "a":
+                out.append(value)
+            elif field == "t":
+                out.append(num_attrs + value)
+    return out if pos <= end else []
+
+
+def _scalar_fields(table: dict, num_attrs: int) -> dict:
+    """{code: fields} with fields of one reference or value each (no lists) made a tuple of
+    what each adds to the varint it reads (None: not a reference): the fast path."""
+    bases = {"a": 0, "t": num_attrs}
+    return {code: tuple(bases.get(f) for f in fields)
+            if fields and not set(fields) & set("ATDL") else fields
+            for code, fields in table.items() if fields}
+
+
+def _reference_graph(data: bytes, num_attrs: int, entries: list, dialects: list) -> dict:
+    """{entry: [the entries it refers to]} (attributes 0.., types num_attrs..) of the entries
+    whose encodings `_REFERENCES` knows."""
+    tables = {}
+    for i, name in enumerate(dialects):
+        if name in _REFERENCES:
+            attributes, types = _REFERENCES[name]
+            tables[i] = (_scalar_fields(attributes, num_attrs), _scalar_fields(types, num_attrs))
+    if not tables:
+        return {}
+    edges: dict = {}
+    varint = _varint
+    for i, (dialect, start, end, custom) in enumerate(entries):
+        table = tables.get(dialect)
+        if table is None or not custom or start >= end:
+            continue
+        code = data[start]
+        if code & 1:
+            code, pos = code >> 1, start + 1
+        else:
+            code, pos = varint(data, start)
+        fields = table[i >= num_attrs].get(code)
+        if fields is None:
+            continue
+        if fields.__class__ is tuple:  # (the inline path: locations, typed attributes)
+            refs = []
+            for base in fields:
+                if pos >= end:
+                    break
+                value = data[pos]
+                if value & 1:
+                    value, pos = value >> 1, pos + 1
+                else:
+                    value, pos = varint(data, pos)
+                if base is not None:
+                    refs.append(base + value)
+            else:
+                if pos <= end:
+                    edges[i] = refs
+        else:
+            refs = _references(data, pos, end, fields, num_attrs)
+            if refs:
+                edges[i] = refs
+    return edges
+
+
+def _reference_cycle(data: bytes, num_attrs: int, entries: list,
+                     dialects: list) -> Optional[str]:
+    """Where attribute/type entries refer to one another in a cycle: the cycle in words;
+    else None."""
+    cycle = _find_cycle(_reference_graph(data, num_attrs, entries, dialects))
+    if cycle is None:
+        return None
+
+    def name(i):
+        dialect, start, _, _ = entries[i]
+        code = _varint(data, start)[0]
+        what = f"type #{i - num_attrs}" if i >= num_attrs else f"attribute #{i}"
+        if dialects[dialect] == b"builtin" and i < num_attrs and code in _BUILTIN_NAMES:
+            return f"{what} (a {_BUILTIN_NAMES[code]})"
+        return f"{what} ({dialects[dialect].decode()} code {code})"
+    path = " -> ".join(name(i) for i in cycle + cycle[:1])
+    return (f"attribute/type entries refer to one another in a cycle ({path}); MLIR's "
+            f"reader would go round it forever")
+
+
+def _find_cycle(edges: dict) -> Optional[list]:
+    """A cycle of the graph {node: [successor]} as its nodes in order, or None (an iterative
+    depth-first search: chains as long as the table do not recurse)."""
+    state: dict = {}  # 1: on the current path, 2: done
+    for root in edges:
+        if root in state:
+            continue
+        path, stack = [root], [iter(edges[root])]
+        state[root] = 1
+        while stack:
+            for nxt in stack[-1]:
+                seen = state.get(nxt)
+                if seen == 1:
+                    return path[path.index(nxt):]
+                if seen is None:
+                    state[nxt] = 1
+                    path.append(nxt)
+                    stack.append(iter(edges.get(nxt, ())))
+                    break
+            else:
+                state[path.pop()] = 2
+                stack.pop()
+    return None
 
 
 _HIGH_ESCAPE = re.compile(rb"\\[89a-fA-F][0-9a-fA-F]")
@@ -439,7 +681,12 @@ def check_bytecode(data: bytes) -> Verdict:
     try:
         version, producer, sections = _sections(data)
         strings = _strings(data, *sections[_STRING])
-        asm = _asm_entries(data, sections)
+        num_attrs, entries = _attr_type_entries(data, sections)
+        asm = _asm_entries(data, entries)
+        cycle = _reference_cycle(data, num_attrs, entries,
+                                 _dialect_names(data, version, *sections[_DIALECT], strings))
+        if cycle:
+            raise _Framing(cycle)
         _check_ir(data, version, *sections[_IR])
     except _Framing as e:
         return Verdict(False, error=f"corrupt MLIR bytecode: {e}")

@@ -10,6 +10,7 @@ from jax import export as jax_export
 from jaxlib.mlir.dialects import stablehlo
 
 import shlo2jax
+from shlo2jax import sources
 
 TEXT = """
 module @m {
@@ -244,3 +245,70 @@ def test_jax_export_bytearray_and_dropped_module_bytes(monkeypatch):
         _check(program)
         again = jax_export.deserialize(program.exported.serialize())
         np.testing.assert_array_equal(np.asarray(again.call(X, Y)), EXPECTED)
+
+
+# ------------------------------------------------------------------ load(..., untrusted=True)
+
+def _read_in_child_calls(monkeypatch) -> list:
+    """The sources each `sources.read_in_child` call was given (the calls still run)."""
+    calls = []
+    real = sources.read_in_child
+
+    def spy(source, *args, **kwargs):
+        calls.append(source)
+        return real(source, *args, **kwargs)
+    monkeypatch.setattr(sources, "read_in_child", spy)
+    return calls
+
+
+def test_untrusted_input_is_read_in_a_child_first(monkeypatch, tmp_path):
+    calls = _read_in_child_calls(monkeypatch)
+    path = tmp_path / "m.mlir"
+    path.write_text(TEXT)
+    artifact = stablehlo.serialize_portable_artifact_str(TEXT, "1.0.0")
+    for source in (TEXT, path, artifact, bytearray(artifact), _exported()):
+        program = shlo2jax.load(source, untrusted=True)
+        _check(program)
+        assert program.options.untrusted
+    assert len(calls) == 5
+    shlo2jax.load(TEXT)
+    assert len(calls) == 5  # (trusted input is read once, here)
+
+
+def test_untrusted_input_the_child_refuses_is_refused_here_alike():
+    with pytest.raises(shlo2jax.LoadError, match="cannot parse MLIR") as e:
+        shlo2jax.load("func.func @main( {", untrusted=True)
+    assert "child" not in str(e.value)  # (the child read it to the end: the error is ours)
+
+
+def test_untrusted_input_that_hangs_the_reader_is_refused_at_the_time_limit(monkeypatch):
+    # jaxlib's reader itself, without the checks, on gelu_mlp_vjp's VHLO module with two
+    # spans of its attribute section swapped: locations in a cycle, which it never leaves
+    # (tests/sources/test_safe_parse.py's `_swapped_locations`)
+    exported = pathlib.Path(__file__).parents[1] / "corpus" / "jax" / "gelu_mlp_vjp" / "exported.bin"
+    module = bytearray(jax_export.deserialize(bytearray(exported.read_bytes()))
+                       .mlir_module_serialized)
+    module[397:408], module[256:267] = module[256:267], module[397:408]
+    monkeypatch.setattr(sources, "_READ_IN_CHILD", """
+import pickle, sys
+from shlo2jax.compat import make_ir_context
+from shlo2jax.sources.mlir import parse_mlir_unchecked
+source, _, _ = pickle.load(sys.stdin.buffer)
+parse_mlir_unchecked(source, make_ir_context())
+""")
+    monkeypatch.setattr(sources, "UNTRUSTED_READ_SECONDS", 10.0)
+    with pytest.raises(shlo2jax.LoadError, match=r"reading the input ran past 10 s in a child "
+                                                 r"process \(untrusted=True\)"):
+        shlo2jax.load(bytes(module), untrusted=True)
+
+
+def test_untrusted_input_that_kills_the_reader_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setattr(sources, "_READ_IN_CHILD",
+                        "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    with pytest.raises(shlo2jax.LoadError, match=r"reading m\.mlir ended its child process "
+                                                 r"\(SIGSEGV; untrusted=True\)"):
+        shlo2jax.load(TEXT, source_name="m.mlir", untrusted=True)
+    path = tmp_path / "n.mlir"
+    path.write_text(TEXT)
+    with pytest.raises(shlo2jax.LoadError, match=r"reading .*n\.mlir ended its child process"):
+        shlo2jax.load(str(path), untrusted=True)

@@ -4,6 +4,8 @@ StableHLO op declares without checking them: an artifact whose attributes are no
 kinds real artifacts hold is converted in a child process first."""
 
 import pathlib
+import pickle
+import re
 import subprocess
 import sys
 
@@ -17,6 +19,7 @@ from shlo2jax.errors import LoadError
 from shlo2jax.sources import mlir as mlir_source
 from shlo2jax.sources import safe_parse, vhlo_kinds
 from shlo2jax.sources.safe_parse import printed_problem, vhlo_attribute_paths, vhlo_kinds_problem
+from shlo2jax.sources.vhlo_downgrade import _varint as encode_varint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONVNET = ROOT / "tests" / "corpus" / "jax" / "convnet_rocm" / "exported.bin"
@@ -382,3 +385,216 @@ def test_a_module_printed_through_a_file_only_where_nothing_can_go_astray():
             loc=ir.Location.unknown(), ip=ir.InsertionPoint(module.body))
         assert safe_parse._vhlo_printed(module) is None
         assert "@unused" in str(module)
+
+
+# ------------------------------------------------- attribute/type entries referring in a cycle
+
+GELU = ROOT / "tests" / "corpus" / "jax" / "gelu_mlp_vjp" / "exported.bin"
+_NAME_LOC, _CALL_SITE_LOC, _FUSED_LOC = 14, 10, 12  # builtin attribute codes
+_VHLO_ARRAY, _VHLO_TYPE_ATTR, _VHLO_TENSOR, _VHLO_TENSOR_ENCODED = 1, 17, 20, 21  # vhlo codes
+
+
+def _swapped_locations() -> bytes:
+    """gelu_mlp_vjp's VHLO module (3,375 bytes) with two 11-byte spans of its attribute section
+    swapped, the one at 397 and the one at 256 (`swap@397+11` of `shlo2jax mutate`, a
+    label that does not name the second span: of the offsets that make the swap put
+    locations in a cycle, 256 is the first whose bytes jaxlib's reader goes round without
+    end; 507 and 1275 are others). A CallSiteLoc's callee is now, through four more
+    locations, itself: `ir.Module.parse` never returns (see test_jaxlib_loops_on_them)."""
+    module = bytearray(_inner(GELU))
+    assert len(module) == 3375 and module[397:400] == b"\x1dmo" and module[256:259] == b"\x1d%#", \
+        "the corpus artifact changed: find the swap again"
+    module[397:408], module[256:267] = module[256:267], module[397:408]
+    return bytes(module)
+
+
+def _table(data: bytes, dialect: bytes) -> tuple:
+    """(the attribute/type entries, the number of attributes, {entry: code} of the custom
+    encoded entries of `dialect`) of a bytecode module."""
+    version, _, sections = safe_parse._sections(data)
+    strings = safe_parse._strings(data, *sections[safe_parse._STRING])
+    num_attrs, entries = safe_parse._attr_type_entries(data, sections)
+    dialects = safe_parse._dialect_names(data, version, *sections[safe_parse._DIALECT], strings)
+    index = dialects.index(dialect)
+    codes = {i: safe_parse._varint(data, start)[0]
+             for i, (d, start, _, custom) in enumerate(entries) if d == index and custom}
+    return entries, num_attrs, codes
+
+
+def _rewritten(data: bytes, entries: list, rewrites: dict) -> bytes:
+    """`data` with each entry of `rewrites` ({entry: (code, [varint field])}) encoded anew in
+    its own bytes: its last field written as long as it takes to fill them (MLIR's varints
+    may be longer than they need), so no offset moves."""
+    out = bytearray(data)
+    for index, (code, fields) in rewrites.items():
+        _, start, end, _ = entries[index]
+        head = encode_varint(code) + b"".join(encode_varint(f) for f in fields[:-1])
+        out[start:end] = head + encode_varint(fields[-1], end - start - len(head))
+    assert len(out) == len(data)
+    return bytes(out)
+
+
+def _cycles() -> dict:
+    """{what: gelu_mlp_vjp's VHLO module with attribute/type entries rewritten to refer to one
+    another in that cycle}: locations in cycles of one, two and three (NameLoc, CallSiteLoc,
+    FusedLoc), a VHLO array holding itself, a VHLO tensor type whose encoding is an attribute
+    holding the type. jaxlib's reader goes round each without end."""
+    data = _inner(GELU)
+    entries, num_attrs, codes = _table(data, b"builtin")
+    size = lambda i: entries[i][2] - entries[i][1]  # noqa: E731
+    name = min(i for i, c in codes.items() if c == 2)  # a StringAttr
+    a, b, c, other = sorted(i for i, code in codes.items() if i < num_attrs and 4 <= size(i) <= 9
+                            and code in (_NAME_LOC, _CALL_SITE_LOC))[:4]
+    cases = {
+        "a NameLoc in itself": {a: (_NAME_LOC, [name, a])},
+        "a CallSiteLoc calling itself": {a: (_CALL_SITE_LOC, [a, other])},
+        "a FusedLoc holding itself": {a: (_FUSED_LOC, [2, other, a])},
+        "a NameLoc and a CallSiteLoc": {a: (_NAME_LOC, [name, b]), b: (_CALL_SITE_LOC, [other, a])},
+        "a NameLoc, a FusedLoc, a CallSiteLoc": {a: (_NAME_LOC, [name, b]), b: (_FUSED_LOC, [1, c]),
+                                                 c: (_CALL_SITE_LOC, [a, other])},
+    }
+    _, _, vhlo = _table(data, b"vhlo")
+    array = min(i for i, code in vhlo.items() if i < num_attrs and code == _VHLO_ARRAY
+                and size(i) >= 3)
+    holder = min(i for i, code in vhlo.items() if i < num_attrs and 2 <= size(i) <= 10
+                 and code == _VHLO_TYPE_ATTR)
+    tensor = min(i for i, code in vhlo.items() if i >= num_attrs and code == _VHLO_TENSOR
+                 and size(i) >= 4)
+    element = min(i for i, code in vhlo.items() if i >= num_attrs and code == 4) - num_attrs
+    cases["a VHLO array holding itself"] = {array: (_VHLO_ARRAY, [1, array])}
+    cases["a VHLO tensor type encoded by an attribute holding it"] = {
+        holder: (_VHLO_TYPE_ATTR, [tensor - num_attrs]),
+        tensor: (_VHLO_TENSOR_ENCODED, [holder, 0, element])}
+    return {what: _rewritten(data, entries, rewrites) for what, rewrites in cases.items()}
+
+
+_CYCLE_PATHS = {  # what the error names, in order (the cycle's entries, its first again)
+    "a NameLoc in itself": ["NameLoc", "NameLoc"],
+    "a CallSiteLoc calling itself": ["CallSiteLoc", "CallSiteLoc"],
+    "a FusedLoc holding itself": ["FusedLoc", "FusedLoc"],
+    "a NameLoc and a CallSiteLoc": ["NameLoc", "CallSiteLoc", "NameLoc"],
+    "a NameLoc, a FusedLoc, a CallSiteLoc": ["NameLoc", "FusedLoc", "CallSiteLoc", "NameLoc"],
+    "a VHLO array holding itself": ["vhlo code 1", "vhlo code 1"],
+    "a VHLO tensor type encoded by an attribute holding it": ["vhlo code 17", "vhlo code 21",
+                                                              "vhlo code 17"],
+}
+
+
+@pytest.mark.parametrize("what", sorted(_CYCLE_PATHS))
+def test_entries_referring_to_one_another_in_a_cycle_are_a_framing_error(what):
+    data = _cycles()[what]
+    verdict = safe_parse.check_bytecode(data)
+    assert verdict.error and "refer to one another in a cycle" in verdict.error, verdict
+    path = re.search(r"cycle \((.*)\);", verdict.error).group(1).split(" -> ")
+    assert [next(k for k in ("NameLoc", "CallSiteLoc", "FusedLoc", "vhlo code 17",
+                             "vhlo code 21", "vhlo code 1") if k in step) for step in path] \
+        == _CYCLE_PATHS[what], verdict.error
+    assert path[0] == path[-1]
+
+
+def test_the_swapped_locations_are_named():
+    verdict = safe_parse.check_bytecode(_swapped_locations())
+    assert verdict.error == (
+        "corrupt MLIR bytecode: attribute/type entries refer to one another in a cycle "
+        "(attribute #5 (a CallSiteLoc) -> attribute #48 (a CallSiteLoc) -> attribute #52 (a "
+        "CallSiteLoc) -> attribute #53 (a NameLoc) -> attribute #17 (a CallSiteLoc) -> "
+        "attribute #5 (a CallSiteLoc)); MLIR's reader would go round it forever"), verdict
+
+
+_LOAD_EACH = """
+import pickle
+import sys
+import time
+import shlo2jax
+from shlo2jax.errors import LoadError
+for data in pickle.load(sys.stdin.buffer):
+    start = time.perf_counter()
+    try:
+        shlo2jax.load(data)
+        outcome = "loaded"
+    except LoadError as e:
+        outcome = f"LoadError: {e}"
+    print(f"{time.perf_counter() - start:.3f} {outcome}", flush=True)
+"""
+
+
+def test_reference_cycles_are_load_errors_in_under_a_second():
+    # in a child with a time limit: without the check, the first one hangs the suite
+    inputs = [_swapped_locations()] + [data for _, data in sorted(_cycles().items())]
+    done = subprocess.run([sys.executable, "-c", _LOAD_EACH], input=pickle.dumps(inputs),
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    lines = done.stdout.decode().splitlines()
+    assert len(lines) == len(inputs), lines
+    for line in lines:
+        seconds, outcome = line.split(" ", 1)
+        assert outcome.startswith("LoadError:") and "in a cycle" in outcome, outcome
+        assert float(seconds) < 1.0, line
+
+
+@pytest.mark.slow
+def test_jaxlib_loops_on_them():
+    """What the check spares `load`: jaxlib's reader itself does not return on them."""
+    for data in (_swapped_locations(), _cycles()["a NameLoc in itself"]):
+        parsed = safe_parse.parse_in_child(data, timeout=5)
+        assert not parsed.ok and "ran past 5 s" in parsed.message, parsed
+
+
+_LOCATIONS = {10, 11, 12, 14, 15, 22}  # builtin location codes (22: FileLineColRange)
+_LOCATION_FIELDS = {_NAME_LOC: ({2}, _LOCATIONS), _CALL_SITE_LOC: (_LOCATIONS, _LOCATIONS),
+                    11: ({2},), 22: ({2},)}  # {code: the codes each reference may have}
+
+
+def test_every_bytecode_file_of_the_tests_has_locations_read_as_jaxlib_wrote_them():
+    """No bytecode under tests/ (nor ../shared/models, where present) holds a cycle, and the
+    references read from it are the ones its encodings hold: a NameLoc's are a StringAttr
+    and a location, a CallSiteLoc's two locations, a file location's a StringAttr."""
+    files = list(vhlo_kinds._artifacts(str(ROOT)))
+    shared = ROOT.parent / "shared" / "models"
+    files += [(p.name, p.read_bytes()) for p in sorted(shared.glob("*.mlir.bc"))] \
+        if shared.is_dir() else []
+    checked = 0
+    for name, data in files:
+        entries, num_attrs, codes = _table(data, b"builtin")
+        version, _, sections = safe_parse._sections(data)
+        strings = safe_parse._strings(data, *sections[safe_parse._STRING])
+        dialects = safe_parse._dialect_names(data, version, *sections[safe_parse._DIALECT],
+                                             strings)
+        graph = safe_parse._reference_graph(data, num_attrs, entries, dialects)
+        assert safe_parse._find_cycle(graph) is None, name
+        for entry, refs in graph.items():
+            kinds = _LOCATION_FIELDS.get(codes.get(entry)) if entry < num_attrs else None
+            if kinds:
+                assert len(refs) == len(kinds), (name, entry, refs)
+                assert all(codes.get(ref) in allowed for ref, allowed in zip(refs, kinds)), \
+                    (name, entry, [codes.get(r) for r in refs])
+                checked += 1
+    assert checked > 10_000, checked
+
+
+def test_a_chain_as_long_as_a_table_is_searched_without_recursion():
+    chain = {i: [i + 1] for i in range(200_000)}
+    assert safe_parse._find_cycle(chain) is None
+    chain[200_000] = [150_000]
+    cycle = safe_parse._find_cycle(chain)
+    assert cycle == list(range(150_000, 200_001))
+
+
+def test_the_references_of_an_encoding_are_read_within_its_entry():
+    assert safe_parse._references(b"\x03\x05", 0, 2, "aa", 0) == [1, 2]
+    assert safe_parse._references(b"\x03\x05", 0, 1, "aa", 0) == []  # the second past it
+    assert safe_parse._references(b"\x05\x03\x07\x09", 0, 3, "A", 0) == [1, 3]
+    assert safe_parse._references(b"\x7f", 0, 1, "A", 0) == []  # 63 elements in no bytes
+    assert safe_parse._references(b"\x03\x05\x07", 0, 3, "D", 0) == [2, 3]
+    assert safe_parse._references(b"\x03\x05\x07", 0, 3, "Lt", 10) == [13]
+    assert safe_parse._references(b"\x03\x05\x07", 0, 3, "vat", 10) == [2, 13]
+
+
+def test_an_encoding_the_check_does_not_know_adds_no_reference():
+    # builtin attribute code 63 (none yet), then a NameLoc: only the NameLoc is read
+    data = b"\x7f\x03\x05" + b"\x1d\x03\x05"
+    entries = [(0, 0, 3, 1), (0, 3, 6, 1)]
+    assert safe_parse._reference_graph(data, 2, entries, [b"builtin"]) == {1: [1, 2]}
+    assert safe_parse._reference_graph(data, 2, entries, [b"sdy"]) == {}
+    as_text = [(0, 0, 3, 0), (0, 3, 6, 0)]  # (assembly text refers to no entry)
+    assert safe_parse._reference_graph(data, 2, as_text, [b"builtin"]) == {}
