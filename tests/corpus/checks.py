@@ -67,6 +67,9 @@ def cli_info(e) -> str:
 
 
 def as_list(outputs) -> list:
+    """The outputs in the entry's order: a dict's (a SavedModel signature's) by sorted key."""
+    if isinstance(outputs, dict):
+        return [outputs[k] for k in sorted(outputs)]
     return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
 
 

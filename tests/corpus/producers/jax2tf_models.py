@@ -1,0 +1,168 @@
+"""jax2tf SavedModels for the corpus (producer "tensorflow", entries `jax2tf_*`): a jax function
+converted by `jax.experimental.jax2tf.convert` (native serialization: one XlaCallModule op
+holding the StableHLO module), its weights held in tf.Variables of a tf.Module, saved with
+`tf.saved_model.save(module, "saved_model", signatures={"serving_default": ...})`. The entry's
+artifact is that folder, as TensorFlow wrote it (`saved_model.pb`, `variables/`).
+
+The goldens are TensorFlow's: the SavedModel reloaded with `tf.saved_model.load` and its
+signature run; the gradients come from `tf.GradientTape` through that signature (jax2tf's
+`with_gradient=True` registers the jax VJP as the op's gradient) w.r.t. the inputs and every
+variable, the variables' keyed by their object paths (`params/w1`: what `Function.params` names
+them) in `weight_grads.npz`. Inputs are the signature's, sorted by name; outputs the
+signature's dict, sorted by key.
+
+Generator environment: `gen-jax2tf` (requirements-jax2tf.txt: tensorflow-cpu and the jax the
+runtime pins, in one venv, as jax2tf needs).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import zlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from jax.experimental import jax2tf  # noqa: E402
+
+import entry  # noqa: E402
+
+PRODUCER = "tensorflow"
+ARTIFACT = "saved_model"
+CASES = {}
+
+
+def case(name):
+    def register(fn):
+        CASES[name] = fn
+        return fn
+    return register
+
+
+def rng_for(name: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def versions() -> dict:
+    return {"python": platform.python_version(), "numpy": np.__version__,
+            "tensorflow": tf.__version__, "jax": jax.__version__}
+
+
+def _params(rng, sizes) -> dict:
+    """Dense layers' weights and (non-zero) biases, as float32."""
+    params = {}
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):
+        params[f"w{i}"] = (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32)
+        params[f"b{i}"] = (0.1 * rng.standard_normal(n_out)).astype(np.float32)
+    return params
+
+
+def _mlp(params, x):
+    h = jnp.tanh(x @ params["w1"] + params["b1"])
+    return h @ params["w2"] + params["b2"]
+
+
+@case("jax2tf_mlp")
+def _jax2tf_mlp(rng):
+    """A two-layer MLP on a fixed batch: variables as the weights, one input, one output."""
+    params = _params(rng, (4, 8, 3))
+
+    def fn(params, x):
+        return {"logits": _mlp(params, x)}
+    inputs = {"x": rng.standard_normal((2, 4)).astype(np.float32)}
+    specs = {"x": tf.TensorSpec([2, 4], tf.float32)}
+    return params, fn, inputs, specs, None, "Dense-tanh-Dense, batch 2"
+
+
+@case("jax2tf_mlp_poly")
+def _jax2tf_mlp_poly(rng):
+    """The MLP with a polymorphic batch (`(b, ...)`), two inputs and two outputs."""
+    params = _params(rng, (4, 6, 2))
+
+    def fn(params, scale, x):  # (the inputs in sorted order)
+        logits = _mlp(params, x) * scale
+        return {"logits": logits, "norm": jnp.sqrt(jnp.sum(logits * logits, axis=-1))}
+    inputs = {"x": rng.standard_normal((3, 4)).astype(np.float32),
+              "scale": (1.0 + 0.1 * rng.standard_normal((3, 1))).astype(np.float32)}
+    specs = {"x": tf.TensorSpec([None, 4], tf.float32),
+             "scale": tf.TensorSpec([None, 1], tf.float32)}
+    return (params, fn, inputs, specs, {"x": "(b, 4)", "scale": "(b, 1)"},
+            "Dense-tanh-Dense times a per-row scale, and the rows' norms; batch polymorphic")
+
+
+def _save(folder, params, fn, specs, polymorphic_shapes):
+    """`fn(params, *inputs)` (inputs in sorted order) saved as a SavedModel in `folder`;
+    `polymorphic_shapes`: None, or each input's shape by name (jax2tf's syntax)."""
+    module = tf.Module()
+    module.params = {k: tf.Variable(v) for k, v in params.items()}
+    names = sorted(specs)
+    # (polymorphic_shapes: the weights' first, None: static; then the inputs' in order)
+    poly = None if polymorphic_shapes is None else [None] + [polymorphic_shapes[n] for n in names]
+    converted = jax2tf.convert(fn, with_gradient=True, polymorphic_shapes=poly)
+
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec(specs[n].shape, specs[n].dtype,
+                                                                 name=n) for n in names])
+    def serve(*args):
+        return converted(module.params, *args)
+    module.serve = serve
+    path = folder / ARTIFACT
+    shutil.rmtree(path, ignore_errors=True)
+    tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
+    return path
+
+
+def _goldens(path, inputs):
+    """The reloaded SavedModel's outputs (sorted by key), and the tape's gradients of the
+    corpus loss w.r.t. the inputs and the variables (by object path)."""
+    loaded = tf.saved_model.load(str(path))
+    signature = loaded.signatures["serving_default"]
+    variables = {f"params/{k}": v for k, v in loaded.params.items()}
+    names = sorted(inputs)
+    args = {n: tf.constant(inputs[n]) for n in names}
+    outputs = signature(**args)
+    keys = sorted(outputs)
+    outs = [outputs[k].numpy() for k in keys]
+    projections = entry.loss_projections(outs)
+    with tf.GradientTape() as tape:
+        tape.watch(list(args.values()))
+        outputs = signature(**args)
+        loss = tf.add_n([tf.reduce_sum(outputs[k] * p) for k, p in zip(keys, projections)])
+    grads = tape.gradient(loss, [args[n] for n in names] + list(variables.values()))
+    input_grads = {i: g.numpy() for i, g in enumerate(grads[:len(names)])}
+    weight_grads = {k: g.numpy() for k, g in zip(variables, grads[len(names):])}
+    return keys, outs, projections, input_grads, weight_grads
+
+
+def write(root, name: str) -> None:
+    params, fn, inputs, specs, poly, model = CASES[name](rng_for(name))
+    folder = root / PRODUCER / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = _save(folder, params, fn, specs, poly)
+    keys, outs, projections, input_grads, weight_grads = _goldens(path, inputs)
+    np.savez_compressed(folder / "weight_grads.npz", **weight_grads)
+    names = sorted(inputs)
+    entry.write_entry(
+        folder, producer=PRODUCER, model=model, artifact_name=ARTIFACT, artifact=None,
+        args=[inputs[n] for n in names],
+        arg_info=[{"name": n, "role": "input", "grad": True} for n in names],
+        outputs=outs, projections=projections, grads=input_grads, versions=versions(),
+        export_call=("tf.saved_model.save(module, 'saved_model', signatures={'serving_default': "
+                     "tf.function(jax2tf.convert(fn, with_gradient=True, polymorphic_shapes="
+                     f"{poly!r}))}})"),
+        function="serving_default", output_names=keys, vmap_args=list(range(len(names))),
+        notes="outputs are the signature's dict, sorted by key",
+        extra={"weight_grads": "weight_grads.npz", "weights_read": sorted(weight_grads)})
+
+
+def build(root, only=None) -> None:
+    names = [only] if only else list(CASES)
+    for name in names:
+        if name not in CASES:
+            raise SystemExit(f"no jax2tf entry {name!r}; entries: {', '.join(CASES)}")
+        write(root, name)
