@@ -15,13 +15,14 @@ result of the `XlaCallModule`. Only the ops jax2tf writes around the module are 
 parsed is the program; its function takes the signature's inputs by their TensorFlow names
 (in sorted order, as keywords or positionally) with the variables bound as weights under their
 object paths (`params/w1`: `params`, `with_params`, `shlo2jax.lift_params`), and returns the
-signature's outputs as a dict by their names (`conventions.bound`).
+signature's outputs as a dict by their names (`conventions.bound`). A module lowered for
+several platforms (`native_serialization_platforms`) takes a leading platform index, which
+the XlaCallModule op passes itself: it is bound too, as the constant `platform_index`.
 
 What is refused, each a `LoadError`: a signature not there, an op outside `_RULES` on the
 signature's path, more than one `XlaCallModule` on it, a module that calls back into
-TensorFlow (`function_list`), threads a token (`has_token_input_output`), takes dimension
-arguments (`dim_args_spec`, versions before 5) or is lowered for several platforms; a
-truncated or corrupt file (named).
+TensorFlow (`function_list`), threads a token (`has_token_input_output`) or takes dimension
+arguments (`dim_args_spec`, versions before 5); a truncated or corrupt file (named).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ import collections
 import itertools
 import os
 from typing import NamedTuple, Optional
+
+import jax
+import numpy as np
 
 from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context
@@ -304,8 +308,9 @@ def read(path: str, signature: Optional[str] = None, source_name: str = "") -> t
     node, module_args = walk.call
     module = _module(node, what)
     variables = _variables(path, [v.key for v in module_args if v.kind == "read"], what)
-    return module, source_name, {"main": _convention(signature, sig, module_args, outputs,
-                                                     variables, what)}
+    convention = _convention(signature, sig, module_args, outputs, variables, _platforms(node),
+                             what)
+    return module, source_name, {"main": convention}
 
 
 def _node_name(tensor: str) -> str:
@@ -326,6 +331,12 @@ def _meta_graph(saved_model: Message, pb: str) -> Message:
     raise LoadError(f"{pb}: {len(graphs)} meta graphs and none tagged 'serve'")
 
 
+def _platforms(node: _Node) -> list:
+    """The platforms the `XlaCallModule`'s module was lowered for (`CPU`, `CUDA`, ...)."""
+    attr = node.attrs.get("platforms")
+    return attr.message(1).strs(2) if attr is not None else []
+
+
 def _module(node: _Node, what: str):
     """The `XlaCallModule`'s program, parsed, after its attributes said it is one shlo2jax
     runs as it is."""
@@ -341,10 +352,6 @@ def _module(node: _Node, what: str):
     if "dim_args_spec" in attrs and attrs["dim_args_spec"].message(1).strs(2):
         raise LoadError(f"{at} is version {version} with dimension arguments "
                         "(dim_args_spec), which shlo2jax does not read")
-    platforms = attrs["platforms"].message(1).strs(2) if "platforms" in attrs else []
-    if len(platforms) > 1:
-        raise LoadError(f"{at} is lowered for several platforms ({', '.join(platforms)}), "
-                        "which shlo2jax does not read yet")
     data = _attr(node, "module", what).bytes(2)
     try:
         return parse_mlir(data, make_ir_context(), at)
@@ -401,14 +408,36 @@ def _tensor_type(info: Message, what: str):
     return T.tensor_type(tuple(None if d < 0 else d for d in shape), dtype)
 
 
+# jax's backends -> the XlaCallModule's names of the platforms whose code runs on them.
+_PLATFORMS_OF_BACKEND = {"cpu": ("CPU",), "gpu": ("CUDA", "ROCM"), "cuda": ("CUDA",),
+                         "rocm": ("ROCM",), "tpu": ("TPU",)}
+PLATFORM_INDEX = "platform_index"
+
+
+def _platform_index(platforms: list, fdef, what: str) -> BoundValue:
+    """The leading argument of a module lowered for several platforms (what the
+    XlaCallModule op passes itself): the index of jax's backend's platform where the module
+    lists it, else 0 (the first one's code runs here, custom calls included), as jax.export's
+    convention does (`conventions.exported`)."""
+    if not fdef.arg_attrs or fdef.arg_attrs[0].get("jax.global_constant") != "_platform_index":
+        raise LoadError(f"{what}: the XlaCallModule is lowered for {', '.join(platforms)}, "
+                        f"and its module's @{fdef.name} takes no leading platform index")
+    here = _PLATFORMS_OF_BACKEND.get(jax.default_backend(), ())
+    index = next((i for i, p in enumerate(platforms) if p in here), 0)
+    return BoundValue(np.asarray(index, fdef.input_types[0].dtype),
+                      f"{what}: the platform index ({platforms[index]})")
+
+
 def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
-                variables: dict, what: str):
+                variables: dict, platforms: list, what: str):
     """The factory of the signature's convention: the module's arguments bound to the
-    signature's inputs (sorted by name) and the variables' values; its results as the
-    signature's outputs, a dict by name."""
+    signature's inputs (sorted by name) and the variables' values (after the platform index a
+    module lowered for several platforms takes first); its results as the signature's
+    outputs, a dict by name."""
     input_names = sorted(sig.inputs)
     position = {n: i for i, n in enumerate(input_names)}
-    bindings = []
+    several = len(platforms) > 1
+    bindings = [Binding("constant", PLATFORM_INDEX)] if several else []
     for i, value in enumerate(module_args):
         if value.kind == "input":
             bindings.append(Binding("input", "", position[value.key]))
@@ -429,6 +458,8 @@ def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
         return {n: flat[i] for n, i in results.items()}
 
     def make(fdef, assembly) -> BoundConvention:
+        bound = {**values, PLATFORM_INDEX: _platform_index(platforms, fdef, what)} if several \
+            else values
         types = {b.position: t for b, t in zip(bindings, fdef.input_types) if b.kind == "input"}
         inputs = [(n, types.get(i) or _tensor_type(sig.inputs[n], f"{what}: input {n!r}"))
                   for i, n in enumerate(input_names)]
@@ -436,5 +467,5 @@ def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
             raise LoadError(f"{what}: the signature reads result "
                             f"{max(results.values())} of the module, whose @{fdef.name} "
                             f"returns {len(fdef.output_types)}")
-        return BoundConvention(fdef, name, bindings, values, inputs, structure, SOURCE)
+        return BoundConvention(fdef, name, bindings, bound, inputs, structure, SOURCE)
     return make

@@ -8,6 +8,7 @@ read, or a damaged one, is a LoadError naming what was wrong. The SavedModels ar
 import pathlib
 import random
 import shutil
+import types
 
 import jax
 import jax.numpy as jnp
@@ -65,6 +66,23 @@ def test_a_polymorphic_batch_takes_any_batch():
     np.testing.assert_allclose(np.asarray(one["norm"]), e.outputs[1][:1], rtol=1e-5)
     wide = fn(np.concatenate([scale] * 3), np.concatenate([x] * 3))
     assert wide["logits"].shape == (9, 2)
+
+
+def test_a_module_for_several_platforms_gets_its_platform_index_bound():
+    e = _entry("jax2tf_cpu_cuda")
+    fn = shlo2jax.load(str(_folder("jax2tf_cpu_cuda"))).entry
+    assert fn.arg_names == ("x",) and set(fn.params) == {"params/w1", "params/b1"}
+    assert fn.module_arg_names == ("platform_index", "params/w1", "params/b1", "x")
+    assert {k: int(v) for k, v in fn.constants.items()} == {"platform_index": 0}  # CPU's
+    np.testing.assert_allclose(np.asarray(fn(*e.args)["y"]), e.outputs[0], rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_a_module_for_several_platforms_without_a_platform_index_is_refused():
+    fdef = types.SimpleNamespace(name="main", arg_attrs=({},), input_types=())
+    with pytest.raises(LoadError, match=r"^m: the XlaCallModule is lowered for CPU, CUDA, and "
+                                        r"its module's @main takes no leading platform index"):
+        saved_model._platform_index(["CPU", "CUDA"], fdef, "m")
 
 
 def test_gradients_wrt_the_variables_are_tensorflows():
@@ -217,7 +235,6 @@ def _list(number: int, *items: bytes) -> Message:
     ({"has_token_input_output": Message(b"\x28\x01", "attr")},  # (AttrValue field 5, b)
      r"threads a token \(has_token_input_output\)"),
     ({"dim_args_spec": _list(2, b"0.0")}, r"is version 10 with dimension arguments"),
-    ({"platforms": _list(2, b"CPU", b"CUDA")}, r"is lowered for several platforms \(CPU, CUDA\)"),
 ])
 def test_a_module_outside_what_is_read_is_refused_by_its_attributes(attrs, expected):
     node = saved_model._Node("call", "XlaCallModule", (), {

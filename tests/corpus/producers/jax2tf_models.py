@@ -21,6 +21,7 @@ import os
 import platform
 import shutil
 import zlib
+from typing import NamedTuple, Optional
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -36,6 +37,20 @@ import entry  # noqa: E402
 PRODUCER = "tensorflow"
 ARTIFACT = "saved_model"
 CASES = {}
+
+
+class Case(NamedTuple):
+    """One entry: `fn(params, *inputs)` (inputs in sorted order) returning the signature's
+    dict; `specs` the inputs' tf.TensorSpecs by name; `polymorphic_shapes` each input's shape
+    by name (jax2tf's syntax) or None; `platforms` jax2tf's native_serialization_platforms
+    (None: the one it runs on)."""
+    params: dict
+    fn: object
+    inputs: dict
+    specs: dict
+    model: str
+    polymorphic_shapes: Optional[dict] = None
+    platforms: Optional[tuple] = None
 
 
 def case(name):
@@ -77,7 +92,7 @@ def _jax2tf_mlp(rng):
         return {"logits": _mlp(params, x)}
     inputs = {"x": rng.standard_normal((2, 4)).astype(np.float32)}
     specs = {"x": tf.TensorSpec([2, 4], tf.float32)}
-    return params, fn, inputs, specs, None, "Dense-tanh-Dense, batch 2"
+    return Case(params, fn, inputs, specs, "Dense-tanh-Dense, batch 2")
 
 
 @case("jax2tf_mlp_poly")
@@ -92,19 +107,36 @@ def _jax2tf_mlp_poly(rng):
               "scale": (1.0 + 0.1 * rng.standard_normal((3, 1))).astype(np.float32)}
     specs = {"x": tf.TensorSpec([None, 4], tf.float32),
              "scale": tf.TensorSpec([None, 1], tf.float32)}
-    return (params, fn, inputs, specs, {"x": "(b, 4)", "scale": "(b, 1)"},
-            "Dense-tanh-Dense times a per-row scale, and the rows' norms; batch polymorphic")
+    return Case(params, fn, inputs, specs,
+                "Dense-tanh-Dense times a per-row scale, and the rows' norms; batch polymorphic",
+                polymorphic_shapes={"x": "(b, 4)", "scale": "(b, 1)"})
 
 
-def _save(folder, params, fn, specs, polymorphic_shapes):
-    """`fn(params, *inputs)` (inputs in sorted order) saved as a SavedModel in `folder`;
-    `polymorphic_shapes`: None, or each input's shape by name (jax2tf's syntax)."""
+@case("jax2tf_cpu_cuda")
+def _jax2tf_cpu_cuda(rng):
+    """One dense layer and a sine, lowered for CPU and CUDA: the module takes a platform
+    index first, which the XlaCallModule op passes itself."""
+    params = _params(rng, (3, 2))
+
+    def fn(params, x):
+        return {"y": jnp.sin(x @ params["w1"] + params["b1"])}
+    inputs = {"x": rng.standard_normal((2, 3)).astype(np.float32)}
+    specs = {"x": tf.TensorSpec([2, 3], tf.float32)}
+    return Case(params, fn, inputs, specs, "Dense-sin lowered for cpu and cuda",
+                platforms=("cpu", "cuda"))
+
+
+def _save(folder, c: Case):
+    """The case saved as a SavedModel in `folder`."""
     module = tf.Module()
-    module.params = {k: tf.Variable(v) for k, v in params.items()}
+    module.params = {k: tf.Variable(v) for k, v in c.params.items()}
+    specs = c.specs
     names = sorted(specs)
     # (polymorphic_shapes: the weights' first, None: static; then the inputs' in order)
-    poly = None if polymorphic_shapes is None else [None] + [polymorphic_shapes[n] for n in names]
-    converted = jax2tf.convert(fn, with_gradient=True, polymorphic_shapes=poly)
+    poly = None if c.polymorphic_shapes is None else \
+        [None] + [c.polymorphic_shapes[n] for n in names]
+    converted = jax2tf.convert(c.fn, with_gradient=True, polymorphic_shapes=poly,
+                               native_serialization_platforms=c.platforms)
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec(specs[n].shape, specs[n].dtype,
                                                                  name=n) for n in names])
@@ -140,21 +172,23 @@ def _goldens(path, inputs):
 
 
 def write(root, name: str) -> None:
-    params, fn, inputs, specs, poly, model = CASES[name](rng_for(name))
+    c = CASES[name](rng_for(name))
+    inputs = c.inputs
     folder = root / PRODUCER / name
     folder.mkdir(parents=True, exist_ok=True)
-    path = _save(folder, params, fn, specs, poly)
+    path = _save(folder, c)
     keys, outs, projections, input_grads, weight_grads = _goldens(path, inputs)
     np.savez_compressed(folder / "weight_grads.npz", **weight_grads)
     names = sorted(inputs)
     entry.write_entry(
-        folder, producer=PRODUCER, model=model, artifact_name=ARTIFACT, artifact=None,
+        folder, producer=PRODUCER, model=c.model, artifact_name=ARTIFACT, artifact=None,
         args=[inputs[n] for n in names],
         arg_info=[{"name": n, "role": "input", "grad": True} for n in names],
         outputs=outs, projections=projections, grads=input_grads, versions=versions(),
         export_call=("tf.saved_model.save(module, 'saved_model', signatures={'serving_default': "
                      "tf.function(jax2tf.convert(fn, with_gradient=True, polymorphic_shapes="
-                     f"{poly!r}))}})"),
+                     f"{c.polymorphic_shapes!r}, native_serialization_platforms="
+                     f"{c.platforms!r}))}})"),
         function="serving_default", output_names=keys, vmap_args=list(range(len(names))),
         notes="outputs are the signature's dict, sorted by key",
         extra={"weight_grads": "weight_grads.npz", "weights_read": sorted(weight_grads)})
