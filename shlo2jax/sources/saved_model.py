@@ -455,7 +455,7 @@ def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
     values = dict(variables.values())
 
     def structure(flat):
-        return {n: flat[i] for n, i in results.items()}
+        return dict(zip(results, flat))
 
     def make(fdef, assembly) -> BoundConvention:
         bound = {**values, PLATFORM_INDEX: _platform_index(platforms, fdef, what)} if several \
@@ -463,9 +463,5 @@ def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
         types = {b.position: t for b, t in zip(bindings, fdef.input_types) if b.kind == "input"}
         inputs = [(n, types.get(i) or _tensor_type(sig.inputs[n], f"{what}: input {n!r}"))
                   for i, n in enumerate(input_names)]
-        if any(i >= len(fdef.output_types) for i in results.values()):
-            raise LoadError(f"{what}: the signature reads result "
-                            f"{max(results.values())} of the module, whose @{fdef.name} "
-                            f"returns {len(fdef.output_types)}")
-        return BoundConvention(fdef, name, bindings, bound, inputs, structure, SOURCE)
+        return BoundConvention(fdef, name, bindings, bound, inputs, structure, SOURCE, results)
     return make

@@ -68,6 +68,21 @@ def test_a_polymorphic_batch_takes_any_batch():
     assert wide["logits"].shape == (9, 2)
 
 
+def test_a_keras_export_returns_the_signatures_outputs_only():
+    # Keras 3 (JAX backend) exports through jax2tf: the module also returns the batch norm's
+    # statistics, which the signature leaves out; the variables are Keras's, by object path.
+    e = _entry("jax2tf_keras_bn")
+    program = shlo2jax.load(str(_folder("jax2tf_keras_bn")))
+    fn = program.entry
+    assert len(program.module.functions["main"].output_types) == 3
+    assert fn.result_names == ("output_0",) and len(fn.out_avals) == 1
+    assert fn.signature.startswith("@serving_default(x: f32[?,6]) -> (f32[?,2])")
+    assert list(fn.params) == [f"variables/{i}" for i in range(8)]
+    out = jax.jit(fn)(*e.args)
+    assert list(out) == ["output_0"]
+    np.testing.assert_allclose(np.asarray(out["output_0"]), e.outputs[0], rtol=1e-5, atol=1e-6)
+
+
 def test_a_module_for_several_platforms_gets_its_platform_index_bound():
     e = _entry("jax2tf_cpu_cuda")
     fn = shlo2jax.load(str(_folder("jax2tf_cpu_cuda"))).entry

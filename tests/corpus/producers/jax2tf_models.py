@@ -25,6 +25,7 @@ from typing import NamedTuple, Optional
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+os.environ["KERAS_BACKEND"] = "jax"  # (Keras 3 exports a JAX-backend model through jax2tf)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -43,14 +44,16 @@ class Case(NamedTuple):
     """One entry: `fn(params, *inputs)` (inputs in sorted order) returning the signature's
     dict; `specs` the inputs' tf.TensorSpecs by name; `polymorphic_shapes` each input's shape
     by name (jax2tf's syntax) or None; `platforms` jax2tf's native_serialization_platforms
-    (None: the one it runs on)."""
-    params: dict
+    (None: the one it runs on). A Keras case has `keras_model` instead of params, fn and specs:
+    Keras 3 on the JAX backend exports it through jax2tf itself (`model.export`)."""
+    params: Optional[dict]
     fn: object
     inputs: dict
-    specs: dict
+    specs: Optional[dict]
     model: str
     polymorphic_shapes: Optional[dict] = None
     platforms: Optional[tuple] = None
+    keras_model: object = None
 
 
 def case(name):
@@ -126,7 +129,42 @@ def _jax2tf_cpu_cuda(rng):
                 platforms=("cpu", "cuda"))
 
 
+@case("jax2tf_keras_bn")
+def _jax2tf_keras_bn(rng):
+    """A Keras 3 model on the JAX backend, `model.export(format="tf_saved_model")`: its
+    batch norm's statistics are variables too, and the module also returns their (inference
+    mode: unchanged) values, which the signature leaves out."""
+    import keras
+    keras.utils.set_random_seed(int(rng.integers(2**31)))
+    model = keras.Sequential([keras.Input((6,), name="x"),
+                              keras.layers.Dense(5, activation="gelu"),
+                              keras.layers.BatchNormalization(), keras.layers.Dense(2)])
+    batch_norm = model.layers[1]
+    batch_norm.moving_mean.assign(0.1 * rng.standard_normal(5).astype(np.float32))
+    batch_norm.moving_variance.assign((0.5 + rng.random(5)).astype(np.float32))
+    inputs = {"x": rng.standard_normal((3, 6)).astype(np.float32)}
+    return Case(None, None, inputs, None, "Keras Dense-gelu-BatchNorm-Dense (JAX backend)",
+                keras_model=model)
+
+
+def _variables(loaded) -> dict:
+    """The reloaded SavedModel's variables by object path (what `Function.params` names
+    them)."""
+    if hasattr(loaded, "params"):  # (the tf.Module cases)
+        return {f"params/{k}": v for k, v in loaded.params.items()}
+    return {f"variables/{i}": v for i, v in enumerate(loaded.variables)}  # (Keras's)
+
+
 def _save(folder, c: Case):
+    if c.keras_model is not None:
+        path = folder / ARTIFACT
+        shutil.rmtree(path, ignore_errors=True)
+        c.keras_model.export(str(path), format="tf_saved_model")
+        return path
+    return _save_module(folder, c)
+
+
+def _save_module(folder, c: Case):
     """The case saved as a SavedModel in `folder`."""
     module = tf.Module()
     module.params = {k: tf.Variable(v) for k, v in c.params.items()}
@@ -154,7 +192,7 @@ def _goldens(path, inputs):
     corpus loss w.r.t. the inputs and the variables (by object path)."""
     loaded = tf.saved_model.load(str(path))
     signature = loaded.signatures["serving_default"]
-    variables = {f"params/{k}": v for k, v in loaded.params.items()}
+    variables = _variables(loaded)
     names = sorted(inputs)
     args = {n: tf.constant(inputs[n]) for n in names}
     outputs = signature(**args)
@@ -162,7 +200,7 @@ def _goldens(path, inputs):
     outs = [outputs[k].numpy() for k in keys]
     projections = entry.loss_projections(outs)
     with tf.GradientTape() as tape:
-        tape.watch(list(args.values()))
+        tape.watch(list(args.values()) + list(variables.values()))  # (non-trainable ones too)
         outputs = signature(**args)
         loss = tf.add_n([tf.reduce_sum(outputs[k] * p) for k, p in zip(keys, projections)])
     grads = tape.gradient(loss, [args[n] for n in names] + list(variables.values()))
@@ -185,10 +223,12 @@ def write(root, name: str) -> None:
         args=[inputs[n] for n in names],
         arg_info=[{"name": n, "role": "input", "grad": True} for n in names],
         outputs=outs, projections=projections, grads=input_grads, versions=versions(),
-        export_call=("tf.saved_model.save(module, 'saved_model', signatures={'serving_default': "
-                     "tf.function(jax2tf.convert(fn, with_gradient=True, polymorphic_shapes="
-                     f"{c.polymorphic_shapes!r}, native_serialization_platforms="
-                     f"{c.platforms!r}))}})"),
+        export_call=(("model.export('saved_model', format='tf_saved_model')  # Keras 3, "
+                      "KERAS_BACKEND=jax") if c.keras_model is not None else
+                     ("tf.saved_model.save(module, 'saved_model', signatures={"
+                      "'serving_default': tf.function(jax2tf.convert(fn, with_gradient=True, "
+                      f"polymorphic_shapes={c.polymorphic_shapes!r}, "
+                      f"native_serialization_platforms={c.platforms!r}))}})")),
         function="serving_default", output_names=keys, vmap_args=list(range(len(names))),
         notes="outputs are the signature's dict, sorted by key",
         extra={"weight_grads": "weight_grads.npz", "weights_read": sorted(weight_grads)})
