@@ -15,9 +15,11 @@ result of the `XlaCallModule`. Only the ops jax2tf writes around the module are 
 parsed is the program; its function takes the signature's inputs by their TensorFlow names
 (in sorted order, as keywords or positionally) with the variables bound as weights under their
 object paths (`params/w1`: `params`, `with_params`, `shlo2jax.lift_params`), and returns the
-signature's outputs as a dict by their names (`conventions.bound`). A module lowered for
-several platforms (`native_serialization_platforms`) takes a leading platform index, which
-the XlaCallModule op passes itself: it is bound too, as the constant `platform_index`.
+signature's outputs as a dict by their names (`conventions.bound`). Weights given to the
+converted function as arrays are `Const` ops: bound as constants (`constants/<node>`). A
+module lowered for several platforms (`native_serialization_platforms`) takes a leading
+platform index, which the XlaCallModule op passes itself: it is bound too, as the constant
+`platform_index`.
 
 What is refused, each a `LoadError`: a signature not there, an op outside `_RULES` on the
 signature's path, more than one `XlaCallModule` on it, a module that calls back into
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 import os
 from typing import NamedTuple, Optional
 
@@ -78,8 +81,8 @@ class _Function(NamedTuple):
 
 class _Value(NamedTuple):
     """What a tensor of the graph is: `kind` "input" (the signature input `key`), "variable"
-    (a resource: object `key`), "read" (object `key`'s value) or "result" (the
-    `XlaCallModule`'s result `key`)."""
+    (a resource: object `key`), "read" (object `key`'s value), "constant" (a `Const`'s value,
+    `_Walk.constants[key]`) or "result" (the `XlaCallModule`'s result `key`)."""
     kind: str
     key: object
 
@@ -125,6 +128,7 @@ class _Walk:
         self.graph, self.functions, self.bound_inputs = graph, functions, bound_inputs
         self.placeholders, self.what = placeholders, what
         self.call = None
+        self.constants: dict = {}  # a name for each Const followed -> BoundValue
         self._memo: dict = {}
         self._serials = itertools.count(1)
 
@@ -200,6 +204,19 @@ def _no_op(walk, scope, node):
     return []
 
 
+def _const(walk, scope, node):
+    """A `Const` (closed-over weights jax2tf was given as arrays): bound as a constant named
+    by its node (`constants/Const_1`, or `constants/<function>/Const_1` inside a function)."""
+    where = f"{walk.what}: Const {node.name!r} in {scope.where}"
+    value = tensor_value(_attr(node, "value", walk.what).message(8, f"{where}: its tensor"), where)
+    name = f"constants/{node.name}" if scope.function is None else \
+        f"constants/{scope.function.name}/{node.name}"
+    while name in walk.constants:  # (one function's Const in two calls of it)
+        name += "'"
+    walk.constants[name] = BoundValue(value, where)
+    return [_Value("constant", name)]
+
+
 def _placeholder(walk, scope, node):
     name = walk.placeholders.get(node.name) if scope.function is None else None
     if name is None:
@@ -247,6 +264,10 @@ def _xla_call_module(walk, scope, node):
 _RULES = {
     "Identity": _identity,
     "IdentityN": _identity_n,
+    "Const": _const,
+    # jax2tf's `with_gradient=False` wraps the results: TensorFlow then refuses gradients;
+    # here they are the module's, as for every other program.
+    "PreventGradient": _identity,
     "NoOp": _no_op,
     "Placeholder": _placeholder,
     "ReadVariableOp": _read_variable,
@@ -308,8 +329,9 @@ def read(path: str, signature: Optional[str] = None, source_name: str = "") -> t
     node, module_args = walk.call
     module = _module(node, what)
     variables = _variables(path, [v.key for v in module_args if v.kind == "read"], what)
-    convention = _convention(signature, sig, module_args, outputs, variables, _platforms(node),
-                             what)
+    constants = {v.key: walk.constants[v.key] for v in module_args if v.kind == "constant"}
+    convention = _convention(signature, sig, module_args, outputs, variables, constants,
+                             _platforms(node), what)
     return module, source_name, {"main": convention}
 
 
@@ -400,6 +422,46 @@ def _object_paths(nodes: list) -> dict:
     return paths
 
 
+# TensorProto's typed value fields by dtype (tensor.proto): the field and its wire form.
+_TYPED_VALUES = {1: (5, "f"), 2: (6, "d"), 3: (7, "varint"), 4: (7, "varint"), 5: (7, "varint"),
+                 6: (7, "varint"), 9: (10, "varint"), 10: (11, "varint"), 17: (16, "varint"),
+                 19: (13, "half"), 14: (13, "half"), 22: (16, "varint"), 23: (17, "varint")}
+
+
+def tensor_value(proto: Message, what: str) -> np.ndarray:
+    """A `TensorProto` (1 dtype, 2 tensor_shape, 4 tensor_content, or the dtype's repeated
+    field: fewer values than elements repeat the last one, none are zeros) as an array."""
+    dtype = tensor_bundle.np_dtype(proto.int(1), what)
+    shape = tensor_bundle.shape_of(proto.message(2, f"{what} shape"))
+    if shape is None or any(d < 0 for d in shape):
+        raise LoadError(f"{what}: a constant of unknown shape {shape}")
+    count = math.prod(shape)
+    if proto.has(4):
+        content = proto.bytes(4)
+        if len(content) != count * dtype.itemsize:
+            raise LoadError(f"{what}: {len(content)} bytes for {dtype}{list(shape)}")
+        return np.frombuffer(content, dtype).reshape(shape).copy()
+    field, form = _TYPED_VALUES.get(proto.int(1), (None, None))
+    if field is None:
+        raise LoadError(f"{what}: a {dtype} constant without tensor_content")
+    if form == "varint":
+        values = np.asarray(proto.ints(field), np.int64).astype(dtype)
+    elif form == "half":  # (half_val: each value's 16 bits in an int32)
+        values = np.asarray(proto.ints(field), np.uint16).view(dtype)
+    else:
+        raw = proto.bytes(field)  # (packed: repeated floats and doubles always are)
+        if len(raw) % np.dtype(form).itemsize:
+            raise LoadError(f"{what}: corrupt packed values ({len(raw)} bytes)")
+        values = np.frombuffer(raw, np.dtype(form).newbyteorder("<")).astype(dtype)
+    if len(values) > count:
+        raise LoadError(f"{what}: {len(values)} values for {dtype}{list(shape)}")
+    filled = np.zeros(count, dtype)
+    filled[:len(values)] = values
+    if 0 < len(values) < count:
+        filled[len(values):] = values[-1]
+    return filled.reshape(shape)
+
+
 def _tensor_type(info: Message, what: str):
     dtype = tensor_bundle.np_dtype(info.int(2), what)
     shape = tensor_bundle.shape_of(info.message(3, what))
@@ -429,7 +491,7 @@ def _platform_index(platforms: list, fdef, what: str) -> BoundValue:
 
 
 def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
-                variables: dict, platforms: list, what: str):
+                variables: dict, constants: dict, platforms: list, what: str):
     """The factory of the signature's convention: the module's arguments bound to the
     signature's inputs (sorted by name) and the variables' values (after the platform index a
     module lowered for several platforms takes first); its results as the signature's
@@ -443,6 +505,8 @@ def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
             bindings.append(Binding("input", "", position[value.key]))
         elif value.kind == "read":
             bindings.append(Binding("param", variables[value.key][0]))
+        elif value.kind == "constant":
+            bindings.append(Binding("constant", value.key))
         else:
             raise LoadError(f"{what}: the XlaCallModule's argument {i} is a {value.kind} "
                             "value, not a signature input or a variable's value")
@@ -453,6 +517,10 @@ def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
                             "result of the XlaCallModule")
         results[out_name] = value.key
     values = dict(variables.values())
+    clash = sorted(set(values) & set(constants))
+    if clash:
+        raise LoadError(f"{what}: variable {clash[0]!r} has the name of a constant")
+    values.update(constants)
 
     def structure(flat):
         return dict(zip(results, flat))

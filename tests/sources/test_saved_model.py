@@ -39,6 +39,21 @@ def _copy(name, tmp_path):
     return target
 
 
+# protobuf's wire format, written by hand for the damaged and hand-made cases
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out) + bytes([value])
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
 # -- loading
 
 def test_a_saved_model_is_the_signatures_function_with_the_variables_bound():
@@ -81,6 +96,51 @@ def test_a_keras_export_returns_the_signatures_outputs_only():
     out = jax.jit(fn)(*e.args)
     assert list(out) == ["output_0"]
     np.testing.assert_allclose(np.asarray(out["output_0"]), e.outputs[0], rtol=1e-5, atol=1e-6)
+
+
+def test_weights_given_as_arrays_are_tf_constants_bound_as_constants():
+    e = _entry("jax2tf_mlp_consts")
+    fn = shlo2jax.load(str(_folder("jax2tf_mlp_consts"))).entry
+    assert fn.params == {} and fn.arg_names == ("x",)
+    shapes = sorted(tuple(v.shape) for v in fn.constants.values())
+    assert shapes == [(3,), (4, 5), (5,), (5, 3)]
+    assert all(n.startswith("constants/__inference_serve_") for n in fn.constants)
+    np.testing.assert_allclose(np.asarray(fn(*e.args)["logits"]), e.outputs[0], rtol=1e-5,
+                               atol=1e-6)
+
+
+def _tensor(dtype: int, dims, *fields) -> Message:
+    """A TensorProto: its dtype, its shape's dims, then (field, payload) pairs."""
+    shape = b"".join(_field(2, b"\x08" + _varint(d)) for d in dims)
+    return Message(b"\x08" + _varint(dtype) + _field(2, shape)
+                   + b"".join(_field(n, payload) for n, payload in fields), "t")
+
+
+@pytest.mark.parametrize("proto, expected", [
+    (_tensor(1, [2, 2], (4, np.arange(4, dtype="<f4").tobytes())), np.arange(4.0).reshape(2, 2)),
+    (_tensor(1, [3], (5, np.array([1.5, 2.5], "<f4").tobytes())), [1.5, 2.5, 2.5]),  # repeats
+    (_tensor(1, [2]), [0.0, 0.0]),  # no values: zeros
+    (_tensor(9, [2], (10, _varint(7) + _varint((1 << 64) - 3))), [7, -3]),  # int64, negative
+    (_tensor(10, [3], (11, b"\x01\x00\x01")), [True, False, True]),
+    (_tensor(19, [1], (13, _varint(0x3C00))), [1.0]),  # half: its bits in an int32
+    (_tensor(2, [], (6, np.array([0.25], "<f8").tobytes())), 0.25),
+])
+def test_tensor_protos_of_every_form(proto, expected):
+    value = saved_model.tensor_value(proto, "t")
+    np.testing.assert_array_equal(value, np.asarray(expected, value.dtype))
+    assert value.shape == np.shape(expected)
+
+
+@pytest.mark.parametrize("proto, expected", [
+    (_tensor(1, [2, 2], (4, b"\x00" * 12)), r"12 bytes for float32\[2, 2\]"),
+    (_tensor(1, [1], (5, np.array([1.0, 2.0], "<f4").tobytes())), r"2 values for float32\[1\]"),
+    (_tensor(1, [1], (5, b"\x00\x00")), r"corrupt packed values \(2 bytes\)"),
+    (_tensor(7, [1]), r"TensorFlow dtype 7 is not one shlo2jax reads"),
+    (_tensor(1, [(1 << 64) - 1]), r"a constant of unknown shape \(-1,\)"),
+])
+def test_malformed_tensor_protos_are_refused(proto, expected):
+    with pytest.raises(LoadError, match=expected):
+        saved_model.tensor_value(proto, "t")
 
 
 def test_a_module_for_several_platforms_gets_its_platform_index_bound():
@@ -181,19 +241,6 @@ def test_a_graph_without_an_xla_call_module_is_not_a_jax2tf_saved_model(tmp_path
         shlo2jax.load(str(folder))
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out) + bytes([value])
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def _saved_model_pb(nodes, output: str) -> bytes:
     """A SavedModel whose `serving_default` maps input `x` (the Placeholder `x`) to output `y`
     (the tensor `output`), over the graph's `nodes`: (name, op, inputs)."""
@@ -213,7 +260,8 @@ def _saved_model_pb(nodes, output: str) -> bytes:
 
 
 @pytest.mark.parametrize("nodes, output, expected", [
-    ([("a", "Identity", ("x",)), ("b", "IdentityN", ("a", "^x"))], "b:0",
+    ([("a", "Identity", ("x",)), ("b", "IdentityN", ("a", "^x")),
+      ("c", "PreventGradient", ("b",))], "c:0",
      r"the signature runs no XlaCallModule \(not a jax2tf native serialization\)"),
     ([("a", "Identity", ("b",)), ("b", "Identity", ("a",))], "a:0",
      r"node 'a' in the graph depends on itself"),

@@ -54,6 +54,7 @@ class Case(NamedTuple):
     polymorphic_shapes: Optional[dict] = None
     platforms: Optional[tuple] = None
     keras_model: object = None
+    closed: bool = False  # the params given to the converted function as arrays: TF Consts
 
 
 def case(name):
@@ -115,6 +116,20 @@ def _jax2tf_mlp_poly(rng):
                 polymorphic_shapes={"x": "(b, 4)", "scale": "(b, 1)"})
 
 
+@case("jax2tf_mlp_consts")
+def _jax2tf_mlp_consts(rng):
+    """The MLP with its weights given to the converted function as numpy arrays: the graph
+    holds them as Const ops (no variables)."""
+    params = _params(rng, (4, 5, 3))
+
+    def fn(params, x):
+        return {"logits": _mlp(params, x)}
+    inputs = {"x": rng.standard_normal((2, 4)).astype(np.float32)}
+    specs = {"x": tf.TensorSpec([2, 4], tf.float32)}
+    return Case(params, fn, inputs, specs, "Dense-tanh-Dense, the weights as TF constants",
+                closed=True)
+
+
 @case("jax2tf_cpu_cuda")
 def _jax2tf_cpu_cuda(rng):
     """One dense layer and a sine, lowered for CPU and CUDA: the module takes a platform
@@ -150,6 +165,8 @@ def _jax2tf_keras_bn(rng):
 def _variables(loaded) -> dict:
     """The reloaded SavedModel's variables by object path (what `Function.params` names
     them)."""
+    if not hasattr(loaded, "params") and not hasattr(loaded, "variables"):
+        return {}  # (weights as constants)
     if hasattr(loaded, "params"):  # (the tf.Module cases)
         return {f"params/{k}": v for k, v in loaded.params.items()}
     return {f"variables/{i}": v for i, v in enumerate(loaded.variables)}  # (Keras's)
@@ -167,7 +184,9 @@ def _save(folder, c: Case):
 def _save_module(folder, c: Case):
     """The case saved as a SavedModel in `folder`."""
     module = tf.Module()
-    module.params = {k: tf.Variable(v) for k, v in c.params.items()}
+    if not c.closed:
+        module.params = {k: tf.Variable(v) for k, v in c.params.items()}
+    weights = c.params if c.closed else module.params
     specs = c.specs
     names = sorted(specs)
     # (polymorphic_shapes: the weights' first, None: static; then the inputs' in order)
@@ -179,7 +198,7 @@ def _save_module(folder, c: Case):
     @tf.function(autograph=False, input_signature=[tf.TensorSpec(specs[n].shape, specs[n].dtype,
                                                                  name=n) for n in names])
     def serve(*args):
-        return converted(module.params, *args)
+        return converted(weights, *args)
     module.serve = serve
     path = folder / ARTIFACT
     shutil.rmtree(path, ignore_errors=True)
@@ -216,7 +235,9 @@ def write(root, name: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     path = _save(folder, c)
     keys, outs, projections, input_grads, weight_grads = _goldens(path, inputs)
-    np.savez_compressed(folder / "weight_grads.npz", **weight_grads)
+    (folder / "weight_grads.npz").unlink(missing_ok=True)
+    if weight_grads:
+        np.savez_compressed(folder / "weight_grads.npz", **weight_grads)
     names = sorted(inputs)
     entry.write_entry(
         folder, producer=PRODUCER, model=c.model, artifact_name=ARTIFACT, artifact=None,
@@ -231,7 +252,8 @@ def write(root, name: str) -> None:
                       f"native_serialization_platforms={c.platforms!r}))}})")),
         function="serving_default", output_names=keys, vmap_args=list(range(len(names))),
         notes="outputs are the signature's dict, sorted by key",
-        extra={"weight_grads": "weight_grads.npz", "weights_read": sorted(weight_grads)})
+        extra={"weight_grads": "weight_grads.npz", "weights_read": sorted(weight_grads)}
+        if weight_grads else {})
 
 
 def build(root, only=None) -> None:
