@@ -96,6 +96,10 @@ def _nodes(messages, where: str) -> dict:
     return nodes
 
 
+def _function_name(message: Message, what: str) -> str:
+    return message.message(1, f"{what}: a function signature").str(1)
+
+
 def _function(message: Message, what: str) -> _Function:
     signature = message.message(1, f"{what}: a function signature")
     name = signature.str(1)
@@ -121,11 +125,15 @@ class _Scope(NamedTuple):
 
 class _Walk:
     """The values of a signature's outputs, followed back through the graph (`value`); the
-    one `XlaCallModule` on the way is `self.call` (the node, its inputs' values)."""
+    one `XlaCallModule` on the way is `self.call` (the node, its inputs' values).
+    `functions`: the library's functions by name, each read when first called (the gradient
+    functions beside them never are)."""
 
     def __init__(self, graph: dict, functions: dict, bound_inputs: dict, placeholders: dict,
                  what: str):
-        self.graph, self.functions, self.bound_inputs = graph, functions, bound_inputs
+        self.graph, self.bound_inputs = graph, bound_inputs
+        self._functions = functions
+        self._read: dict = {}  # the functions read so far, by name
         self.placeholders, self.what = placeholders, what
         self.call = None
         self.constants: dict = {}  # a name for each Const followed -> BoundValue
@@ -169,12 +177,18 @@ class _Walk:
         self._memo[key] = outputs = rule(self, scope, node)
         return outputs
 
+    def _function(self, scope: _Scope, node: _Node, name: str) -> _Function:
+        if name not in self._read:
+            message = self._functions.get(name)
+            if message is None:
+                raise LoadError(f"{self.what}: node {node.name!r} in {scope.where} calls "
+                                f"function {name!r}, which the library does not hold")
+            self._read[name] = _function(message, self.what)
+        return self._read[name]
+
     def enter(self, scope: _Scope, node: _Node, name: str, args: list) -> list:
         """The outputs of a call of function `name` with `args` (values)."""
-        function = self.functions.get(name)
-        if function is None:
-            raise LoadError(f"{self.what}: node {node.name!r} in {scope.where} calls function "
-                            f"{name!r}, which the library does not hold")
+        function = self._function(scope, node, name)
         if scope.depth >= _MAX_CALL_DEPTH:
             raise LoadError(f"{self.what}: calls nested deeper than {_MAX_CALL_DEPTH} at node "
                             f"{node.name!r} (a recursive function?)")
@@ -299,28 +313,12 @@ def read(path: str, signature: Optional[str] = None, source_name: str = "") -> t
     signature = signature or DEFAULT_SIGNATURE
     pb = os.path.join(path, "saved_model.pb")
     meta_graph = _meta_graph(Message(tensor_bundle.read_file(pb), pb), pb)
-    signatures = {k: Message(v, f"{pb}: signature {k!r}")
-                  for k, v in meta_graph.map(5, f"{pb}: a signature").items()
-                  if not k.startswith("__saved_model")}
-    if signature not in signatures:
-        raise LoadError(f"{path}: no signature {signature!r} in the {SOURCE}; its signatures: "
-                        f"{', '.join(sorted(signatures)) or 'none'}")
+    sig = _signature(meta_graph, signature, path, pb)
     what = f"{path} (signature {signature!r})"
-    sig = _Signature(*({k: Message(v, f"{what}: tensor {k!r}")
-                        for k, v in signatures[signature].map(n, what).items()}
-                       for n in (1, 2)))
-    graph_def = meta_graph.message(2, f"{pb}: the graph")
-    library = graph_def.message(2, f"{pb}: the function library")
-    functions = {f.name: f for f in (_function(m, pb) for m in library.messages(1))}
-    objects = meta_graph.message(7, f"{pb}: the object graph")
-    bound_inputs = {name: Message(v, f"{pb}: function {name}").ints(2)
-                    for name, v in objects.map(2, f"{pb}: a concrete function").items()}
-    placeholders = {_node_name(info.str(1)): name for name, info in sig.inputs.items()}
-    walk = _Walk(_nodes(graph_def.messages(1, f"{pb}: a node"), pb), functions, bound_inputs,
-                 placeholders, what)
-    top = _Scope(None, {}, 0, 0)
+    walk = _walk(meta_graph, sig, pb, what)
     try:
-        outputs = {name: walk.value(top, info.str(1)) for name, info in sig.outputs.items()}
+        outputs = {name: walk.value(_Scope(None, {}, 0, 0), info.str(1))
+                   for name, info in sig.outputs.items()}
     except RecursionError:  # (a chain of ops longer than Python's stack: no graph jax2tf writes)
         raise LoadError(f"{what}: the graph's chains of ops are too long to follow") from None
     if walk.call is None:
@@ -333,6 +331,36 @@ def read(path: str, signature: Optional[str] = None, source_name: str = "") -> t
     convention = _convention(signature, sig, module_args, outputs, variables, constants,
                              _platforms(node), what)
     return module, source_name, {"main": convention}
+
+
+def _signature(meta_graph: Message, name: str, path: str, pb: str) -> _Signature:
+    """The signature `name` of the meta graph (field 5; TensorFlow's own `__saved_model_*`
+    entries are not signatures a caller runs)."""
+    signatures = {k: v for k, v in meta_graph.map(5, f"{pb}: a signature").items()
+                  if not k.startswith("__saved_model")}
+    if name not in signatures:
+        raise LoadError(f"{path}: no signature {name!r} in the {SOURCE}; its signatures: "
+                        f"{', '.join(sorted(signatures)) or 'none'}")
+    what = f"{path} (signature {name!r})"
+    signature = Message(signatures[name], what)
+    return _Signature(*({k: Message(v, f"{what}: tensor {k!r}")
+                         for k, v in signature.map(n, what).items()} for n in (1, 2)))
+
+
+def _walk(meta_graph: Message, sig: _Signature, pb: str, what: str) -> _Walk:
+    """A walk over the meta graph's graph (2: GraphDef { 1 node, 2 library { 1 function } })
+    and its object graph's `bound_inputs` (7: SavedObjectGraph { 2 concrete_functions:
+    name -> SavedConcreteFunction { 2 bound_inputs } }), the signature's inputs its
+    Placeholders."""
+    graph_def = meta_graph.message(2, f"{pb}: the graph")
+    library = graph_def.message(2, f"{pb}: the function library")
+    functions = {_function_name(m, pb): m for m in library.messages(1)}
+    objects = meta_graph.message(7, f"{pb}: the object graph")
+    bound_inputs = {name: Message(v, f"{pb}: function {name}").ints(2)
+                    for name, v in objects.map(2, f"{pb}: a concrete function").items()}
+    placeholders = {_node_name(info.str(1)): name for name, info in sig.inputs.items()}
+    return _Walk(_nodes(graph_def.messages(1, f"{pb}: a node"), pb), functions, bound_inputs,
+                 placeholders, what)
 
 
 def _node_name(tensor: str) -> str:
