@@ -1,6 +1,6 @@
-"""TensorFlow SavedModels whose computation is jax2tf's native serialization: one
-`XlaCallModule` op (its `module` attribute: the StableHLO program jax exported) with a few
-TensorFlow ops around it, read without TensorFlow.
+"""TensorFlow SavedModels whose computation is jax2tf's native serialization: `XlaCallModule`
+ops (each one's `module` attribute: the StableHLO program jax exported) with a few TensorFlow
+ops around them, read without TensorFlow.
 
 The folder holds `saved_model.pb` (a `SavedModel`: meta graphs, each a `GraphDef` with its
 function library, the signatures, and the object graph) and `variables/` (a tensor bundle:
@@ -9,10 +9,13 @@ function library, the signatures, and the object graph) and `variables/` (a tens
 `read` follows the signature `signature=` names (default `serving_default`; an unknown one is a
 `LoadError` listing those there are) from its outputs back to its inputs through the graph and
 the functions it calls, and keeps what each value is: a signature input, a variable (the
-object graph's `bound_inputs` of the function that captures it), a variable's value, or a
-result of the `XlaCallModule`. Only the ops jax2tf writes around the module are followed
-(`_RULES`); any other on that path is refused at load, naming the op and the node. The module
-parsed is the program; its function takes the signature's inputs by their TensorFlow names
+object graph's `bound_inputs` of the function that captures it), a variable's value, a
+constant, or a result of an `XlaCallModule`. Only the ops jax2tf writes around the modules
+are followed (`_RULES`); any other on that path is refused at load, naming the op and the
+node. The module parsed is the program, or, where the signature runs several
+`XlaCallModule`s (jax2tf functions composed in one tf.function), the modules chained into one
+(`sources.module_chain`: a new @main calls each module's in order, passing results on); its
+function takes the signature's inputs by their TensorFlow names
 (in sorted order, as keywords or positionally) with the variables bound as weights under their
 object paths (`params/w1`: `params`, `with_params`, `shlo2jax.lift_params`), and returns the
 signature's outputs as a dict by their names (`conventions.bound`). Weights given to the
@@ -22,7 +25,7 @@ platform index, which the XlaCallModule op passes itself: it is bound too, as th
 `platform_index`.
 
 What is refused, each a `LoadError`: a signature not there, an op outside `_RULES` on the
-signature's path, more than one `XlaCallModule` on it, a module that calls back into
+signature's path, no `XlaCallModule` on it, a module that calls back into
 TensorFlow (`function_list`), threads a token (`has_token_input_output`) or takes dimension
 arguments (`dim_args_spec`, versions before 5); a truncated or corrupt file (named).
 """
@@ -37,12 +40,13 @@ from typing import NamedTuple, Optional
 
 import jax
 import numpy as np
+from jaxlib.mlir import ir
 
 from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.conventions.bound import Binding, BoundConvention, BoundValue
 from shlo2jax.errors import LoadError
-from shlo2jax.sources import tensor_bundle
+from shlo2jax.sources import module_chain, tensor_bundle
 from shlo2jax.sources.mlir import parse_mlir
 from shlo2jax.sources.protowire import Message
 
@@ -82,7 +86,8 @@ class _Function(NamedTuple):
 class _Value(NamedTuple):
     """What a tensor of the graph is: `kind` "input" (the signature input `key`), "variable"
     (a resource: object `key`), "read" (object `key`'s value), "constant" (a `Const`'s value,
-    `_Walk.constants[key]`) or "result" (the `XlaCallModule`'s result `key`)."""
+    `_Walk.constants[key]`), "result" (`key`: (call, result) of `_Walk.calls`) or "platform"
+    (the platform index call `key`'s module takes first)."""
     kind: str
     key: object
 
@@ -125,7 +130,8 @@ class _Scope(NamedTuple):
 
 class _Walk:
     """The values of a signature's outputs, followed back through the graph (`value`); the
-    one `XlaCallModule` on the way is `self.call` (the node, its inputs' values).
+    `XlaCallModule`s on the way are `self.calls` (each node and its inputs' values, a call
+    after those whose results it takes).
     `functions`: the library's functions by name, each read when first called (the gradient
     functions beside them never are)."""
 
@@ -135,7 +141,7 @@ class _Walk:
         self._functions = functions
         self._read: dict = {}  # the functions read so far, by name
         self.placeholders, self.what = placeholders, what
-        self.call = None
+        self.calls: list = []
         self.constants: dict = {}  # a name for each Const followed -> BoundValue
         self._memo: dict = {}
         self._serials = itertools.count(1)
@@ -170,9 +176,12 @@ class _Walk:
             return self._memo[key]
         rule = _RULES.get(node.op)
         if rule is None:
+            hint = "" if self.calls else (
+                " (where TensorFlow computes the graph itself, its SavedModel-to-StableHLO "
+                "converter writes a module shlo2jax reads)")
             raise LoadError(f"{self.what}: op {node.op} (node {node.name!r} in {scope.where}) "
                             "is not one shlo2jax follows around an XlaCallModule; it follows "
-                            f"{', '.join(sorted(_RULES))}")
+                            f"{', '.join(sorted(_RULES))}{hint}")
         self._memo[key] = None
         self._memo[key] = outputs = rule(self, scope, node)
         return outputs
@@ -264,13 +273,10 @@ def _partitioned_call(walk, scope, node):
 
 
 def _xla_call_module(walk, scope, node):
-    if walk.call is not None:
-        raise LoadError(f"{walk.what}: the signature runs several XlaCallModule ops "
-                        f"({walk.call[0].name!r}, {node.name!r} in {scope.where}); shlo2jax "
-                        "reads SavedModels with one")
-    walk.call = (node, walk.inputs(scope, node))
+    inputs = walk.inputs(scope, node)  # (first: the calls whose results it takes come first)
+    walk.calls.append((node, inputs))
     count = len(_attr(node, "Tout", walk.what).message(1).ints(6))
-    return [_Value("result", i) for i in range(count)]
+    return [_Value("result", (len(walk.calls) - 1, i)) for i in range(count)]
 
 
 # The TensorFlow ops followed from a signature's outputs to its inputs: op -> rule(walk,
@@ -321,16 +327,42 @@ def read(path: str, signature: Optional[str] = None, source_name: str = "") -> t
                    for name, info in sig.outputs.items()}
     except RecursionError:  # (a chain of ops longer than Python's stack: no graph jax2tf writes)
         raise LoadError(f"{what}: the graph's chains of ops are too long to follow") from None
-    if walk.call is None:
+    if not walk.calls:
         raise LoadError(f"{what}: the signature runs no XlaCallModule (not a jax2tf native "
                         "serialization); shlo2jax reads SavedModels jax2tf wrote")
-    node, module_args = walk.call
-    module = _module(node, what)
+    for out_name, value in outputs.items():
+        if value.kind != "result":
+            raise LoadError(f"{what}: output {out_name!r} is a {value.kind} value, not a "
+                            "result of an XlaCallModule")
+    module, module_args, results = _program(walk.calls, outputs, what)
     variables = _variables(path, [v.key for v in module_args if v.kind == "read"], what)
     constants = {v.key: walk.constants[v.key] for v in module_args if v.kind == "constant"}
-    convention = _convention(signature, sig, module_args, outputs, variables, constants,
-                             _platforms(node), what)
+    platforms = [_platforms(node) for node, _ in walk.calls]
+    convention = _convention(signature, sig, module_args, results, variables, constants,
+                             platforms, what)
     return module, source_name, {"main": convention}
+
+
+def _program(calls: list, outputs: dict, what: str) -> tuple:
+    """(the module, the values its @main takes, the signature's outputs by name -> the
+    @main result each is): one call's module as it is, several chained into one
+    (`module_chain`), each value they take once."""
+    context = make_ir_context()
+    modules = [_module(node, what, context) for node, _ in calls]
+    operands = [([_Value("platform", k)] if _takes_platform_index(modules[k], node, what)
+                 else []) + list(inputs) for k, (node, inputs) in enumerate(calls)]
+    if len(calls) == 1:
+        return modules[0], operands[0], {n: v.key[1] for n, v in sorted(outputs.items())}
+    taken = list(dict.fromkeys(v for args in operands for v in args if v.kind != "result"))
+    where = {v: i for i, v in enumerate(taken)}
+
+    def ref(value):
+        return module_chain.Ref(*value.key) if value.kind == "result" else \
+            module_chain.Ref(None, where[value])
+    names = sorted(outputs)
+    module = module_chain.chain(modules, [[ref(v) for v in args] for args in operands],
+                                [ref(outputs[n]) for n in names], what)
+    return module, taken, {n: i for i, n in enumerate(names)}
 
 
 def _signature(meta_graph: Message, name: str, path: str, pb: str) -> _Signature:
@@ -387,7 +419,7 @@ def _platforms(node: _Node) -> list:
     return attr.message(1).strs(2) if attr is not None else []
 
 
-def _module(node: _Node, what: str):
+def _module(node: _Node, what: str, context):
     """The `XlaCallModule`'s program, parsed, after its attributes said it is one shlo2jax
     runs as it is."""
     at = f"{what}: XlaCallModule {node.name!r}"
@@ -404,7 +436,7 @@ def _module(node: _Node, what: str):
                         "(dim_args_spec), which shlo2jax does not read")
     data = _attr(node, "module", what).bytes(2)
     try:
-        return parse_mlir(data, make_ir_context(), at)
+        return parse_mlir(data, context, at)
     except LoadError as e:
         raise LoadError(f"{at}: its module ({len(data)} bytes, version {version}) is "
                         f"truncated or corrupt: {e}") from None
@@ -504,30 +536,48 @@ _PLATFORMS_OF_BACKEND = {"cpu": ("CPU",), "gpu": ("CUDA", "ROCM"), "cuda": ("CUD
 PLATFORM_INDEX = "platform_index"
 
 
-def _platform_index(platforms: list, fdef, what: str) -> BoundValue:
+def _takes_platform_index(module, node: _Node, what: str) -> bool:
+    """Whether the module, lowered for several platforms, takes the platform index first
+    (its @main's first argument is `jax.global_constant = "_platform_index"`); a module
+    lowered for several that does not is refused."""
+    platforms = _platforms(node)
+    if len(platforms) < 2:
+        return False
+    main = module_chain.main_of(module, what)
+    attrs = main.attributes["arg_attrs"] if "arg_attrs" in main.attributes else []
+    first = ir.DictAttr(attrs[0]) if len(attrs) else None
+    if first is None or "jax.global_constant" not in first or \
+            ir.StringAttr(first["jax.global_constant"]).value != "_platform_index":
+        raise LoadError(f"{what}: XlaCallModule {node.name!r} is lowered for "
+                        f"{', '.join(platforms)}, and its module's @main takes no leading "
+                        "platform index")
+    return True
+
+
+def _platform_index(platforms: list, ttype, what: str) -> BoundValue:
     """The leading argument of a module lowered for several platforms (what the
-    XlaCallModule op passes itself): the index of jax's backend's platform where the module
-    lists it, else 0 (the first one's code runs here, custom calls included), as jax.export's
-    convention does (`conventions.exported`)."""
-    if not fdef.arg_attrs or fdef.arg_attrs[0].get("jax.global_constant") != "_platform_index":
-        raise LoadError(f"{what}: the XlaCallModule is lowered for {', '.join(platforms)}, "
-                        f"and its module's @{fdef.name} takes no leading platform index")
+    XlaCallModule op passes itself), of type `ttype`: the index of jax's backend's platform
+    where the module lists it, else 0 (the first one's code runs here, custom calls
+    included), as jax.export's convention does (`conventions.exported`)."""
     here = _PLATFORMS_OF_BACKEND.get(jax.default_backend(), ())
     index = next((i for i, p in enumerate(platforms) if p in here), 0)
-    return BoundValue(np.asarray(index, fdef.input_types[0].dtype),
+    return BoundValue(np.asarray(index, ttype.dtype),
                       f"{what}: the platform index ({platforms[index]})")
 
 
-def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
+def _platform_name(call: int) -> str:
+    return PLATFORM_INDEX if call == 0 else f"{PLATFORM_INDEX}_{call}"
+
+
+def _convention(name: str, sig: _Signature, module_args: list, results: dict,
                 variables: dict, constants: dict, platforms: list, what: str):
     """The factory of the signature's convention: the module's arguments bound to the
-    signature's inputs (sorted by name) and the variables' values (after the platform index a
-    module lowered for several platforms takes first); its results as the signature's
+    signature's inputs (sorted by name), the variables' values, the constants and the
+    platform indices; its results (`results`: name -> @main result) as the signature's
     outputs, a dict by name."""
     input_names = sorted(sig.inputs)
     position = {n: i for i, n in enumerate(input_names)}
-    several = len(platforms) > 1
-    bindings = [Binding("constant", PLATFORM_INDEX)] if several else []
+    bindings = []
     for i, value in enumerate(module_args):
         if value.kind == "input":
             bindings.append(Binding("input", "", position[value.key]))
@@ -535,15 +585,11 @@ def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
             bindings.append(Binding("param", variables[value.key][0]))
         elif value.kind == "constant":
             bindings.append(Binding("constant", value.key))
+        elif value.kind == "platform":
+            bindings.append(Binding("constant", _platform_name(value.key)))
         else:
-            raise LoadError(f"{what}: the XlaCallModule's argument {i} is a {value.kind} "
-                            "value, not a signature input or a variable's value")
-    results = {}
-    for out_name, value in sorted(outputs.items()):
-        if value.kind != "result":
-            raise LoadError(f"{what}: output {out_name!r} is a {value.kind} value, not a "
-                            "result of the XlaCallModule")
-        results[out_name] = value.key
+            raise LoadError(f"{what}: the module's argument {i} is a {value.kind} value, not "
+                            "a signature input or a variable's value")
     values = dict(variables.values())
     clash = sorted(set(values) & set(constants))
     if clash:
@@ -554,8 +600,9 @@ def _convention(name: str, sig: _Signature, module_args: list, outputs: dict,
         return dict(zip(results, flat))
 
     def make(fdef, assembly) -> BoundConvention:
-        bound = {**values, PLATFORM_INDEX: _platform_index(platforms, fdef, what)} if several \
-            else values
+        bound = {**values, **{
+            _platform_name(v.key): _platform_index(platforms[v.key], fdef.input_types[i], what)
+            for i, v in enumerate(module_args) if v.kind == "platform"}}
         types = {b.position: t for b, t in zip(bindings, fdef.input_types) if b.kind == "input"}
         inputs = [(n, types.get(i) or _tensor_type(sig.inputs[n], f"{what}: input {n!r}"))
                   for i, n in enumerate(input_names)]

@@ -8,7 +8,6 @@ read, or a damaged one, is a LoadError naming what was wrong. The SavedModels ar
 import pathlib
 import random
 import shutil
-import types
 
 import jax
 import jax.numpy as jnp
@@ -18,8 +17,10 @@ import pytest
 import shlo2jax
 from corpus import checks
 from corpus import entry as corpus_entry
+from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError, Shlo2JaxError
 from shlo2jax.sources import saved_model, tensor_bundle
+from shlo2jax.sources.mlir import parse_mlir
 from shlo2jax.sources.protowire import Message
 
 CORPUS = pathlib.Path(__file__).resolve().parents[1] / "corpus" / "tensorflow"
@@ -98,6 +99,23 @@ def test_a_keras_export_returns_the_signatures_outputs_only():
     np.testing.assert_allclose(np.asarray(out["output_0"]), e.outputs[0], rtol=1e-5, atol=1e-6)
 
 
+def test_several_xla_call_modules_are_chained_into_one_program():
+    # An encoder and a head converted apart and composed in one tf.function: two modules,
+    # each @main private in one module whose @main calls them, the encoder's result passed on.
+    e = _entry("jax2tf_two_calls")
+    program = shlo2jax.load(str(_folder("jax2tf_two_calls")))
+    fn = program.entry
+    assert sorted(program.module.functions) == ["m0.main", "m1.main", "main"]
+    assert fn.arg_names == ("x",) and fn.result_names == ("features", "logits")
+    assert set(fn.params) == {"params/w1", "params/b1", "params/w2", "params/b2"}
+    out = fn(*e.args)
+    for key, want in zip(sorted(out), e.outputs):
+        np.testing.assert_allclose(np.asarray(out[key]), want, rtol=1e-5, atol=1e-6)
+    grads = jax.grad(lambda p: checks.loss(fn.with_params(p)(*e.args), e.projections))(fn.params)
+    np.testing.assert_allclose(np.asarray(grads["params/w1"]), e.weight_grads["params/w1"],
+                               rtol=1e-4, atol=1e-6)
+
+
 def test_weights_given_as_arrays_are_tf_constants_bound_as_constants():
     e = _entry("jax2tf_mlp_consts")
     fn = shlo2jax.load(str(_folder("jax2tf_mlp_consts"))).entry
@@ -154,10 +172,14 @@ def test_a_module_for_several_platforms_gets_its_platform_index_bound():
 
 
 def test_a_module_for_several_platforms_without_a_platform_index_is_refused():
-    fdef = types.SimpleNamespace(name="main", arg_attrs=({},), input_types=())
-    with pytest.raises(LoadError, match=r"^m: the XlaCallModule is lowered for CPU, CUDA, and "
-                                        r"its module's @main takes no leading platform index"):
-        saved_model._platform_index(["CPU", "CUDA"], fdef, "m")
+    module = parse_mlir("func.func @main(%i: tensor<i32>, %x: tensor<f32>) -> tensor<f32> {\n"
+                        "  return %x : tensor<f32>\n}", make_ir_context(), "m")
+    node = saved_model._Node("call", "XlaCallModule", (),
+                             {"platforms": _list(2, b"CPU", b"CUDA")})
+    with pytest.raises(LoadError, match=r"^m: XlaCallModule 'call' is lowered for CPU, CUDA, "
+                                        r"and its module's @main takes no leading platform "
+                                        r"index"):
+        saved_model._takes_platform_index(module, node, "m")
 
 
 def test_gradients_wrt_the_variables_are_tensorflows():
@@ -304,7 +326,7 @@ def test_a_module_outside_what_is_read_is_refused_by_its_attributes(attrs, expec
         "version": Message(b"\x18\x0a", "attr"), "module": Message(_field(2, b"ML"), "attr"),
         **attrs})
     with pytest.raises(LoadError, match=r"^m: XlaCallModule 'call' " + expected):
-        saved_model._module(node, "m")
+        saved_model._module(node, "m", make_ir_context())
 
 
 def test_a_corrupt_module_attribute_is_named():
@@ -312,7 +334,7 @@ def test_a_corrupt_module_attribute_is_named():
         "version": Message(b"\x18\x0a", "attr"), "module": Message(_field(2, b"ML\xefR"), "attr")})
     with pytest.raises(LoadError, match=r"its module \(4 bytes, version 10\) is truncated or "
                                         r"corrupt"):
-        saved_model._module(node, "m")
+        saved_model._module(node, "m", make_ir_context())
 
 
 # -- damaged files: a Shlo2JaxError naming the file, never a crash

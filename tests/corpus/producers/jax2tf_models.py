@@ -55,6 +55,9 @@ class Case(NamedTuple):
     platforms: Optional[tuple] = None
     keras_model: object = None
     closed: bool = False  # the params given to the converted function as arrays: TF Consts
+    # instead of one converted fn: compose(convert, params, *inputs) -> the signature's dict,
+    # calling several jax2tf-converted functions (convert(f): jax2tf.convert with the options)
+    compose: object = None
 
 
 def case(name):
@@ -130,6 +133,29 @@ def _jax2tf_mlp_consts(rng):
                 closed=True)
 
 
+@case("jax2tf_two_calls")
+def _jax2tf_two_calls(rng):
+    """Two converted functions in one tf.function: an encoder, then a head taking the
+    encoder's features and the input again; the signature returns both calls' results (two
+    XlaCallModule ops, each with its own variables)."""
+    params = _params(rng, (4, 6, 3))
+
+    def encoder(params, x):
+        return jnp.tanh(x @ params["w1"] + params["b1"])
+
+    def head(params, h, x):
+        return h @ params["w2"] + params["b2"] + jnp.sum(x, axis=-1, keepdims=True)
+
+    def compose(convert, params, x):
+        h = convert(encoder)({k: params[k] for k in ("w1", "b1")}, x)
+        return {"features": h, "logits": convert(head)({k: params[k] for k in ("w2", "b2")},
+                                                      h, x)}
+    inputs = {"x": rng.standard_normal((2, 4)).astype(np.float32)}
+    specs = {"x": tf.TensorSpec([2, 4], tf.float32)}
+    return Case(params, None, inputs, specs, "an encoder and a head converted apart, composed "
+                "in one tf.function", compose=compose)
+
+
 @case("jax2tf_cpu_cuda")
 def _jax2tf_cpu_cuda(rng):
     """One dense layer and a sine, lowered for CPU and CUDA: the module takes a platform
@@ -192,12 +218,16 @@ def _save_module(folder, c: Case):
     # (polymorphic_shapes: the weights' first, None: static; then the inputs' in order)
     poly = None if c.polymorphic_shapes is None else \
         [None] + [c.polymorphic_shapes[n] for n in names]
-    converted = jax2tf.convert(c.fn, with_gradient=True, polymorphic_shapes=poly,
-                               native_serialization_platforms=c.platforms)
+    def convert(fn, polymorphic_shapes=None):
+        return jax2tf.convert(fn, with_gradient=True, polymorphic_shapes=polymorphic_shapes,
+                              native_serialization_platforms=c.platforms)
+    converted = convert(c.fn, poly) if c.compose is None else None
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec(specs[n].shape, specs[n].dtype,
                                                                  name=n) for n in names])
     def serve(*args):
+        if c.compose is not None:
+            return c.compose(convert, weights, *args)
         return converted(weights, *args)
     module.serve = serve
     path = folder / ARTIFACT
