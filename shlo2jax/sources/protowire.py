@@ -14,8 +14,6 @@ input can neither hang nor crash the reader.
 
 from __future__ import annotations
 
-import struct
-
 from shlo2jax.errors import LoadError
 
 _VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
@@ -127,18 +125,6 @@ class Message:
             while pos < len(value):
                 item, pos = varint(value, pos, f"{self.what} field {number}")
                 out.append(signed(item))
-        return out
-
-    def floats(self, number: int) -> list:
-        """A repeated float field, packed or not."""
-        out = []
-        for value in self.fields.get(number, ()):
-            if isinstance(value, int):
-                out.append(struct.unpack("<f", value.to_bytes(4, "little"))[0])
-            elif len(value) % 4:
-                raise LoadError(f"{self.what}: corrupt (packed floats of {len(value)} bytes)")
-            else:
-                out += struct.unpack(f"<{len(value) // 4}f", value)
         return out
 
     def map(self, number: int, what: str = "") -> dict:

@@ -1,8 +1,8 @@
 """TensorFlow SavedModels jax2tf wrote (shlo2jax/sources/saved_model.py, with the protobuf
-wire reader sources/protowire.py and the tensor bundle reader sources/tensor_bundle.py): a
-folder loads without TensorFlow as the signature's function of its inputs, by their TF names,
-with the variables bound as weights under their object paths; a SavedModel outside what is
-read, or a damaged one, is a LoadError naming what was wrong. The SavedModels are the corpus's
+wire reader sources/protowire.py and the tensor bundle reader sources/tensor_bundle.py, each
+also tested in its own file): a folder loads without TensorFlow as the signature's function of
+its inputs, by their TF names, with the variables bound as weights under their object paths; a
+SavedModel outside what is read, or a damaged one, is a LoadError naming what was wrong. The SavedModels are the corpus's
 (tests/corpus/tensorflow/jax2tf_*), copied into tmp_path and damaged there."""
 
 import pathlib
@@ -19,7 +19,7 @@ from corpus import checks
 from corpus import entry as corpus_entry
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError, Shlo2JaxError
-from shlo2jax.sources import saved_model, tensor_bundle
+from shlo2jax.sources import saved_model
 from shlo2jax.sources.mlir import parse_mlir
 from shlo2jax.sources.protowire import Message
 
@@ -349,16 +349,11 @@ def test_a_truncated_saved_model_pb(tmp_path):
             shlo2jax.load(str(folder))
 
 
-def test_every_cut_of_the_variables_index_is_refused(tmp_path):
+def test_a_truncated_variables_index(tmp_path):
     folder = _copy("jax2tf_mlp", tmp_path)
     index = folder / "variables" / "variables.index"
-    data = index.read_bytes()
-    for cut in range(len(data)):
-        index.write_bytes(data[:cut])
-        with pytest.raises(LoadError, match="variables.index"):
-            tensor_bundle.Bundle(str(folder / "variables" / "variables"))
-    index.write_bytes(data[:len(data) // 2])
-    with pytest.raises(LoadError, match=r"variables.index \(\d+ bytes\) is truncated"):
+    index.write_bytes(index.read_bytes()[:200])
+    with pytest.raises(LoadError, match=r"variables.index \(200 bytes\) is truncated"):
         shlo2jax.load(str(folder))
 
 
@@ -378,20 +373,6 @@ def test_missing_variables(tmp_path):
     with pytest.raises(LoadError, match=r"reads variables, and there is no .*variables"
                                         r"\.index"):
         shlo2jax.load(str(folder))
-
-
-def test_the_bundle_reads_what_tensorflow_wrote():
-    bundle = tensor_bundle.Bundle(str(_folder("jax2tf_mlp") / "variables" / "variables"))
-    assert set(bundle.entries) == {"_CHECKPOINTABLE_OBJECT_GRAPH"} | {
-        f"params/{n}/.ATTRIBUTES/VARIABLE_VALUE" for n in ("w1", "b1", "w2", "b2")}
-    w1 = bundle.read("params/w1/.ATTRIBUTES/VARIABLE_VALUE")
-    assert w1.shape == (4, 8) and w1.dtype == np.float32
-    fn = shlo2jax.load(str(_folder("jax2tf_mlp"))).entry
-    np.testing.assert_array_equal(np.asarray(fn.params["params/w1"]), w1)
-    with pytest.raises(LoadError, match="is not a scalar string"):
-        bundle.read_string("params/w1/.ATTRIBUTES/VARIABLE_VALUE")
-    with pytest.raises(LoadError, match="no tensor 'nope'"):
-        bundle.read("nope")
 
 
 @pytest.mark.slow  # (about 250 loads)
