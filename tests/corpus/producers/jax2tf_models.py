@@ -137,7 +137,8 @@ def _jax2tf_mlp_consts(rng):
 def _jax2tf_two_calls(rng):
     """Two converted functions in one tf.function: an encoder, then a head taking the
     encoder's features and the input again; the signature returns both calls' results (two
-    XlaCallModule ops, each with its own variables)."""
+    XlaCallModule ops, each with its own variables; both batch polymorphic, so the chained
+    @main passes `?` shapes on)."""
     params = _params(rng, (4, 6, 3))
 
     def encoder(params, x):
@@ -147,13 +148,14 @@ def _jax2tf_two_calls(rng):
         return h @ params["w2"] + params["b2"] + jnp.sum(x, axis=-1, keepdims=True)
 
     def compose(convert, params, x):
-        h = convert(encoder)({k: params[k] for k in ("w1", "b1")}, x)
-        return {"features": h, "logits": convert(head)({k: params[k] for k in ("w2", "b2")},
-                                                      h, x)}
+        h = convert(encoder, [None, "(b, 4)"])({k: params[k] for k in ("w1", "b1")}, x)
+        logits = convert(head, [None, "(b, 6)", "(b, 4)"])(
+            {k: params[k] for k in ("w2", "b2")}, h, x)
+        return {"features": h, "logits": logits}
     inputs = {"x": rng.standard_normal((2, 4)).astype(np.float32)}
-    specs = {"x": tf.TensorSpec([2, 4], tf.float32)}
+    specs = {"x": tf.TensorSpec([None, 4], tf.float32)}
     return Case(params, None, inputs, specs, "an encoder and a head converted apart, composed "
-                "in one tf.function", compose=compose)
+                "in one tf.function; batch polymorphic", compose=compose)
 
 
 @case("jax2tf_cpu_cuda")
