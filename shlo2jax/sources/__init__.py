@@ -44,7 +44,8 @@ class Source:
     (`conventions`: the module function's name -> a factory of its `shlo2jax.conventions`
     convention, given the function's signature and the `assembly.Assembly`): a `jax.export`
     artifact's @main (`conventions.exported`), a PyTorch/XLA bundle's functions with their
-    weights bound (`sources.torch_xla_bundle`)."""
+    weights bound (`sources.torch_xla_bundle`), a SavedModel's signature with its variables
+    bound (`sources.saved_model`)."""
     mlir_module: ir.Module
     name: str
     conventions: dict = dataclasses.field(default_factory=dict)

@@ -314,8 +314,9 @@ class _Signature(NamedTuple):
 
 
 def read(path: str, signature: Optional[str] = None, source_name: str = "") -> tuple:
-    """(the module of the signature's `XlaCallModule`, `source_name`, its calling convention
-    as `{"main": factory}`), a `sources.Source`'s fields (see the module docstring)."""
+    """(the program: the module of the signature's `XlaCallModule`, or of several chained;
+    `source_name`; its calling convention as `{"main": factory}`), a `sources.Source`'s fields
+    (see the module docstring)."""
     signature = signature or DEFAULT_SIGNATURE
     pb = os.path.join(path, "saved_model.pb")
     meta_graph = _meta_graph(Message(tensor_bundle.read_file(pb), pb), pb)
