@@ -16,7 +16,8 @@ from shlo2jax.program import Program
 
 
 def load(source, options: Optional[LoadOptions] = None, *, source_name: str = "",
-         module: Optional[str] = None, **option_values) -> Program:
+         module: Optional[str] = None, signature: Optional[str] = None,
+         **option_values) -> Program:
     """Loads a StableHLO program.
 
     `source` is MLIR text (a str), a path to a `.mlir` / `.mlir.bc` / `.bc` file,
@@ -25,7 +26,11 @@ def load(source, options: Optional[LoadOptions] = None, *, source_name: str = ""
     (`HloModule ...`), a serialized `HloModuleProto` (or the `HloProto` a `.hlo.pb` dump file
     holds), or an `XLA_FLAGS=--xla_dump_to=DIR` folder, whose `before_optimizations` program
     is read (`module` names one where the folder holds several: its name, `"jit_f"`, its file
-    prefix or its number). Whatever the input, the entry function is `program["main"]`.
+    prefix or its number). Or a TensorFlow SavedModel folder that jax2tf wrote (native
+    serialization: an `XlaCallModule`), read without TensorFlow: `signature` names the
+    signature (default `"serving_default"`), whose function takes the signature's inputs by
+    name with the variables bound as weights (docs/guides/saved_model.md). Whatever the
+    input, the entry function is `program["main"]`.
 
     How it is loaded: `options` (a `shlo2jax.LoadOptions`), and any of its fields as keyword
     arguments, which override those of `options`:
@@ -65,8 +70,8 @@ def load(source, options: Optional[LoadOptions] = None, *, source_name: str = ""
     with gc_paused():
         _load_builtin_rules()
         if options.untrusted:
-            sources.read_in_child(source, source_name, module)
-        return assemble(sources.read(source, source_name, module), options)
+            sources.read_in_child(source, source_name, module, signature)
+        return assemble(sources.read(source, source_name, module, signature), options)
 
 
 def _load_builtin_rules() -> None:

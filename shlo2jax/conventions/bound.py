@@ -42,11 +42,11 @@ class BoundValue(NamedTuple):
 
 
 def binding(name: str, bindings, values: dict, inputs, structure: Optional[Callable] = None,
-            source: str = "bound"):
+            source: str = "bound", results: Optional[dict] = None):
     """The factory of a `BoundConvention` (its arguments, but the module function's
     definition), for `sources.Source.conventions`."""
     return lambda fdef, assembly: BoundConvention(fdef, name, bindings, values, inputs,
-                                                  structure, source)
+                                                  structure, source, results)
 
 
 class BoundConvention(ModuleConvention):
@@ -54,11 +54,22 @@ class BoundConvention(ModuleConvention):
     docstring), public as `name`. `inputs`: the caller's inputs in order, as (name, TensorType)
     (an input the module does not read is still taken); `values`: name -> BoundValue for every
     param and constant binding; `structure`: the flat results -> what a call returns (None: the
-    one result, or a tuple); `source`: what the signature says the function came from."""
+    one result, or a tuple); `source`: what the signature says the function came from;
+    `results`: the caller's results, name -> the module result it is, in order (None: every
+    module result: a SavedModel's signature returns some of them)."""
 
     def __init__(self, fdef: FunctionDef, name: str, bindings, values: dict, inputs,
-                 structure: Optional[Callable] = None, source: str = "bound"):
+                 structure: Optional[Callable] = None, source: str = "bound",
+                 results: Optional[dict] = None):
         super().__init__(fdef, name)
+        self._results = None if results is None else tuple(results.values())
+        self._result_names = None if results is None else tuple(results)
+        if self._results is not None:
+            count = len(self.output_types)
+            if any(not 0 <= i < count for i in self._results):
+                raise LoadError(f"{source}: the results name module result "
+                                f"{max(self._results)}, and @{fdef.name} returns {count}")
+            self.output_types = tuple(self.output_types[i] for i in self._results)
         self.bindings = tuple(bindings)
         self.caller_types = tuple(t for _, t in inputs)
         self._input_names = tuple(n for n, _ in inputs)
@@ -102,6 +113,11 @@ class BoundConvention(ModuleConvention):
         """Each module argument's name: a weight's, a constant's or the caller's input's."""
         return tuple(self._input_names[b.position] if b.kind == "input" else b.name
                      for b in self.bindings)
+
+    @property
+    def result_names(self) -> tuple:
+        """The caller's results' names (`results`' keys), else the module's."""
+        return self._result_names or self.module_result_names
 
     @property
     def signature(self) -> str:
@@ -160,6 +176,10 @@ class BoundConvention(ModuleConvention):
         values = self._values if not params else {**self._values, **params}
         return tuple(args[b.position] if b.kind == "input" else values[b.name]
                      for b in self.bindings)
+
+    def flat_results(self, outs) -> tuple:
+        """The module's results the caller receives (`results`), in order."""
+        return tuple(outs) if self._results is None else tuple(outs[i] for i in self._results)
 
     def returned(self, flat):
         """The flat results as a call returns them (unflattened where the source says how)."""

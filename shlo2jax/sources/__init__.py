@@ -5,7 +5,8 @@
   file and does not look like program text (no `{`, no newline, not starting with `module`,
   `func.func` or `HloModule`) is a missing file, answered with the closest names in its
   folder. A folder is read by the folder reader that claims it (`FOLDER_READERS`: an XLA
-  dump, a PyTorch/XLA StableHLO bundle), else refused by name;
+  dump, a PyTorch/XLA StableHLO bundle, a TensorFlow SavedModel jax2tf wrote), else refused by
+  name;
 - MLIR text (str), MLIR bytecode or a VHLO portable artifact (bytes): `sources.mlir`;
 - a `jax.export.Exported`, or the bytes of `Exported.serialize()`: `sources.jax_export`
   (the module inside, with the `Exported` kept for its calling convention);
@@ -34,7 +35,7 @@ from jaxlib.mlir import ir
 from shlo2jax.compat import make_ir_context
 from shlo2jax.conventions.exported import of_export
 from shlo2jax.errors import LoadError, MissingFileError
-from shlo2jax.sources import export_compat, hlo, jax_export, torch_xla_bundle
+from shlo2jax.sources import export_compat, hlo, jax_export, saved_model, torch_xla_bundle
 from shlo2jax.sources.mlir import NewerThanJaxlib, parse_mlir
 from shlo2jax.sources.safe_parse import BYTECODE_MAGIC, how_child_ended
 
@@ -46,20 +47,23 @@ class Source:
     (`conventions`: the module function's name -> a factory of its `shlo2jax.conventions`
     convention, given the function's signature and the `assembly.Assembly`): a `jax.export`
     artifact's @main (`conventions.exported`), a PyTorch/XLA bundle's functions with their
-    weights bound (`sources.torch_xla_bundle`)."""
+    weights bound (`sources.torch_xla_bundle`), a SavedModel's signature with its variables
+    bound (`sources.saved_model`)."""
     mlir_module: ir.Module
     name: str
     conventions: dict = dataclasses.field(default_factory=dict)
 
 
-def read(source, source_name: str = "", module: Optional[str] = None) -> Source:
+def read(source, source_name: str = "", module: Optional[str] = None,
+         signature: Optional[str] = None) -> Source:
     """`source` detected and read (see the module docstring); malformed input is a
     `LoadError` (a missing file a `MissingFileError`). `module` names the module of an XLA
-    dump folder to read (`sources.hlo`)."""
+    dump folder to read (`sources.hlo`), `signature` the signature of a SavedModel
+    (`sources.saved_model`)."""
     if isinstance(source, ir.Module):
         return Source(source, source_name)
     if isinstance(source, (str, bytes, bytearray, memoryview, os.PathLike)):
-        return _read_data(source, source_name, module)
+        return _read_data(source, source_name, module, signature)
     if jax_export.is_exported(source):
         return _exported(source, owned=False)
     raise LoadError(f"cannot load a {type(source).__name__}: give a path, MLIR text, "
@@ -78,16 +82,16 @@ import pickle
 import sys
 from shlo2jax import sources
 from shlo2jax.errors import Shlo2JaxError
-source, source_name, module = pickle.load(sys.stdin.buffer)
+source, source_name, module, signature = pickle.load(sys.stdin.buffer)
 try:
-    sources.read(source, source_name, module)
+    sources.read(source, source_name, module, signature)
 except Shlo2JaxError:
     pass  # (the caller's own read raises it again)
 """
 
 
 def read_in_child(source, source_name: str = "", module: Optional[str] = None,
-                  timeout: Optional[float] = None) -> None:
+                  signature: Optional[str] = None, timeout: Optional[float] = None) -> None:
     """Reads `source` as `read` does, in a child process with a time limit (default
     `UNTRUSTED_READ_SECONDS`); raises LoadError where the child does not finish in time or
     dies. A module already parsed needs no reading; a `jax.export.Exported` is read as its
@@ -103,7 +107,7 @@ def read_in_child(source, source_name: str = "", module: Optional[str] = None,
     where = source_name or (os.fspath(source) if named else "the input")
     try:
         done = subprocess.run([sys.executable, "-c", _READ_IN_CHILD],
-                              input=pickle.dumps((source, source_name, module)),
+                              input=pickle.dumps((source, source_name, module, signature)),
                               capture_output=True, timeout=limit)
     except subprocess.TimeoutExpired:
         raise LoadError(f"reading {where} ran past {limit:g} s in a child process "
@@ -116,17 +120,21 @@ def read_in_child(source, source_name: str = "", module: Optional[str] = None,
                         f"({how_child_ended(done.returncode)}; untrusted=True){tail}")
 
 
-def _read_data(source, source_name: str, module: Optional[str]) -> Source:
+def _read_data(source, source_name: str, module: Optional[str],
+               signature: Optional[str]) -> Source:
     """A path (its file, or its folder), program text or bytes, read."""
     if isinstance(source, os.PathLike) or (isinstance(source, str) and _is_path(source)):
         path = os.fspath(source)
         source_name = source_name or path
         if os.path.isdir(path):
-            return read_folder(path, source_name, module)
+            return read_folder(path, source_name, module, signature)
         source = _file_bytes(path)
     if module is not None:
         raise LoadError(f"module={module!r} names a module of an XLA dump folder, and "
                         f"{source_name or 'the input'} is not a folder")
+    if signature is not None:
+        raise LoadError(f"signature={signature!r} names a signature of a SavedModel folder, "
+                        f"and {source_name or 'the input'} is not a folder")
     if isinstance(source, memoryview):
         source = bytes(source)
     where = source_name or "the input"
@@ -189,8 +197,9 @@ def _file_bytes(path: str) -> bytes:
 
 class FolderReader(NamedTuple):
     """A reader of one kind of folder (an HLO dump, a bundle of files): `claims(path)` says
-    whether the folder is of its kind, `read(path, source_name, module)` reads it into a
-    `Source` (`module`: the module the user named, or None)."""
+    whether the folder is of its kind, `read(path, source_name, module, signature)` reads it
+    into a `Source` (`module`, `signature`: what the user named, or None; a reader refuses
+    the one its kind does not have)."""
     name: str
     claims: Callable[[str], bool]
     read: Callable[[str, str, Optional[str]], Source]
@@ -202,12 +211,13 @@ FOLDER_READERS: list = []
 _PROGRAM_SUFFIXES = (".mlir", ".mlirbc", ".bc", ".bin", ".pb", ".txt", ".hlo")
 
 
-def read_folder(path: str, source_name: str = "", module: Optional[str] = None) -> Source:
+def read_folder(path: str, source_name: str = "", module: Optional[str] = None,
+                signature: Optional[str] = None) -> Source:
     """A folder read by the first of `FOLDER_READERS` that claims it; else a `LoadError`
     naming the folder and the program files in it."""
     for reader in FOLDER_READERS:
         if reader.claims(path):
-            return reader.read(path, source_name or path, module)
+            return reader.read(path, source_name or path, module, signature)
     try:
         files = sorted(n for n in os.listdir(path) if n.endswith(_PROGRAM_SUFFIXES)
                        and os.path.isfile(os.path.join(path, n)))
@@ -357,18 +367,39 @@ def _hlo(data, source_name: str, kind: Kind) -> Source:
     return Source(hlo.read(data, source_name), source_name)
 
 
-def _xla_dump(path: str, source_name: str, module: Optional[str]) -> Source:
+def _no_signature(path: str, signature: Optional[str], kind: str) -> None:
+    if signature is not None:
+        raise LoadError(f"signature={signature!r} names a signature of a SavedModel, and "
+                        f"{path} is {kind}")
+
+
+def _xla_dump(path: str, source_name: str, module: Optional[str],
+              signature: Optional[str]) -> Source:
+    _no_signature(path, signature, "an XLA dump folder")
     data, name = hlo.read_dump_folder(path, module)
     return _hlo(data, name, detect(data))
 
 
 FOLDER_READERS.append(FolderReader("xla-dump", hlo.is_dump_folder, _xla_dump))
-def _torch_xla_bundle(path: str, source_name: str, module: Optional[str]) -> Source:
+def _torch_xla_bundle(path: str, source_name: str, module: Optional[str],
+                      signature: Optional[str]) -> Source:
+    _no_signature(path, signature, "a PyTorch/XLA bundle")
     return Source(*torch_xla_bundle.read(path, module, source_name))
 
 
 FOLDER_READERS.append(FolderReader("torch-xla-bundle", torch_xla_bundle.claims,
                                    _torch_xla_bundle))
+
+
+def _saved_model(path: str, source_name: str, module: Optional[str],
+                 signature: Optional[str]) -> Source:
+    if module is not None:
+        raise LoadError(f"module={module!r} names a module of an XLA dump folder, and {path} "
+                        "is a SavedModel: name its signature with signature=")
+    return Source(*saved_model.read(path, signature, source_name))
+
+
+FOLDER_READERS.append(FolderReader("saved-model", saved_model.claims, _saved_model))
 
 # Each kind `detect` names -> its reader (input, source name, kind) -> Source.
 READERS: dict = {

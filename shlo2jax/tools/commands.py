@@ -111,6 +111,7 @@ def _npz_path(text: str) -> str:
 
 _MODULE_HELP = ("the module to read from an XLA dump folder (--xla_dump_to) holding several: "
                 "its name (jit_f), file prefix (module_0004.jit_f) or number")
+_SIGNATURE_HELP = "the signature to read from a SavedModel folder (default: serving_default)"
 
 
 def add_commands(sub) -> None:
@@ -119,6 +120,7 @@ def add_commands(sub) -> None:
     p = sub.add_parser("info", help=helps["info"], description=helps["info"])
     p.add_argument("file", nargs="?", help="the program (see shlo2jax --help for the kinds read)")
     p.add_argument("--module", metavar="NAME", help=_MODULE_HELP)
+    p.add_argument("--signature", metavar="NAME", help=_SIGNATURE_HELP)
     p.add_argument("--ops", action="store_true",
                    help="list every registered op and custom-call target with the function "
                         "(module:name) that translates it")
@@ -189,9 +191,11 @@ def _program_arguments(p, verb: str) -> None:
     """FILE, --module and --function: how every command picks its function (the load options,
     --seed among them, are `add_option_flags`')."""
     p.add_argument("file", help="the program: MLIR text (.mlir), MLIR bytecode or a VHLO "
-                                "artifact (.mlir.bc, .bc), a serialized jax.export (.bin), or "
-                                "HLO: text, a .pb/.hlo.pb proto, an XLA dump folder")
+                                "artifact (.mlir.bc, .bc), a serialized jax.export (.bin), "
+                                "HLO: text, a .pb/.hlo.pb proto, an XLA dump folder, or a "
+                                "SavedModel folder jax2tf wrote")
     p.add_argument("--module", metavar="NAME", help=_MODULE_HELP)
+    p.add_argument("--signature", metavar="NAME", help=_SIGNATURE_HELP)
     p.add_argument("--function", metavar="NAME",
                    help=f"public function to {verb} (default: @main, or the only public one)")
 
@@ -214,7 +218,8 @@ def _input_arguments(p) -> None:
 def _load(args):
     """The program FILE, loaded with the options the flags give (`options_from`)."""
     with exits.about(args.file):
-        return load(args.file, options_from(args), module=args.module)
+        return load(args.file, options_from(args), module=args.module,
+                    signature=args.signature)
 
 
 def _function(program, name):
@@ -360,20 +365,33 @@ def _run(args) -> int:
     fn = _function(program, args.function)
     with exits.about(args.file):
         inputs, _ = _inputs(fn, args)
-        outputs = fn(*inputs)
-    if not isinstance(outputs, tuple):
-        outputs = (outputs,)
-    outputs = [np.asarray(o) for o in outputs]
+        outputs = _named_outputs(fn(*inputs))
     print(_signature(fn, args.mlir_types))
     if program.options.lowering == "direct":
         print(f"lowering: {fn.lowering}" + (f" ({fn.lowering_note})" if fn.lowering_note else ""))
     with np.printoptions(threshold=20, edgeitems=3, precision=6):
-        for i, out in enumerate(outputs):
-            print(f"output {i}: {out.dtype}{list(out.shape)}\n{out}")
+        for label, (_, out) in zip(_labels(outputs), outputs.items()):
+            print(f"output {label}: {out.dtype}{list(out.shape)}\n{out}")
     if args.output:
-        np.savez(args.output, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        np.savez(args.output, **outputs)
         print(f"saved {len(outputs)} output(s) to {args.output}")
     return exits.OK
+
+
+def _named_outputs(outputs) -> dict:
+    """What a call returned, name -> array: a dict's (a SavedModel signature's) by its keys,
+    sorted; else `output_<i>` in order."""
+    if isinstance(outputs, dict):
+        return {str(k): np.asarray(v) for k, v in sorted(outputs.items())}
+    if not isinstance(outputs, tuple):
+        outputs = (outputs,)
+    return {f"output_{i}": np.asarray(o) for i, o in enumerate(outputs)}
+
+
+def _labels(outputs: dict) -> list:
+    """How `run` prints each output: its position, or its key where the call returned a dict."""
+    return [name[len("output_"):] if name == f"output_{i}" else name
+            for i, name in enumerate(outputs)]
 
 
 def _compare(args) -> int:

@@ -29,11 +29,11 @@ def _values(w=np.array([2.0, 3.0], np.float32), c=np.array(True)):
     return {"w": BoundValue(w, "w.npy"), "c": BoundValue(c, "c.npy")}
 
 
-def _bound(bindings=BINDINGS, values=None, inputs=None, structure=None):
+def _bound(bindings=BINDINGS, values=None, inputs=None, structure=None, results=None):
     t = shlo2jax.load(TEXT)["main"].input_types[1]
     source = sources.read(TEXT, "test.mlir")
     source.conventions = {"main": binding("f", bindings, values or _values(),
-                                          inputs or [("x", t)], structure, "test")}
+                                          inputs or [("x", t)], structure, "test", results)}
     return assemble(source, shlo2jax.LoadOptions())["f"]
 
 
@@ -50,6 +50,23 @@ def test_structure_shapes_the_results():
     fn = _bound(structure=lambda outs: {"y": outs[0], "x": outs[1]})
     out = jax.jit(fn)(np.ones(2, np.float32))
     assert set(out) == {"y", "x"}
+
+
+def test_results_select_and_name_the_module_results():
+    fn = _bound(results={"x_again": 1, "y": 0}, structure=lambda outs: dict(zip(("x_again", "y"),
+                                                                               outs)))
+    assert fn.result_names == ("x_again", "y") and len(fn.out_avals) == 2
+    x = np.array([1.0, 4.0], np.float32)
+    out = fn(x)
+    np.testing.assert_array_equal(np.asarray(out["y"]), [2.0, 12.0])
+    np.testing.assert_array_equal(np.asarray(out["x_again"]), x)
+    only = _bound(results={"y": 0})
+    assert only.signature.startswith("@f(x: f32[2]) -> (f32[2])  [test")
+    np.testing.assert_array_equal(np.asarray(jax.jit(only)(x)), [2.0, 12.0])
+    grads = jax.grad(lambda p: only.with_params(p)(x).sum())(only.params)
+    np.testing.assert_array_equal(np.asarray(grads["w"]), x)
+    with pytest.raises(LoadError, match="the results name module result 2, and @main returns 2"):
+        _bound(results={"y": 2})
 
 
 def test_with_params_and_gradients():

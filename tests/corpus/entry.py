@@ -7,7 +7,8 @@ An entry is a folder `tests/corpus/<producer>/<name>/` holding
 
 - the artifact exactly as the producer wrote it: `exported.bin` (a serialized
   `jax.export.Exported`), `model.mlir.bc` (MLIR or VHLO bytecode), `model.mlir` (text),
-  `model.hlo` (XLA's HLO text) or `bundle/` (a folder: a PyTorch/XLA StableHLO bundle);
+  `model.hlo` (XLA's HLO text), `bundle/` (a folder: a PyTorch/XLA StableHLO bundle) or
+  `saved_model/` (a TensorFlow SavedModel folder jax2tf wrote);
 - `data.npz`: `arg_<i>` the seeded arguments of the exported function, in its order;
   `out_<i>` the producer's own outputs for them; `proj_<i>` a fixed projection for every
   floating output; `grad_<i>` the producer's gradient of the scalar loss
@@ -27,9 +28,9 @@ import numpy as np
 CORPUS = pathlib.Path(__file__).resolve().parent
 
 ARTIFACT_NAMES = ("exported.bin", "model.mlir.bc", "model.mlir", "model.hlo", "bundle",
-                  "model.hlo.pb")
+                  "model.hlo.pb", "saved_model")
 # Artifacts that are folders: the producer writes them itself (write_entry's artifact None).
-FOLDER_ARTIFACTS = ("bundle",)
+FOLDER_ARTIFACTS = ("bundle", "saved_model")
 
 # Default comparison tolerances. Forward: |got - want| <= atol + rtol * max|want| over
 # each output (producers and XLA order float reductions differently). Gradients: the

@@ -78,7 +78,8 @@ def loaded(monkeypatch):
     programs = []
 
     def load(*args, **kwargs):
-        assert set(kwargs) <= {"module"}, kwargs  # one LoadOptions, no loose option keywords
+        # one LoadOptions, no loose option keywords (module, signature: what a folder reads)
+        assert set(kwargs) <= {"module", "signature"}, kwargs
         programs.append(shlo2jax.load(*args, **kwargs))
         return programs[-1]
     monkeypatch.setattr(commands, "load", load)
