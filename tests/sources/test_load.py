@@ -293,7 +293,7 @@ def test_untrusted_input_that_hangs_the_reader_is_refused_at_the_time_limit(monk
 import pickle, sys
 from shlo2jax.compat import make_ir_context
 from shlo2jax.sources.mlir import parse_mlir_unchecked
-source, _, _ = pickle.load(sys.stdin.buffer)
+source = pickle.load(sys.stdin.buffer)[0]
 parse_mlir_unchecked(source, make_ir_context())
 """)
     monkeypatch.setattr(sources, "UNTRUSTED_READ_SECONDS", 10.0)
