@@ -168,6 +168,10 @@ def add_commands(sub) -> None:
     p.add_argument("--locate", action="store_true",
                    help="when backends disagree, report the first ops whose results diverge")
     p.add_argument("--json", metavar="FILE", help="write the comparison as JSON to this file")
+    p.add_argument("--html", metavar="REPORT", help="write the comparison as one self-contained "
+                   "HTML page to this file: the error tables, each disagreeing output's "
+                   "element errors, and with --locate each op's error along the program and "
+                   "the diverging ops")
     p.add_argument("--interpreter-timeout", type=positive_float, default=600.0, metavar="S",
                    help="seconds the reference interpreter may run, > 0 (default: %(default)s; "
                         "it evaluates op by op, a large model takes minutes)")
@@ -399,6 +403,7 @@ def _compare(args) -> int:
         raise UsageError(f"--backends {','.join(args.backends)}: compare needs at least two "
                          f"backends (of {', '.join(BUILTIN_BACKENDS)})")
     _writable("--json", args.json)
+    _writable("--html", args.html)
     program = _load(args)
     fn = _function(program, args.function)
     other = None
@@ -419,6 +424,9 @@ def _compare(args) -> int:
         with open(args.json, "w") as f:
             json.dump(result.to_json(), f, indent=2)
         print(f"wrote {args.json}")
+    if args.html:
+        result.write_html(args.html)
+        print(f"wrote {args.html}")
     not_run = [f"{r.name} {r.status}: {exits.one_line(r.reason)}"
                for r in result.runs.values() if r.status != "ok"]
     detail = f" ({'; '.join(not_run)})" if not_run else ""

@@ -26,8 +26,8 @@ from shlo2jax.loader import load
 from shlo2jax.module import format_location
 from shlo2jax.probes import ProbeKey
 from shlo2jax.tools.compare.backends import Backend
-from shlo2jax.tools.compare.report import Comparison, Divergence
-from shlo2jax.tools.numerics import Errors, array_errors
+from shlo2jax.tools.compare.report import Comparison, Divergence, OpError
+from shlo2jax.tools.numerics import Errors, array_errors, error_figures
 from shlo2jax.transforms.inline_calls import inline_calls
 
 
@@ -185,6 +185,8 @@ def locate(result: Comparison, program, function: str, inputs: list, by_name: di
             result.locate_notes.append(f"{pair.a} vs {pair.b}: recording failed: {why}")
             continue
         found = diverging_ops(*recordings, rtol, atol, max_ulp, limit, match)
+        result.profiles[(a.name, b.name)] = error_profile(*recordings, rtol, atol, max_ulp,
+                                                          match)
         result.located += [Divergence(a.name, b.name, **d) for d in found]
         if not found:
             result.locate_notes.append(f"{pair.a} vs {pair.b}: every recorded intermediate "
@@ -388,6 +390,38 @@ def diverging_ops(a: Recording, b: Recording, rtol, atol, max_ulp, limit: int,
         if len(found) >= limit and starts:
             break
     return sorted(found, key=lambda d: not _starts(d))[:limit]
+
+
+def error_profile(a: Recording, b: Recording, rtol, atol, max_ulp,
+                  match: str = "location") -> list:
+    """Every matched op's OpError at its first execution, in a's program order: the error
+    along the whole program (`diverging_ops` stops at the first ops that differ). Most values
+    of two runs are equal up to where they part, and those cost one comparison each."""
+    worst: dict = {}
+    for key_a, key_b in matched_ops(a, b, match):
+        x, y = a.records[key_a], b.records[key_b]
+        if not x or not y or np.shape(x[0]) != np.shape(y[0]):
+            continue
+        op = OpError(key_a.op_index, key_a.name, key_a.location,
+                     *_figures(np.asarray(x[0]), np.asarray(y[0]), rtol, atol, max_ulp))
+        seen = worst.get(key_a.op_index)
+        worst[key_a.op_index] = op if seen is None else _worse(seen, op)
+    return list(worst.values())
+
+
+def _figures(x, y, rtol, atol, max_ulp) -> tuple:
+    """(max rel, max ULP, within the tolerances) of two values: at once where they are the
+    same array (see `_errors`)."""
+    if x.dtype == y.dtype and np.array_equal(x, y, equal_nan=np.issubdtype(x.dtype, np.inexact)):
+        return 0.0, 0 if np.issubdtype(x.dtype, np.inexact) else None, True
+    return error_figures(x, y, rtol, atol, max_ulp)
+
+
+def _worse(x: OpError, y: OpError) -> OpError:
+    """One op's two results' errors as one: the larger of each figure."""
+    ulps = [u for u in (x.max_ulp, y.max_ulp) if u is not None]
+    return x._replace(max_rel=max(x.max_rel, y.max_rel), max_ulp=max(ulps) if ulps else None,
+                      ok=x.ok and y.ok)
 
 
 def _starts(found: dict) -> bool:

@@ -7,10 +7,11 @@ import dataclasses
 import functools
 import html
 import json
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
+from shlo2jax.tools.compare import page
 from shlo2jax.tools.numerics import Errors
 
 
@@ -29,6 +30,17 @@ class PairResult:
     b: str
     output: int
     errors: Errors
+
+
+class OpError(NamedTuple):
+    """One op's error between two recordings at its first execution, the largest over its
+    results (`Comparison.profiles`: the report's plot along the program)."""
+    op_index: int
+    name: str
+    location: str
+    max_rel: float
+    max_ulp: Optional[int]       # None for integers and booleans
+    ok: bool                     # within the tolerances
 
 
 @dataclasses.dataclass
@@ -118,6 +130,8 @@ class Comparison:
     locate_notes: list = dataclasses.field(default_factory=list)
     against: str = ""             # the other program's name, where two programs are compared
     gradients: bool = False       # the runs' outputs are the gradients of the seeded loss
+    # (locate) (a, b) -> every matched op's OpError, in a's program order
+    profiles: dict = dataclasses.field(default_factory=dict)
 
     @property
     def compared(self) -> bool:
@@ -160,31 +174,19 @@ class Comparison:
         """In a notebook: the backends, the error figures of each pair per output (the pairs
         beyond the tolerances in red), the diverging ops located, and the verdict."""
         e_ = html.escape
-        runs = "".join(f"<tr><td>{e_(r.name)}</td><td>{e_(r.status)}</td><td>"
-                       f"{f'{r.seconds:.3f} s' if r.status == 'ok' else e_(r.reason or '')}"
-                       "</td></tr>" for r in self.runs.values())
-        def pair_row(p):
-            e = p.errors
-            ulp = "-" if e.max_ulp is None else e.max_ulp
-            verdict = e.note or (f"{e.mismatched}/{e.size}" if e.mismatched else "ok")
-            return (f"<tr style=\"{'' if e.ok else 'color:#c00'}\"><td>{p.output}</td>"
-                    f"<td>{e_(p.a)} vs {e_(p.b)}</td><td>{e.max_abs:.3g}</td>"
-                    f"<td>{e.max_rel:.3g}</td><td>{ulp}</td><td>{e_(verdict)}</td></tr>")
-        pairs = "".join(pair_row(p) for p in self.pairs)
-        located = "".join(f"<li>{e_(d.a)} vs {e_(d.b)}: op #{d.op_index} <code>{e_(d.name)}"
-                          f"</code> at <code>{e_(d.location)}</code>: max rel "
-                          f"{d.errors.max_rel:.3g}, {d.errors.mismatched}/{d.errors.size} "
-                          f"beyond tolerance; {e_(d.operands_note())}</li>"
-                          for d in self.located)
-        notes = "".join(f"<li>{e_(n)}</li>" for n in self.locate_notes)
+        located = page.located_list(self.located, self.locate_notes)
         return (f"<div><b>@{e_(self.function)}</b>, inputs {e_(self.inputs)}"
                 + (f", against {e_(self.against)}" if self.against else "")
-                + "<table><tr><th>backend</th><th>status</th><th></th></tr>" + runs + "</table>"
-                "<table><tr><th>output</th><th>pair</th><th>max abs</th><th>max rel</th>"
-                "<th>max ulp</th><th>mismatched</th></tr>" + pairs + "</table>"
-                + (f"<p>first diverging ops:</p><ul>{located}{notes}</ul>"
-                   if located or notes else "")
+                + page.runs_table(self.runs) + page.pairs_table(self.pairs)
+                + (f"<p>first diverging ops:</p>{located}" if located else "")
                 + f"<p><b>{e_(self.verdict)}</b></p></div>")
+
+    def write_html(self, path) -> None:
+        """The report as one self-contained HTML page (inline SVG plots, nothing fetched):
+        per output the error table and each disagreeing pair's distribution of element
+        errors; where located, each pair's error along the program and the diverging ops."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page.page(self))
 
     def __repr__(self):  # (the outputs are many arrays: `table()` shows them as figures)
         return (f"<Comparison @{self.function}: {', '.join(self.runs)}; {self.verdict}"
@@ -257,6 +259,8 @@ class Comparison:
                          "operands": [None if o is None else errors(o) for o in d.operands],
                          "culprit": d.culprit} for d in self.located],
             "locate_notes": list(self.locate_notes),
+            "profiles": [{"a": a, "b": b, "ops": [e._asdict() for e in ops]}
+                         for (a, b), ops in self.profiles.items()],
         }
 
     def dumps(self) -> str:
