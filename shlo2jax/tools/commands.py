@@ -172,6 +172,9 @@ def add_commands(sub) -> None:
                    "HTML page to this file: the error tables, each disagreeing output's "
                    "element errors, and with --locate each op's error along the program and "
                    "the diverging ops")
+    p.add_argument("--model-explorer", metavar="OVERLAY", help="with --locate: write each op's "
+                   "max relative error as Model Explorer node data (JSON) to this file, to load "
+                   "over the module in Model Explorer (the first pair located through probes)")
     p.add_argument("--interpreter-timeout", type=positive_float, default=600.0, metavar="S",
                    help="seconds the reference interpreter may run, > 0 (default: %(default)s; "
                         "it evaluates op by op, a large model takes minutes)")
@@ -404,6 +407,9 @@ def _compare(args) -> int:
                          f"backends (of {', '.join(BUILTIN_BACKENDS)})")
     _writable("--json", args.json)
     _writable("--html", args.html)
+    _writable("--model-explorer", args.model_explorer)
+    if args.model_explorer and not args.locate:
+        raise UsageError("--model-explorer writes the errors --locate measures: add --locate")
     program = _load(args)
     fn = _function(program, args.function)
     other = None
@@ -427,6 +433,11 @@ def _compare(args) -> int:
     if args.html:
         result.write_html(args.html)
         print(f"wrote {args.html}")
+    if args.model_explorer:
+        pair = result.write_model_explorer(args.model_explorer)
+        print(f"wrote {args.model_explorer}" + (f" ({' vs '.join(pair)})" if pair else
+                                                 " (no graph: no pair was located through "
+                                                 "probes)"))
     not_run = [f"{r.name} {r.status}: {exits.one_line(r.reason)}"
                for r in result.runs.values() if r.status != "ok"]
     detail = f" ({'; '.join(not_run)})" if not_run else ""

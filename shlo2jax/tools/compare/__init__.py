@@ -30,11 +30,12 @@ the same inputs: `compare("model.mlir", against="edited.mlir", locate=True)`.
 (`gradients`); with `locate`, the first ops of the backward pass whose cotangents differ.
 
 `result.write_html(path)` (CLI: --html): the comparison as one self-contained HTML page, with
-after `locate` each op's error along the program (`result.profiles`).
+after `locate` each op's error along the program (`result.profiles`);
+`result.write_model_explorer(path)` (--model-explorer): those errors as Model Explorer node data.
 
 The package: `backends` (the ways of running), `comparison` (`compare`), `report` (what it
 returns), `locate` (the diverging ops, each op's error), `gradients` (`grad=True`), `page`
-(the HTML).
+(the HTML), `overlay` (Model Explorer's node data).
 """
 
 from shlo2jax.tools.compare.backends import (BUILTIN_BACKENDS, DEFAULT_BACKENDS, Backend,

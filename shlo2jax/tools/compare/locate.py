@@ -26,6 +26,7 @@ from shlo2jax.loader import load
 from shlo2jax.module import format_location
 from shlo2jax.probes import ProbeKey
 from shlo2jax.tools.compare.backends import Backend
+from shlo2jax.tools.compare.overlay import node_ids
 from shlo2jax.tools.compare.report import Comparison, Divergence, OpError
 from shlo2jax.tools.numerics import Errors, array_errors, error_figures
 from shlo2jax.transforms.inline_calls import inline_calls
@@ -185,8 +186,11 @@ def locate(result: Comparison, program, function: str, inputs: list, by_name: di
             result.locate_notes.append(f"{pair.a} vs {pair.b}: recording failed: {why}")
             continue
         found = diverging_ops(*recordings, rtol, atol, max_ulp, limit, match)
-        result.profiles[(a.name, b.name)] = error_profile(*recordings, rtol, atol, max_ulp,
-                                                          match)
+        profile = error_profile(*recordings, rtol, atol, max_ulp, match)
+        if how == "probe":  # (op indices of a's decoded module: Model Explorer's nodes known)
+            nodes = node_ids(a.effective_program(program).module)
+            profile = [op._replace(node=nodes.get(op.op_index)) for op in profile]
+        result.profiles[(a.name, b.name)] = profile
         result.located += [Divergence(a.name, b.name, **d) for d in found]
         if not found:
             result.locate_notes.append(f"{pair.a} vs {pair.b}: every recorded intermediate "

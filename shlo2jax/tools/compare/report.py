@@ -11,7 +11,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from shlo2jax.tools.compare import page
+from shlo2jax.tools.compare import overlay, page
 from shlo2jax.tools.numerics import Errors
 
 
@@ -41,6 +41,8 @@ class OpError(NamedTuple):
     max_rel: float
     max_ulp: Optional[int]       # None for integers and booleans
     ok: bool                     # within the tolerances
+    # (graph id, node id): its node in Model Explorer (`overlay.node_ids`); None: not known
+    node: Optional[tuple] = None
 
 
 @dataclasses.dataclass
@@ -180,6 +182,12 @@ class Comparison:
                 + page.runs_table(self.runs) + page.pairs_table(self.pairs)
                 + (f"<p>first diverging ops:</p>{located}" if located else "")
                 + f"<p><b>{e_(self.verdict)}</b></p></div>")
+
+    def write_model_explorer(self, path) -> list:
+        """The per-op errors of the first pair located through probes as Model Explorer node
+        data (`overlay`) to `path`; returns that pair ([] where there is none: the file then
+        holds no graph)."""
+        return overlay.write_node_data(self, path)
 
     def write_html(self, path) -> None:
         """The report as one self-contained HTML page (inline SVG plots, nothing fetched):

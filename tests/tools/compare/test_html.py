@@ -133,7 +133,8 @@ def test_the_profile_is_every_op_up_to_and_past_the_divergence(located):
     assert data["profiles"][0]["a"] == "cpu" and data["profiles"][0]["b"] == "cpu:against"
     assert data["profiles"][0]["ops"][at] == {
         "op_index": first.op_index, "name": first.name, "location": first.location,
-        "max_rel": first.errors.max_rel, "max_ulp": first.errors.max_ulp, "ok": False}
+        "max_rel": first.errors.max_rel, "max_ulp": first.errors.max_ulp, "ok": False,
+        "node": ["main", str(first.op_index)]}  # (the 6th op of @main: Model Explorer's "5")
 
 
 def test_names_and_locations_are_escaped(located, tmp_path):
