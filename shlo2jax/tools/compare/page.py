@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from shlo2jax import value_types as T
 from shlo2jax.tools.numerics import relative_errors
 
 _e = html.escape
@@ -205,8 +206,7 @@ def _histogram(c, p) -> str:
     if ra is None or rb is None or ra.outputs is None or rb.outputs is None:
         return ""
     x, y = np.asarray(ra.outputs[p.output]), np.asarray(rb.outputs[p.output])
-    if x.shape != y.shape or not (np.issubdtype(x.dtype, np.inexact)
-                                  and np.issubdtype(y.dtype, np.inexact)):
+    if x.shape != y.shape or not (T.is_float(x.dtype) and T.is_float(y.dtype)):
         return ""
     rel = relative_errors(x, y)
     logs = np.log10(rel[rel > 0])

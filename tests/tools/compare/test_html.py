@@ -13,11 +13,12 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 from shlo2jax.tools import cli, commands, exits
-from shlo2jax.tools.compare import compare
+from shlo2jax.tools.compare import PairResult, array_errors, compare
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 MLP = ROOT / "examples" / "mlp.mlir"
@@ -212,3 +213,17 @@ def test_a_browser_draws_the_page(located, tmp_path):
     assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50
     red = (pixels[..., 0] > 180) & (pixels[..., 1] < 60) & (pixels[..., 2] < 60)
     assert red.sum() > 100
+
+
+def test_a_bfloat16_output_has_its_histogram(located, tmp_path):
+    x = np.linspace(1, 2, 6).astype(ml_dtypes.bfloat16)
+    y = (x.astype(np.float32) * 1.01).astype(ml_dtypes.bfloat16)
+    run = located.runs["cpu"]
+    runs = {n: dataclasses.replace(run, name=n, outputs=[v]) for n, v in (("a", x), ("b", y))}
+    c = dataclasses.replace(located, runs=runs, located=[], profiles={},
+                            pairs=[PairResult("a", "b", 0, array_errors(x, y, 1e-4, 1e-6))])
+    c.write_html(tmp_path / "bf16.html")
+    (histogram,) = _svgs((tmp_path / "bf16.html").read_text(encoding="utf-8"))
+    bars = list(histogram.iter(f"{SVG}rect"))[1:]
+    assert sum(int(r.find(f"{SVG}title").text.rsplit(": ", 1)[1].split()[0])
+               for r in bars) == 6
