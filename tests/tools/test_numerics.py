@@ -1,6 +1,7 @@
 """shlo2jax.tools.numerics: `error_figures` (the per-op profile's figures) gives what
 `array_errors` gives, and `relative_errors` the elements its max rel is the largest of."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -19,7 +20,12 @@ def _pairs():
     return {"near": (x, near), "far": (x, far), "f64 reference": (x, wide),
             "equal": (x, x.copy()), "a nan on one side": (x, nan),
             "int": (np.arange(6), np.arange(6)[::-1].copy()),
-            "f16 strided": (x[:, ::2].astype(np.float16), near[:, ::2].astype(np.float16))}
+            "f16 strided": (x[:, ::2].astype(np.float16), near[:, ::2].astype(np.float16)),
+            "bf16, signs apart": (x.astype(ml_dtypes.bfloat16), -near.astype(ml_dtypes.bfloat16)),
+            "f32 around zero": (x * 1e-40, -near * 1e-40),   # subnormals, -0 and +0
+            "f64": (x.astype(np.float64), wide),
+            "signed zeros": (np.array([0.0, -0.0, 1.0], np.float32),
+                             np.array([-0.0, 0.0, 1.0000001], np.float32))}
 
 
 @pytest.mark.parametrize("name", list(_pairs()))
