@@ -36,8 +36,8 @@ large: translation throughput: load + trace + lower to StableHLO text (XLA's com
   sampler     benchmarks/bench.py's diffusion sampler (50,540 ops), exported with jax.export
               when the benchmark runs
   climate     benchmarks/bench.py's climate-style model (51,000 ops, 105 while loops), exported
-              likewise (not in the default list; so are `neural_ode` and any other of
-              bench.py's real programs, by name)
+              likewise (not in the default list; so are `fold`, `neural_ode` and any other
+              of bench.py's real programs, by name)
 
 `--tree LABEL=PATH` adds a shlo2jax variant imported from another checkout (e.g. a baseline
 made with `git archive <commit> | tar -x -C PATH`), run in alternation with this checkout's.
