@@ -181,6 +181,37 @@ def test_constant_starts_clamp_without_equations(index_type, starts):
     assert "dynamic_slice" in primitives and "clamp" not in primitives, primitives
 
 
+def _primitives(jaxpr) -> set:
+    """The primitives of a jaxpr, its nested jaxprs' (a scan's body, a call's) included."""
+    found = set()
+    for eqn in jaxpr.eqns:
+        found.add(eqn.primitive.name)
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (list, tuple)) else [value]:
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    found |= _primitives(inner)
+    return found
+
+
+@pytest.mark.parametrize("start, stop", [(0, 6), (2, 5)])
+def test_a_loop_index_in_range_slices_without_a_clamp(start, stop):
+    """`w[i]` in a fori_loop (a stack's layer weights): the index is within [0, 5] by the
+    loop's bounds (ops._ranges), so its dynamic slice needs no clamp; the same values."""
+    import jax
+    from jax import export, lax
+
+    def fori(w, x):
+        return lax.fori_loop(start, stop, lambda i, c: c + w[i], x)
+    exported = export.export(jax.jit(fori))(jax.ShapeDtypeStruct((6, 3), np.float32),
+                                            jax.ShapeDtypeStruct((3,), np.float32))
+    program = shlo2jax.load(exported.serialize())
+    w, x = _data(np.float32, (6, 3)), _data(np.float32, (3,))
+    np.testing.assert_allclose(program(w, x), x + w[start:stop].sum(0), rtol=1e-6)
+    primitives = _primitives(staged_jaxpr(program, w, x))
+    assert "dynamic_slice" in primitives and "clamp" not in primitives, primitives
+
+
 @pytest.mark.parametrize("dtype", [np.bool_, np.uint16, np.float32, np.complex128])
 def test_dynamic_update_slice_element_types(dtype):
     x, u = _data(dtype, (4,)), _data(dtype, (2,), start=50)
