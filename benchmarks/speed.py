@@ -1,7 +1,7 @@
 """Time to first result and translation throughput, side by side with `jax.export`.
 
     python benchmarks/speed.py [--small jax/mlp,jax/gru_scan,...]
-                               [--large corpus,model_like,generated,sampler] [--runs 5]
+                               [--large corpus,model_like,generated,sampler,climate] [--runs 5]
                                [--tree LABEL=PATH ...] [--json FILE]
 
 Every figure comes from a fresh child process (as a user's notebook or script pays it), the
@@ -35,6 +35,9 @@ large: translation throughput: load + trace + lower to StableHLO text (XLA's com
   generated   benchmarks/bench.py's generated program (150 functions of 410 ops, 250 calls)
   sampler     benchmarks/bench.py's diffusion sampler (50,540 ops), exported with jax.export
               when the benchmark runs
+  climate     benchmarks/bench.py's climate-style model (51,000 ops, 105 while loops), exported
+              likewise (not in the default list; so are `fold`, `neural_ode` and any other
+              of bench.py's real programs, by name)
 
 `--tree LABEL=PATH` adds a shlo2jax variant imported from another checkout (e.g. a baseline
 made with `git archive <commit> | tar -x -C PATH`), run in alternation with this checkout's.
@@ -160,6 +163,13 @@ def _largest_corpus(count: int = 3) -> list:
     return [str(p.parent.relative_to(CORPUS)) for p in found[:count]]
 
 
+def _bench():
+    """benchmarks/bench.py, whose programs these are."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench
+    return bench
+
+
 def _large_programs(names, workdir: pathlib.Path) -> list:
     """-> [(label, path)]"""
     programs = []
@@ -171,17 +181,13 @@ def _large_programs(names, workdir: pathlib.Path) -> list:
             path.write_text(model_like_module())
             programs.append((name, path))
         elif name == "generated":
-            sys.path.insert(0, str(ROOT / "benchmarks"))
-            import bench
             path = workdir / "generated.mlir"
-            path.write_text(bench._generated_module())
+            path.write_text(_bench()._generated_module())
             programs.append((name, path))
-        elif name == "sampler":
-            sys.path.insert(0, str(ROOT / "benchmarks"))
-            import bench
-            path = workdir / "sampler" / "exported.bin"  # (the name jax.export's variant reads)
+        elif name in _bench()._REAL_PROGRAMS:
+            path = workdir / name / "exported.bin"  # (the name jax.export's variant reads)
             path.parent.mkdir(exist_ok=True)
-            path.write_bytes(bench._real_model_module("sampler"))
+            path.write_bytes(_bench()._real_model_module(name))
             programs.append((name, path))
         else:
             programs.append((name, CORPUS / name / "exported.bin"))

@@ -6,8 +6,9 @@ needs no strong-zero guard (shlo2jax.gradients.strong_zero_ops).
 every element of the value, or None (unknown: any value, NaN included). The claim is made
 for programs whose arguments hold no NaN ("NaN aside": a NaN argument makes NaN values and NaN
 derivatives in the producer's own program too); infinite arguments are allowed, so a public
-function's argument is (-inf, inf), and a captured value, a loop-carried value or any op
-without a rule here is unknown. Every rule is conservative: a range that could hold a NaN made
+function's argument is (-inf, inf), a captured value is what it is where it is defined, and
+a loop-carried value (but a counted loop's counters, below) or any op without a rule here is
+unknown. Every rule is conservative: a range that could hold a NaN made
 from non-NaN operands (inf - inf, 0 * inf, 0 / 0, the square root of a negative number,
 sin(inf)) is unknown, a function bounded for every number (tanh, logistic) is unknown on an
 unknown operand (it may be NaN: a fully masked attention row's x - max(x)), bounds are
@@ -17,7 +18,9 @@ flushes subnormals).
 
 The values of a function's arguments are known where it is private and every use of its
 name is a `func.call` (the union over those calls' operands: chess's `_var(x, ddof)` takes
-the constant 0 at every call), and a call's result is its callee's returned value.
+the constant 0 at every call), and a call's result is its callee's returned value. In the
+body of a counted loop (`for (i = a; i < b; i += 1)`: a while op whose prepared `counted`
+says so, what `fori_loop` and `scan` export), the counter is in [a, b - 1].
 """
 
 from __future__ import annotations
@@ -159,6 +162,7 @@ class _Analysis:
         self._last = None
         self._sites = None  # function name -> [(region, call op)], or None where it escapes
         self._bodies = None  # id(body region) -> function name
+        self._holders = None  # id(a nested region) -> (the region holding its op, the op)
         # functions whose argument ranges / returned value are being computed (a call
         # reached again meanwhile is unknown)
         self.arguments_active, self.results_active = set(), set()
@@ -215,8 +219,8 @@ class _Analysis:
         if self._bodies is None:
             self._bodies = {id(f.body): name for name, f in self.module.functions.items()}
         name = self._bodies.get(id(region))
-        if name is None:
-            return None  # (a nested region's: a loop's carry, a reduction's operands)
+        if name is None:  # (a nested region's: a loop's carry, a reduction's operands)
+            return self.counter_range(region, vid)
         if self.module.functions[name].public:
             return self.public_arguments
         if self._sites is None:
@@ -239,6 +243,77 @@ class _Analysis:
         finally:
             self.arguments_active.discard(name)
 
+    def counter_range(self, region, vid) -> Range:
+        """A counted loop's counter in its body, [a, b - 1] where the ranges of its start a
+        and bound b are known (a + 1 never wraps: the body runs only while i < b), and any
+        other carried value the body adds 1 to, [c, c + trips - 1] from its start c (a
+        `fori_loop` exported as a scan carries its own index beside the scan's); any other
+        argument of a nested region is unknown."""
+        holder, op = self.holder(region)
+        counted = getattr(op, "params", None) if op is not None and op.name in _WHILES else None
+        counted = getattr(counted, "counted", None)
+        if counted is None or op.regions[-1] is not region or \
+                _source_range(self, holder, counted.step) != (1.0, 1.0):
+            return None
+        start = self.range(holder, op.operands[counted.counter])
+        bound = _source_range(self, holder, counted.bound)
+        if start is None or bound is None or start[0] > bound[1] - 1:
+            return None
+        k = region.args.index(vid)
+        if k == counted.counter:
+            return (start[0], bound[1] - 1)
+        if not self._adds_one(region, region.outputs[k], vid):
+            return None
+        first = self.range(holder, op.operands[k])
+        kind = _kind(region.arg_types[k].dtype)
+        if first is None or kind[0] != "int":
+            return None
+        last = first[1] + (bound[1] - start[0]) - 1  # (at most this many trips)
+        return (first[0], last) if last <= kind[1][1] else None
+
+    def holder(self, region) -> tuple:
+        """(the region holding the op whose region `region` is, that op), or (None, None)
+        for a function's body (a walk over the module's regions, made once)."""
+        if self._holders is None:
+            holders = self._holders = {}
+            pending = [f.body for f in self.module.functions.values()]
+            while pending:
+                holder = pending.pop()
+                for op in holder.ops:
+                    if op.regions:
+                        pending.extend(op.regions)
+                        for inner in op.regions:
+                            holders[id(inner)] = (holder, op)
+        found = self._holders.get(id(region))
+        return found if found is not None and region in found[1].regions else (None, None)
+
+    def captured_range(self, region, vid) -> Range:
+        """A value a nested region captures: its range where it is defined (SSA: the same
+        value), found through the regions holding this one; else unknown."""
+        holder, _ = self.holder(region)
+        return None if holder is None else self.range(holder, vid)
+
+    def _adds_one(self, region, out, vid, calls: int = 2) -> bool:
+        """Whether `out` is `vid + 1` in `region`, the sum made there or in a function it
+        calls with `vid` (jax exports a scan's body as a call: `closed_call`)."""
+        update = self.scope(region).producer(out) or next(  # (a call of several results)
+            (op for op in region.ops if out in op.results), None)
+        if update is None:
+            return False
+        if update.name in _ADDS and len(update.operands) == 2:
+            a, b = update.operands
+            return (a == vid and self.range(region, b) == (1.0, 1.0)) or \
+                (b == vid and self.range(region, a) == (1.0, 1.0))
+        if update.name != "func.call" or not calls:
+            return False
+        callee = self.module.functions.get(update.attrs.get("callee"))
+        if callee is None or vid not in update.operands:
+            return False
+        body = callee.body
+        inner = body.outputs[update.results.index(out)]
+        return any(self._adds_one(body, inner, body.args[m], calls - 1)
+                   for m, v in enumerate(update.operands) if v == vid)
+
     def call_range(self, op) -> Range:
         fdef = self.module.functions.get(op.attrs.get("callee"))
         if fdef is None or len(fdef.body.outputs) != 1:
@@ -253,6 +328,21 @@ class _Analysis:
 
 
 _MISSING = object()
+_WHILES = op_names("while")
+_ADDS = op_names("add")
+
+
+def _source_range(analysis, holder, source) -> Range:
+    """The range of a loop's bound or step (ops.control_flow's `_constant_source`: a
+    constant of the condition or body, or a value they capture from the region `holder`
+    holding the loop), or None."""
+    kind, payload = source
+    if kind == "env":
+        return analysis.range(holder, payload)
+    value = np.asarray(payload)
+    if value.shape != () or not np.issubdtype(value.dtype, np.integer):
+        return None
+    return (float(value), float(value))
 
 
 class _Scope:
@@ -281,9 +371,12 @@ class _Scope:
         op = self.producer(vid)
         if op is None:
             region = self.region
-            if region is None or vid not in region.args:
+            if region is None:
                 return None
-            found = self.analysis.argument_range(region, vid)
+            if vid in region.args:
+                found = self.analysis.argument_range(region, vid)
+            else:
+                found = self.analysis.captured_range(region, vid)
         elif depth >= _DEPTH:
             return None  # (not kept: a later walk from nearer may find it)
         else:

@@ -23,29 +23,60 @@ from shlo2jax.compat import set_batching_rule
 from shlo2jax.primitives import general_scatter_primitive
 from shlo2jax.attributes import GatherDims, Opaque, ScatterDims
 from shlo2jax.errors import TranslationError
-from shlo2jax.ops._common import (ints, known_value, non_differentiable, result_shape,
+from shlo2jax.ops._common import (ints, known_value, non_differentiable, planned, result_shape,
                                   single_or_tuple)
+from shlo2jax.ops._ranges import Range, exact_range
 from shlo2jax.registry import Unsupported, register_op
 
 
 # ---------------------------------------------------------------- start-index clamping
 
-def _clamp_start(index, upper: int):
-    """`clamp(0, index, upper)` in the index's own type (upper is capped to fit it)."""
+def _clamp_start(index, upper: int, known: Range = None):
+    """`clamp(0, index, upper)` in the index's own type (upper is capped to fit it). A constant
+    index is clamped here, with no equation: exporters slice a loop body's tensors at constant
+    starts beside the counter (jax's `t[k]` is `dynamic_slice(t, k, 0, 0)`), so most starts of
+    a program of loops are constants (the climate benchmark: 1,712 clamps traced, each with
+    its two bounds lowered as constants). An index whose exact range (`known`) lies within
+    [0, upper] needs no clamp: a counted loop's counter slicing the layer weights of a
+    stack (`w[i]`)."""
     dtype = np.dtype(index.dtype)
     upper = min(upper, int(ml_dtypes.iinfo(dtype).max))
+    if known is not None and 0 <= known[0] and known[1] <= upper:
+        return index
+    if isinstance(index, np.ndarray):
+        return np.array(min(max(int(index), 0), upper), dtype)  # (lax.clamp's order: max, min)
     return lax.clamp(np.array(0, dtype), index, np.array(upper, dtype))
 
 
-def _clamped_starts(shape, sizes, starts):
-    return [_clamp_start(s, dim - size) for s, dim, size in zip(starts, shape, sizes)]
+def _clamped_starts(shape, sizes, starts, known=None):
+    known = known or (None,) * len(starts)
+    return [_clamp_start(s, dim - size, r)
+            for s, dim, size, r in zip(starts, shape, sizes, known)]
+
+
+class DynamicSlice(NamedTuple):
+    sizes: tuple
+    # per start, its exact range (ops._ranges.exact_range) or None, found when planned
+    start_ranges: tuple = ()
+
+
+def _start_ranges(op, producer, translator):
+    """A `planned` view: the dynamic slice with its starts' exact ranges, so that a start
+    known within bounds is not clamped. Lifted constants are the call's values: no view."""
+    if translator.mode.lifted is not None:
+        return op
+    known = tuple(exact_range(s, producer, translator) for s in op.operands[1:])
+    if not any(r is not None for r in known):
+        return op
+    return op.replaced(params=op.params._replace(start_ranges=known))
 
 
 @register_op("stablehlo.dynamic_slice", "mhlo.dynamic_slice",
-             prepare=lambda op: ints(op.attrs["slice_sizes"]))
+             prepare=lambda op: DynamicSlice(ints(op.attrs["slice_sizes"])))
+@planned(_start_ranges)
 def dynamic_slice(ctx, op, x, *starts):
-    sizes = op.params
-    starts = _clamped_starts(x.shape, sizes, starts)
+    sizes, known = op.params
+    starts = _clamped_starts(x.shape, sizes, starts, known)
     return lax.dynamic_slice(x, starts, sizes, allow_negative_indices=False)
 
 

@@ -12,7 +12,7 @@ import shlo2jax.ops  # noqa: F401  (registers the built-in rules _needs looks up
 from shlo2jax import registry
 from shlo2jax import value_types as T
 
-from _helpers import tensor
+from _helpers import staged_jaxpr, tensor
 
 
 def _element(dtype):
@@ -149,6 +149,67 @@ def test_dynamic_update_slice_clamps(index_type, starts):
     expected = x.copy()
     expected[i:i + 2, j:j + 3] = u
     _same(_run(body, [x, u, a, b]), expected)
+
+
+@pytest.mark.parametrize("index_type", INDEX_TYPES)
+@pytest.mark.parametrize("starts", [(0, 0), (1, 3), (-2, 4), (7, -7)])
+def test_constant_starts_clamp_without_equations(index_type, starts):
+    """Constant starts (an exporter's `t[k]`: the counter and constant zeros) are clamped
+    at trace time, as the spec clamps them: the same values, and no clamp in the trace."""
+    info = np.iinfo(index_type)
+    starts = [min(max(s, int(info.min)), int(info.max)) for s in starts]
+    x, u = _data(np.int32, (3, 5)), -_data(np.int32, (2, 3))
+    t = _element(index_type)
+    text = f"""func.func @main(%x: tensor<3x5xi32>, %u: tensor<2x3xi32>)
+    -> (tensor<2x3xi32>, tensor<3x5xi32>) {{
+  %i = stablehlo.constant dense<{starts[0]}> : tensor<{t}>
+  %j = stablehlo.constant dense<{starts[1]}> : tensor<{t}>
+  %s = stablehlo.dynamic_slice %x, %i, %j, sizes = [2, 3] : (tensor<3x5xi32>, tensor<{t}>,
+    tensor<{t}>) -> tensor<2x3xi32>
+  %d = stablehlo.dynamic_update_slice %x, %u, %i, %j : (tensor<3x5xi32>, tensor<2x3xi32>,
+    tensor<{t}>, tensor<{t}>) -> tensor<3x5xi32>
+  return %s, %d : tensor<2x3xi32>, tensor<3x5xi32>
+}}"""
+    program = shlo2jax.load(text)
+    i, j = min(max(starts[0], 0), 1), min(max(starts[1], 0), 2)
+    expected = x.copy()
+    expected[i:i + 2, j:j + 3] = u
+    sliced, updated = program(x, u)
+    _same(sliced, x[i:i + 2, j:j + 3])
+    _same(updated, expected)
+    primitives = {e.primitive.name for e in staged_jaxpr(program, x, u).eqns}
+    assert "dynamic_slice" in primitives and "clamp" not in primitives, primitives
+
+
+def _primitives(jaxpr) -> set:
+    """The primitives of a jaxpr, its nested jaxprs' (a scan's body, a call's) included."""
+    found = set()
+    for eqn in jaxpr.eqns:
+        found.add(eqn.primitive.name)
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (list, tuple)) else [value]:
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    found |= _primitives(inner)
+    return found
+
+
+@pytest.mark.parametrize("start, stop", [(0, 6), (2, 5)])
+def test_a_loop_index_in_range_slices_without_a_clamp(start, stop):
+    """`w[i]` in a fori_loop (a stack's layer weights): the index is within [0, 5] by the
+    loop's bounds (ops._ranges), so its dynamic slice needs no clamp; the same values."""
+    import jax
+    from jax import export, lax
+
+    def fori(w, x):
+        return lax.fori_loop(start, stop, lambda i, c: c + w[i], x)
+    exported = export.export(jax.jit(fori))(jax.ShapeDtypeStruct((6, 3), np.float32),
+                                            jax.ShapeDtypeStruct((3,), np.float32))
+    program = shlo2jax.load(exported.serialize())
+    w, x = _data(np.float32, (6, 3)), _data(np.float32, (3,))
+    np.testing.assert_allclose(program(w, x), x + w[start:stop].sum(0), rtol=1e-6)
+    primitives = _primitives(staged_jaxpr(program, w, x))
+    assert "dynamic_slice" in primitives and "clamp" not in primitives, primitives
 
 
 @pytest.mark.parametrize("dtype", [np.bool_, np.uint16, np.float32, np.complex128])

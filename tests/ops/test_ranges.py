@@ -221,3 +221,66 @@ func.func @main(%x: tensor<f32>) -> (tensor<f32>, tensor<f32>) {
     for query in (_ranges.value_range, _ranges.exact_range):
         lo, hi = query(c, callee, translator)
         assert lo <= 3.0 <= hi and hi - lo < 1e-5
+
+
+def _fori_slices(start: int, stop: int):
+    """The `jax.export` of a fori_loop slicing a weight at its index (`w[i]`), loaded: jax
+    exports it as a scan, whose while loop carries its own counter beside the fori index
+    and calls the body (`closed_call`) with the index; the bound and step are constants the
+    loop captures."""
+    import jax
+    import numpy as np
+    from jax import export, lax
+
+    def fori(w, x):
+        return lax.fori_loop(start, stop, lambda i, c: c + w[i], x)
+    exported = export.export(jax.jit(fori))(jax.ShapeDtypeStruct((6, 3), np.float32),
+                                            jax.ShapeDtypeStruct((3,), np.float32))
+    return shlo2jax.load(exported.serialize())
+
+
+def _while_and_callee(program):
+    module = program.translator.module
+    (loop,) = [op for op in module.functions["main"].body.ops if op.name.endswith(".while")]
+    (callee,) = [f for name, f in module.functions.items() if name != "main"]
+    return loop, callee
+
+
+@pytest.mark.parametrize("start, stop", [(0, 6), (2, 5)])
+def test_a_counted_loops_counters_run_from_start_to_bound(start, stop):
+    """In a counted loop's body (`for (i = a; i < b; i += 1)`) the counter is in [a, b - 1],
+    and so is a value the body adds 1 to from a (the fori index, incremented in the called
+    body); the start of the index's slice, past jax's negative-index select, too."""
+    program = _fori_slices(start, stop)
+    translator = program.translator
+    loop, callee = _while_and_callee(program)
+    body = loop.regions[1]
+    counter = loop.params.counted.counter
+    assert region_range(translator, body, body.args[counter]) == (0.0, stop - start - 1)
+    (call,) = [op for op in body.ops if op.name == "func.call"]
+    (index,) = [v for v in call.operands if v in body.args and v != body.args[counter]
+                and region_range(translator, body, v) is not None]
+    assert region_range(translator, body, index) == (start, stop - 1)
+    (dynamic_slice,) = [op for op in callee.body.ops if op.name.endswith("dynamic_slice")]
+    assert region_range(translator, callee.body, dynamic_slice.operands[1]) == (start, stop - 1)
+
+
+def test_a_captured_value_is_what_it_is_where_defined():
+    """A value a nested region captures (a case branch's constant factor) has the range it
+    has where it is defined."""
+    program = shlo2jax.load("""
+func.func @main(%x: tensor<f32>) -> tensor<f32> {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %two = stablehlo.constant dense<2.0> : tensor<f32>
+  %r = "stablehlo.case"(%c) ({
+    %y = stablehlo.multiply %x, %two : tensor<f32>
+    stablehlo.return %y : tensor<f32>
+  }) : (tensor<i32>) -> tensor<f32>
+  return %r : tensor<f32>
+}""")
+    translator = program.translator
+    (case,) = [op for op in translator.module.functions["main"].body.ops
+               if op.name.endswith(".case")]
+    branch = case.regions[0]
+    (multiply,) = branch.ops
+    assert _near(region_range(translator, branch, multiply.operands[1]), 2.0, 2.0)
