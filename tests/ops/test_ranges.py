@@ -3,6 +3,7 @@ finite everywhere, so that strong-zero guards can go)."""
 
 import math
 
+import numpy as np
 import pytest
 
 import shlo2jax
@@ -223,46 +224,97 @@ func.func @main(%x: tensor<f32>) -> (tensor<f32>, tensor<f32>) {
         assert lo <= 3.0 <= hi and hi - lo < 1e-5
 
 
-def _fori_slices(start: int, stop: int):
-    """The `jax.export` of a fori_loop slicing a weight at its index (`w[i]`), loaded: jax
-    exports it as a scan, whose while loop carries its own counter beside the fori index
-    and calls the body (`closed_call`) with the index; the bound and step are constants the
-    loop captures."""
-    import jax
-    import numpy as np
-    from jax import export, lax
+# `lax.fori_loop(start, stop, lambda i, c: c + w[i], x)` as jax exports it: a scan whose while
+# loop carries its own counter beside the fori index; jax <= 0.11 calls the body
+# (`closed_call`) with the index, jax 0.12 inlines it. The bound and step are constants the
+# loop captures.
+_FORI_LOOP = """
+func.func public @main(%w: tensor<6x3xf32>, %x: tensor<3xf32>) -> tensor<3xf32> {
+  %one = stablehlo.constant dense<1> : tensor<i32>
+  %trips = stablehlo.constant dense<TRIPS> : tensor<i32>
+  %start = stablehlo.constant dense<START> : tensor<i32>
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0:4 = stablehlo.while(%iw = %w, %k = %zero, %i = %start, %c = %x)
+      : tensor<6x3xf32>, tensor<i32>, tensor<i32>, tensor<3xf32>
+  cond {
+    %1 = stablehlo.compare LT, %k, %trips, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %1 : tensor<i1>
+  } do {
+BODY
+  }
+  return %0#3 : tensor<3xf32>
+}
+"""
+_CALLED = """
+    %1:2 = func.call @closed_call(%iw, %i, %c)
+        : (tensor<6x3xf32>, tensor<i32>, tensor<3xf32>) -> (tensor<i32>, tensor<3xf32>)
+    %2 = stablehlo.add %k, %one : tensor<i32>
+    stablehlo.return %iw, %2, %1#0, %1#1 : tensor<6x3xf32>, tensor<i32>, tensor<i32>, tensor<3xf32>
+"""
+_STEP = """
+  %n = stablehlo.constant dense<6> : tensor<i32>
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %s = stablehlo.constant dense<1> : tensor<i32>
+  %next = stablehlo.add %I, %s : tensor<i32>
+  %neg = stablehlo.compare LT, %I, %z, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+  %wrapped = stablehlo.add %I, %n : tensor<i32>
+  %row = stablehlo.select %neg, %wrapped, %I : tensor<i1>, tensor<i32>
+  %slice = stablehlo.dynamic_slice %W, %row, %z, sizes = [1, 3]
+      : (tensor<6x3xf32>, tensor<i32>, tensor<i32>) -> tensor<1x3xf32>
+  %flat = stablehlo.reshape %slice : (tensor<1x3xf32>) -> tensor<3xf32>
+  %sum = stablehlo.add %C, %flat : tensor<3xf32>
+"""
+_CALLEE = """
+func.func private @closed_call(%W: tensor<6x3xf32>, %I: tensor<i32>, %C: tensor<3xf32>)
+    -> (tensor<i32>, tensor<3xf32>) {
+""" + _STEP + """
+  return %next, %sum : tensor<i32>, tensor<3xf32>
+}
+"""
+_INLINED = _STEP.replace("%W", "%iw").replace("%I", "%i").replace("%C", "%c") + """
+    %k1 = stablehlo.add %k, %one : tensor<i32>
+    stablehlo.return %iw, %k1, %next, %sum : tensor<6x3xf32>, tensor<i32>, tensor<i32>, tensor<3xf32>
+"""
 
-    def fori(w, x):
-        return lax.fori_loop(start, stop, lambda i, c: c + w[i], x)
-    exported = export.export(jax.jit(fori))(jax.ShapeDtypeStruct((6, 3), np.float32),
-                                            jax.ShapeDtypeStruct((3,), np.float32))
-    return shlo2jax.load(exported.serialize())
+
+def _fori_slices(start: int, stop: int, called: bool):
+    text = _FORI_LOOP.replace("TRIPS", str(stop - start)).replace("START", str(start))
+    text = text.replace("BODY", _CALLED if called else _INLINED) + (_CALLEE if called else "")
+    return shlo2jax.load(text)
+
+
+def _fori_reference(start: int, stop: int, w, x):
+    return x + w[start:stop].sum(axis=0)
 
 
 def _while_and_callee(program):
     module = program.translator.module
     (loop,) = [op for op in module.functions["main"].body.ops if op.name.endswith(".while")]
-    (callee,) = [f for name, f in module.functions.items() if name != "main"]
+    callee = module.functions.get("closed_call")
     return loop, callee
 
 
+@pytest.mark.parametrize("called", [True, False], ids=["called", "inlined"])
 @pytest.mark.parametrize("start, stop", [(0, 6), (2, 5)])
-def test_a_counted_loops_counters_run_from_start_to_bound(start, stop):
+def test_a_counted_loops_counters_run_from_start_to_bound(start, stop, called):
     """In a counted loop's body (`for (i = a; i < b; i += 1)`) the counter is in [a, b - 1],
     and so is a value the body adds 1 to from a (the fori index, incremented in the called
-    body); the start of the index's slice, past jax's negative-index select, too."""
-    program = _fori_slices(start, stop)
+    body or in the loop's own); the start of the index's slice, past jax's negative-index
+    select, too."""
+    program = _fori_slices(start, stop, called)
+    w = np.arange(18, dtype=np.float32).reshape(6, 3)
+    x = np.ones(3, np.float32)
+    np.testing.assert_array_equal(program(w, x), _fori_reference(start, stop, w, x))
     translator = program.translator
     loop, callee = _while_and_callee(program)
     body = loop.regions[1]
     counter = loop.params.counted.counter
     assert region_range(translator, body, body.args[counter]) == (0.0, stop - start - 1)
-    (call,) = [op for op in body.ops if op.name == "func.call"]
-    (index,) = [v for v in call.operands if v in body.args and v != body.args[counter]
-                and region_range(translator, body, v) is not None]
+    index = body.args[2]
     assert region_range(translator, body, index) == (start, stop - 1)
-    (dynamic_slice,) = [op for op in callee.body.ops if op.name.endswith("dynamic_slice")]
-    assert region_range(translator, callee.body, dynamic_slice.operands[1]) == (start, stop - 1)
+    where = callee.body if called else body
+    (dynamic_slice,) = [op for op in where.ops if op.name.endswith("dynamic_slice")]
+    assert region_range(translator, where, dynamic_slice.operands[1]) == (start, stop - 1)
 
 
 def test_a_captured_value_is_what_it_is_where_defined():
