@@ -75,6 +75,13 @@ class ExportedConvention(ModuleConvention):
                 f"jax.export artifact {record.fun_name}: @main returns "
                 f"({', '.join(map(str, returned))}) but the export declares "
                 f"({', '.join(signatures.type_text(a) for a in declared)})")
+        if sorted(set(self._kept)) != list(self._kept) or \
+                any(not 0 <= i < len(record.in_avals) for i in self._kept):
+            # a damaged artifact: a call would index past the caller's arguments
+            raise LoadError(
+                f"jax.export artifact {record.fun_name}: module_kept_var_idx "
+                f"{list(self._kept)} is not an increasing list of the indices of its "
+                f"{len(record.in_avals)} arguments")
         if len(module_inputs) - self._tokens != len(self._kept):
             raise LoadError(
                 f"jax.export artifact {record.fun_name}: @main takes {len(module_inputs)} "

@@ -3,6 +3,8 @@ same outputs, same jax.grad, same jax.vmap; the live `Exported` is read into shl
 record of it (`sources.jax_export.ExportRecord`) through its public attributes, whichever
 jax (0.7 to 0.12) made it."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -108,3 +110,13 @@ def test_live_exported_with_disabled_checks_and_polymorphic_shape():
     for n in (2, 5):
         x = np.ones((n, 3), np.float32)
         np.testing.assert_allclose(program(x), np.sin(x) * 2.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kept", [(0, 2), (1, 0), (1, 1)])
+def test_kept_arguments_outside_the_export_are_a_load_error(exported, kept):
+    """A damaged artifact (`shlo2jax mutate`: a flipped byte of a corpus export) may name kept
+    arguments the export does not have: refused at load, not an IndexError at the call."""
+    damaged = dataclasses.replace(exported, module_kept_var_idx=kept)
+    with pytest.raises(shlo2jax.LoadError, match=r"module_kept_var_idx \[.*\] is not an "
+                                                 r"increasing list of the indices of its 2"):
+        shlo2jax.load(damaged)
