@@ -157,6 +157,8 @@ def argv_of(command: str) -> tuple[dict, list[str]] | str:
         return PIP
     if head == "shlo2jax":
         return env, [str(pathlib.Path(sys.executable).with_name("shlo2jax")), *rest]
+    if head == "sed":  # a bundled file edited into a copy (in the scratch checkout)
+        return env, ["bash", "-c", command]
     if head == "python" and rest[:1] == ["-m"] and rest[1].split(".")[0] == "shlo2jax":
         return env, [sys.executable, *rest]
     if head == "python" and rest and rest[0].startswith(SCRIPT_FOLDERS):
