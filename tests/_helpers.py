@@ -77,3 +77,19 @@ func.func public @main(%x: tensor<2xf32>) -> tensor<2xi32> {
   %0 = stablehlo.bitcast_convert %x : (tensor<2xf32>) -> tensor<2xi32>
   return %0 : tensor<2xi32>
 }"""
+
+
+# A chain of ops, each with its own location, so a perturbed copy can be located
+# (tests/tools/test_compare.py, tests/tools/compare/test_grad.py).
+CHAIN = """
+func.func public @main(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<f32> {
+  %0 = stablehlo.multiply %x, %y : tensor<8xf32> loc("step0_multiply")
+  %1 = stablehlo.sine %0 : tensor<8xf32> loc("step1_sine")
+  %2 = stablehlo.add %1, %x : tensor<8xf32> loc("step2_add")
+  %3 = stablehlo.tanh %2 : tensor<8xf32> loc("step3_tanh")
+  %c = stablehlo.constant dense<0.0> : tensor<f32> loc("step4_zero")
+  %4 = stablehlo.reduce(%3 init: %c) applies stablehlo.add across dimensions = [0]
+       : (tensor<8xf32>, tensor<f32>) -> tensor<f32> loc("step5_sum")
+  return %4 : tensor<f32>
+}
+"""

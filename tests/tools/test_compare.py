@@ -18,24 +18,12 @@ from shlo2jax.export import export_translated, translated_stablehlo
 from shlo2jax.testing import BackendSkippedWarning, assert_backends_agree
 
 from _helpers import F32_BITCAST
+from _helpers import CHAIN
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.mlir"
 ALL = ["cpu", "interpreter", "xla-direct", "f64"]
 
-# A chain of ops, each with its own location, so a perturbed copy can be located.
-CHAIN = """
-func.func public @main(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<f32> {
-  %0 = stablehlo.multiply %x, %y : tensor<8xf32> loc("step0_multiply")
-  %1 = stablehlo.sine %0 : tensor<8xf32> loc("step1_sine")
-  %2 = stablehlo.add %1, %x : tensor<8xf32> loc("step2_add")
-  %3 = stablehlo.tanh %2 : tensor<8xf32> loc("step3_tanh")
-  %c = stablehlo.constant dense<0.0> : tensor<f32> loc("step4_zero")
-  %4 = stablehlo.reduce(%3 init: %c) applies stablehlo.add across dimensions = [0]
-       : (tensor<8xf32>, tensor<f32>) -> tensor<f32> loc("step5_sum")
-  return %4 : tensor<f32>
-}
-"""
 
 
 # ------------------------------------------------------------------------- error figures

@@ -21,15 +21,13 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax import value_types as T
-from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import BackendUnavailable
 from shlo2jax.loader import load
 from shlo2jax.module import format_location
 from shlo2jax.probes import ProbeKey
 from shlo2jax.tools.compare.backends import Backend, TranslatedBackend
-from shlo2jax.tools.compare.locate import Recording, diverging_ops
+from shlo2jax.tools.compare.locate import Recording, diverging_ops, inlined_body
 from shlo2jax.tools.compare.report import Comparison, Divergence
-from shlo2jax.transforms.inline_calls import inline_calls
 
 
 def seeded_cotangents(fn, seed: int) -> list:
@@ -110,15 +108,8 @@ def cotangent_module_text(program, function: str):
     floating-point result of its top-level ops and subtracts it from that result (x - 0 is x,
     -0 included). Returns (text, keys, types, readers): the ProbeKey and (shape, dtype) of each
     added argument, in order, and which ops read each result (see `Recording`)."""
-    text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
-    with make_ir_context(), ir.Location.unknown():
-        module = ir.Module.parse(text)
-        inline_calls(module, function)
-        target = next(op.operation for op in module.body.operations
-                      if op.operation.name == "func.func"
-                      and op.operation.attributes["sym_name"].value == function)
+    with inlined_body(program, function) as (module, target, ops):
         block = target.regions[0].blocks[0]
-        ops = [op.operation for op in block.operations]
         readers = _readers(ops)
         keys, types = [], []
         for index, op in enumerate(ops[:-1]):

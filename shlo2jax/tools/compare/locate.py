@@ -10,6 +10,7 @@ the difference starts, one whose operands differ carries it from upstream.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import linecache
 import os
@@ -29,7 +30,21 @@ from shlo2jax.tools.compare.backends import Backend
 from shlo2jax.tools.compare.overlay import node_ids
 from shlo2jax.tools.compare.report import Comparison, Divergence, OpError
 from shlo2jax.tools.numerics import Errors, array_errors, error_figures
+from shlo2jax.transforms.common import function_named
 from shlo2jax.transforms.inline_calls import inline_calls
+
+
+@contextlib.contextmanager
+def inlined_body(program, function: str):
+    """(module, target, ops): a copy of the program's module with its callees inlined into
+    `function`, that function's op and its body's ops (the terminator last), inside an MLIR
+    context of its own while the block runs."""
+    text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
+    with make_ir_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        inline_calls(module, function)
+        target = function_named(module, function)
+        yield module, target, [op.operation for op in target.regions[0].blocks[0].operations]
 
 
 def instrumented_module_text(program, function: str, max_elements: int = 20_000_000):
@@ -40,15 +55,7 @@ def instrumented_module_text(program, function: str, max_elements: int = 20_000_
     each op's operands come from (see `Recording`). Constants are not recorded (they are the
     module's own on every backend); recording stops after `max_elements` elements (the later
     ops are then not located)."""
-    text = program.mlir_module.operation.get_asm(large_elements_limit=None, enable_debug_info=True)
-    with make_ir_context(), ir.Location.unknown():
-        module = ir.Module.parse(text)
-        inline_calls(module, function)
-        target = next(op.operation for op in module.body.operations
-                      if op.operation.name == "func.func"
-                      and op.operation.attributes["sym_name"].value == function)
-        block = target.regions[0].blocks[0]
-        ops = [op.operation for op in block.operations]
+    with inlined_body(program, function) as (module, target, ops):
         terminator, body = ops[-1], ops[:-1]
         recorded, keys, total = [], [], 0
         operands = _block_operands(body)

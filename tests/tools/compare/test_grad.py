@@ -7,28 +7,16 @@ import pathlib
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import shlo2jax
 from shlo2jax.tools import cli, exits
 from shlo2jax.tools.compare import compare
 from shlo2jax.tools.compare.gradients import cotangent_module_text, seeded_cotangents
+from _helpers import CHAIN
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 MLP = ROOT / "examples" / "mlp.mlir"
 
-CHAIN = """
-func.func public @main(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<f32> {
-  %0 = stablehlo.multiply %x, %y : tensor<8xf32> loc("step0_multiply")
-  %1 = stablehlo.sine %0 : tensor<8xf32> loc("step1_sine")
-  %2 = stablehlo.add %1, %x : tensor<8xf32> loc("step2_add")
-  %3 = stablehlo.tanh %2 : tensor<8xf32> loc("step3_tanh")
-  %c = stablehlo.constant dense<0.0> : tensor<f32> loc("step4_zero")
-  %4 = stablehlo.reduce(%3 init: %c) applies stablehlo.add across dimensions = [0]
-       : (tensor<8xf32>, tensor<f32>) -> tensor<f32> loc("step5_sum")
-  return %4 : tensor<f32>
-}
-"""
 
 
 def _name(location: str) -> str:
