@@ -93,3 +93,19 @@ func.func public @main(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<f32> {
   return %4 : tensor<f32>
 }
 """
+
+
+# protobuf's wire format written by hand, for hand-made and damaged SavedModel files
+# (tests/sources/test_protowire.py, test_saved_model.py, test_tensor_bundle.py)
+
+def pb_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out) + bytes([value])
+
+
+def pb_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return pb_varint(number << 3 | 2) + pb_varint(len(payload)) + payload

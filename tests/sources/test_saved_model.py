@@ -22,6 +22,7 @@ from shlo2jax.errors import LoadError, Shlo2JaxError
 from shlo2jax.sources import saved_model
 from shlo2jax.sources.mlir import parse_mlir
 from shlo2jax.sources.protowire import Message
+from _helpers import pb_field, pb_varint
 
 CORPUS = pathlib.Path(__file__).resolve().parents[1] / "corpus" / "tensorflow"
 
@@ -38,21 +39,6 @@ def _copy(name, tmp_path):
     target = tmp_path / name
     shutil.copytree(_folder(name), target)
     return target
-
-
-# protobuf's wire format, written by hand for the damaged and hand-made cases
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out) + bytes([value])
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 # -- loading
@@ -132,18 +118,18 @@ def test_weights_given_as_arrays_are_tf_constants_bound_as_constants():
 
 def _tensor(dtype: int, dims, *fields) -> Message:
     """A TensorProto: its dtype, its shape's dims, then (field, payload) pairs."""
-    shape = b"".join(_field(2, b"\x08" + _varint(d)) for d in dims)
-    return Message(b"\x08" + _varint(dtype) + _field(2, shape)
-                   + b"".join(_field(n, payload) for n, payload in fields), "t")
+    shape = b"".join(pb_field(2, b"\x08" + pb_varint(d)) for d in dims)
+    return Message(b"\x08" + pb_varint(dtype) + pb_field(2, shape)
+                   + b"".join(pb_field(n, payload) for n, payload in fields), "t")
 
 
 @pytest.mark.parametrize("proto, expected", [
     (_tensor(1, [2, 2], (4, np.arange(4, dtype="<f4").tobytes())), np.arange(4.0).reshape(2, 2)),
     (_tensor(1, [3], (5, np.array([1.5, 2.5], "<f4").tobytes())), [1.5, 2.5, 2.5]),  # repeats
     (_tensor(1, [2]), [0.0, 0.0]),  # no values: zeros
-    (_tensor(9, [2], (10, _varint(7) + _varint((1 << 64) - 3))), [7, -3]),  # int64, negative
+    (_tensor(9, [2], (10, pb_varint(7) + pb_varint((1 << 64) - 3))), [7, -3]),  # int64, negative
     (_tensor(10, [3], (11, b"\x01\x00\x01")), [True, False, True]),
-    (_tensor(19, [1], (13, _varint(0x3C00))), [1.0]),  # half: its bits in an int32
+    (_tensor(19, [1], (13, pb_varint(0x3C00))), [1.0]),  # half: its bits in an int32
     (_tensor(2, [], (6, np.array([0.25], "<f8").tobytes())), 0.25),
 ])
 def test_tensor_protos_of_every_form(proto, expected):
@@ -270,18 +256,18 @@ def _saved_model_pb(nodes, output: str) -> bytes:
     """A SavedModel whose `serving_default` maps input `x` (the Placeholder `x`) to output `y`
     (the tensor `output`), over the graph's `nodes`: (name, op, inputs)."""
     def node(name, op, inputs):
-        return _field(1, name.encode()) + _field(2, op.encode()) + b"".join(
-            _field(3, i.encode()) for i in inputs)
+        return pb_field(1, name.encode()) + pb_field(2, op.encode()) + b"".join(
+            pb_field(3, i.encode()) for i in inputs)
 
     def entry(key, info):
-        return _field(1, key.encode()) + _field(2, info)
-    tensor = _field(3, _field(2, b"\x08\x02"))  # TensorShapeProto { dim { size: 2 } }
-    signature = (_field(1, entry("x", _field(1, b"x:0") + b"\x10\x01" + tensor))
-                 + _field(2, entry("y", _field(1, output.encode()) + b"\x10\x01" + tensor)))
-    graph = b"".join(_field(1, node(*n)) for n in [("x", "Placeholder", ())] + list(nodes))
-    meta_graph = (_field(1, _field(4, b"serve")) + _field(2, graph)
-                  + _field(5, entry("serving_default", signature)))
-    return _field(2, meta_graph)
+        return pb_field(1, key.encode()) + pb_field(2, info)
+    tensor = pb_field(3, pb_field(2, b"\x08\x02"))  # TensorShapeProto { dim { size: 2 } }
+    signature = (pb_field(1, entry("x", pb_field(1, b"x:0") + b"\x10\x01" + tensor))
+                 + pb_field(2, entry("y", pb_field(1, output.encode()) + b"\x10\x01" + tensor)))
+    graph = b"".join(pb_field(1, node(*n)) for n in [("x", "Placeholder", ())] + list(nodes))
+    meta_graph = (pb_field(1, pb_field(4, b"serve")) + pb_field(2, graph)
+                  + pb_field(5, entry("serving_default", signature)))
+    return pb_field(2, meta_graph)
 
 
 @pytest.mark.parametrize("nodes, output, expected", [
@@ -314,11 +300,11 @@ def test_a_hand_written_saved_model_reaches_the_module(tmp_path):
 
 def _list(number: int, *items: bytes) -> Message:
     """An AttrValue holding a ListValue whose field `number` repeats `items`."""
-    return Message(_field(1, b"".join(_field(number, item) for item in items)), "attr")
+    return Message(pb_field(1, b"".join(pb_field(number, item) for item in items)), "attr")
 
 
 @pytest.mark.parametrize("attrs, expected", [
-    ({"function_list": _list(9, _field(1, b"f"))}, r"calls back into TensorFlow functions "
+    ({"function_list": _list(9, pb_field(1, b"f"))}, r"calls back into TensorFlow functions "
                                                    r"\(function_list\)"),
     ({"has_token_input_output": Message(b"\x28\x01", "attr")},  # (AttrValue field 5, b)
      r"threads a token \(has_token_input_output\)"),
@@ -326,7 +312,7 @@ def _list(number: int, *items: bytes) -> Message:
 ])
 def test_a_module_outside_what_is_read_is_refused_by_its_attributes(attrs, expected):
     node = saved_model._Node("call", "XlaCallModule", (), {
-        "version": Message(b"\x18\x0a", "attr"), "module": Message(_field(2, b"ML"), "attr"),
+        "version": Message(b"\x18\x0a", "attr"), "module": Message(pb_field(2, b"ML"), "attr"),
         **attrs})
     with pytest.raises(LoadError, match=r"^m: XlaCallModule 'call' " + expected):
         saved_model._module(node, "m", make_ir_context())
@@ -334,7 +320,7 @@ def test_a_module_outside_what_is_read_is_refused_by_its_attributes(attrs, expec
 
 def test_a_corrupt_module_attribute_is_named():
     node = saved_model._Node("call", "XlaCallModule", (), {
-        "version": Message(b"\x18\x0a", "attr"), "module": Message(_field(2, b"ML\xefR"), "attr")})
+        "version": Message(b"\x18\x0a", "attr"), "module": Message(pb_field(2, b"ML\xefR"), "attr")})
     with pytest.raises(LoadError, match=r"its module \(4 bytes, version 10\) is truncated or "
                                         r"corrupt"):
         saved_model._module(node, "m", make_ir_context())

@@ -14,26 +14,15 @@ import pytest
 import shlo2jax
 from shlo2jax.errors import LoadError
 from shlo2jax.sources import tensor_bundle
+from _helpers import pb_field, pb_varint
 
 VARIABLES = (pathlib.Path(__file__).resolve().parents[1] / "corpus" / "tensorflow" /
              "jax2tf_mlp" / "saved_model" / "variables")
 MAGIC = struct.pack("<Q", 0xDB4775248B80FB57)
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out) + bytes([value])
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def _int(number: int, value: int) -> bytes:
-    return _varint(number << 3) + _varint(value)
+    return pb_varint(number << 3) + pb_varint(value)
 
 
 def _block(entries, compression: int = 0) -> bytes:
@@ -42,7 +31,7 @@ def _block(entries, compression: int = 0) -> bytes:
     for key, value in entries:
         shared = next((i for i, (a, b) in enumerate(zip(key, previous)) if a != b),
                       min(len(key), len(previous)))
-        out += _varint(shared) + _varint(len(key) - shared) + _varint(len(value))
+        out += pb_varint(shared) + pb_varint(len(key) - shared) + pb_varint(len(value))
         out += key[shared:] + value
         previous = key
     out += struct.pack("<II", 0, 1)  # one restart point, at 0
@@ -56,22 +45,22 @@ def _table(entries, per_block: int = 2, compression: int = 0) -> bytes:
     for i in range(0, len(entries), per_block):
         chunk = entries[i:i + per_block]
         block = _block(chunk, compression)
-        index.append((chunk[-1][0], _varint(len(data)) + _varint(len(block) - 5)))
+        index.append((chunk[-1][0], pb_varint(len(data)) + pb_varint(len(block) - 5)))
         data += block
     meta = _block([])
-    meta_handle = _varint(len(data)) + _varint(len(meta) - 5)
+    meta_handle = pb_varint(len(data)) + pb_varint(len(meta) - 5)
     data += meta
     index_block = _block(index)
-    index_handle = _varint(len(data)) + _varint(len(index_block) - 5)
+    index_handle = pb_varint(len(data)) + pb_varint(len(index_block) - 5)
     data += index_block
     footer = meta_handle + index_handle
     return bytes(data) + footer + b"\0" * (40 - len(footer)) + MAGIC
 
 
 def _entry(dtype: int, shape, shard: int, offset: int, size: int, slices: bool = False):
-    dims = b"".join(_field(2, _int(1, d)) for d in shape)
-    return (_int(1, dtype) + _field(2, dims) + _int(3, shard) + _int(4, offset)
-            + _int(5, size) + (_field(7, b"") if slices else b""))
+    dims = b"".join(pb_field(2, _int(1, d)) for d in shape)
+    return (_int(1, dtype) + pb_field(2, dims) + _int(3, shard) + _int(4, offset)
+            + _int(5, size) + (pb_field(7, b"") if slices else b""))
 
 
 def _bundle(tmp_path, tensors, shards: int = 1, endianness: int = 0, **table) -> str:
