@@ -39,6 +39,22 @@ class Region:
         return f"Region({len(self.args)} args, {len(self.ops)} ops)"
 
 
+class Problem(tuple):
+    """(op name, location, what is wrong): one construct the decoder found it cannot run,
+    compared and printed as that triple. `op_index` is the op's position in the module's op
+    order (-1 where no op is known): with strict=False the translation refuses that op, and
+    only it, even where locations say nothing (`loc(unknown)` on every op of a release
+    artifact would otherwise make each op of the same name refuse with another's problem)."""
+
+    def __new__(cls, name: str, location: str, what: str, op_index: int = -1):
+        problem = super().__new__(cls, (name, location, what))
+        problem.op_index = op_index
+        return problem
+
+    def __reduce__(self):
+        return Problem, (*self, self.op_index)
+
+
 class Op:
     __slots__ = ("name", "operands", "results", "result_types", "attrs", "regions",
                  "_location", "_source", "handler", "params", "index")
@@ -250,7 +266,7 @@ class _Decoder:
             try:
                 parsed = T.parse_type(str(mlir_type))
             except T.UnsupportedTypeError as e:
-                self.problems.append((op_name, self.where(location), f"unsupported type: {e}"))
+                self.problems.append(Problem(op_name, self.where(location), f"unsupported type: {e}"))
                 self.untyped = True
                 return None
             self.types[mlir_type] = parsed
@@ -261,8 +277,9 @@ class _Decoder:
     def region(self, mlir_region, op_name: str, location) -> Region:
         blocks = list(mlir_region.blocks)
         if len(blocks) != 1:
-            self.problems.append((op_name, self.where(location),
-                                  f"region with {len(blocks)} blocks (only single-block regions)"))
+            self.problems.append(Problem(
+                op_name, self.where(location),
+                f"region with {len(blocks)} blocks (only single-block regions)"))
             if self.walked is not None:  # its ops (nested ones included) are not decoded
                 for _ in range(_count_ops(mlir_region)):
                     next(self.walked)
@@ -295,6 +312,7 @@ class _Decoder:
 
     def op(self, operation, name: str):
         location = operation.location  # formatted only when read (see `Op.location`)
+        problems_before = len(self.problems)
         value_ids = self.value_ids
         mlir_operands = operation.operands
         count = len(mlir_operands)  # (indexed: most ops have one or two operands)
@@ -335,7 +353,8 @@ class _Decoder:
             except (ElidedDataError, attributes.ConstantSizeError) as e:
                 raise type(e)(f"{name} at {self.where(location)}: {e}") from None
             except (ValueError, T.UnsupportedTypeError) as e:
-                self.problems.append((name, self.where(location), f"cannot decode attributes: {e}"))
+                self.problems.append(Problem(name, self.where(location),
+                                             f"cannot decode attributes: {e}"))
                 undecodable = True
             if blobs is not None and len(blobs.used) > blobs_before:
                 blob = blobs.used[-1]
@@ -351,6 +370,11 @@ class _Decoder:
         op = Op(name, operands, results, result_types, attrs, regions, location, self.source_name)
         op.index = len(self.ops)
         self.ops.append(op)
+        if len(self.problems) != problems_before:
+            # Those of its types, attributes and regions (its nested ops' carry their own).
+            for problem in self.problems[problems_before:]:
+                if problem.op_index < 0:
+                    problem.op_index = op.index
         if blob is not None:
             self.resource_constants[op.index] = blob
         if name in _CONSTANTS and type(attrs.get("value")) is np.ndarray and \
@@ -370,7 +394,8 @@ class _Decoder:
             return
         rule = registry.lookup(op.name)
         if rule is None:
-            self.problems.append((op.name, op.location, "no translation for this op"))
+            self.problems.append(Problem(op.name, op.location, "no translation for this op",
+                                         op.index))
             return
         if carried:
             # Decided here, once: only ops touching quantized or f6 values pay for the
@@ -381,7 +406,7 @@ class _Decoder:
             try:
                 op.params = rule.prepare(op)
             except registry.Unsupported as e:
-                self.problems.append((op.name, op.location, str(e)))
+                self.problems.append(Problem(op.name, op.location, str(e), op.index))
 
     def resolve_custom_call(self, op: Op):
         """A custom call runs its target's rule: handler and prepared params are the
@@ -408,7 +433,7 @@ class _Decoder:
                 raise registry.Unsupported(f"custom_call target {target!r} has no translation")
             op.handler, op.params = encoded
         except registry.Unsupported as e:
-            self.problems.append((op.name, op.location, str(e)))
+            self.problems.append(Problem(op.name, op.location, str(e), op.index))
 
 
 _CUSTOM_CALLS = frozenset({"stablehlo.custom_call", "mhlo.custom_call"})

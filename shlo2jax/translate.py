@@ -230,7 +230,7 @@ def _plan(translator: Translator, region: Region) -> tuple:
     if translator.mode.observer is None:
         ops = _live(ops, region)
     plan = tuple(
-        (_refusing(op, refused) if op.name in refused else op, op.operands,
+        (_refusing(op, refused) if refused else op, op.operands,
          op.results[0] if len(op.results) == 1 else None,
          _expected(op.result_types[0]) if len(op.results) == 1 else None,
          _replay_key(translator, op))
@@ -331,11 +331,12 @@ def _replay_key(translator: Translator, op: Op):
 
 
 def _refused(module: ModuleDef) -> dict:
-    """op name -> {location: problem} of the constructs the decoder found it cannot run
-    (loaded anyway with strict=False)."""
+    """op index, or (op name, location) for a problem that names no op, -> that problem: the
+    constructs the decoder found it cannot run (loaded anyway with strict=False)."""
     refused = {}
     for problem in list(module.problems) + list(module.dormant_problems):
-        refused.setdefault(problem[0], {}).setdefault(problem[1], problem)
+        index = getattr(problem, "op_index", -1)
+        refused.setdefault(index if index >= 0 else (problem[0], problem[1]), problem)
     return refused
 
 
@@ -343,7 +344,7 @@ def _refusing(op: Op, refused: dict) -> Op:
     """`op`, or where the decoder reported it cannot run, a view of it whose handler raises
     the UnsupportedError naming it (instead of its rule failing on what it could not
     prepare, or no rule at all)."""
-    problem = refused[op.name].get(op.location)
+    problem = refused.get(op.index) or refused.get((op.name, op.location))
     if problem is None:
         return op
 

@@ -91,7 +91,8 @@ def plan_at_load(function) -> tuple:
     try:
         entry = _plan(function, key)
     except UnsupportedError as e:
-        error, problems = e, list(e.problems)
+        # (plain triples: their op indices count the refined module's ops, not this one's)
+        error, problems = e, [tuple(p) for p in e.problems]
     except ShapeError as e:  # refinement on the signature's own shapes failed: no call runs
         problems = [(f"func.func @{function.module_name}", function.definition.location, str(e))]
         error = UnsupportedError(problems)

@@ -33,6 +33,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from shlo2jax import value_types as T
 from shlo2jax.errors import SpmdUnsupported
+from shlo2jax.module import Problem
 from shlo2jax.spmd.mesh import AXES, make_mesh
 from shlo2jax.translate import TOKEN, Translator, TranslatorMode
 
@@ -103,7 +104,7 @@ def plain_call_problems(module, partitions: Optional[int] = None) -> list:
             check = getattr(op.params, "beyond_grid", None)
             why = check(R, P) if check is not None else None
             if why:
-                problems.append((op.name, op.location, why))
+                problems.append(Problem(op.name, op.location, why, op.index))
             if op.name != _RUN_PARALLEL and isinstance(op.attrs, dict):
                 pending += [v for v in op.attrs.values()
                             if isinstance(v, str) and v in module.functions]

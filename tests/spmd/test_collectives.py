@@ -338,6 +338,21 @@ def test_groups_within_the_declared_grid_are_not_refused():
     assert program.module.problems == []
 
 
+
+def test_a_refusal_is_the_refused_ops_own_where_locations_say_nothing():
+    # StableHLO's release artifacts carry loc(unknown) on every op: the collective that
+    # needs a grid is refused, and another of the same name that fits a plain call runs.
+    fits = GROUPS_OF_TWO.replace("dense<[[0, 1]]> : tensor<1x2xi64>", "dense<[[0]]> : tensor<1x1xi64>")
+    text = "\n".join(f.replace('loc("ar.mlir":3:12)', "loc(unknown)").replace("@main", "@" + name)
+                     for name, f in (("needs_grid", GROUPS_OF_TWO), ("fits", fits)))
+    program = shlo2jax.load(text)
+    (name, where, what), = program.module.problems
+    assert (name, where) == ("stablehlo.all_reduce", "unknown")
+    x = np.arange(2, dtype=np.float32)
+    np.testing.assert_array_equal(program.functions["fits"](x), x)
+    with pytest.raises(shlo2jax.UnsupportedError, match=r"replica_groups \[\[0, 1\]\]"):
+        program.functions["needs_grid"](x)
+
 PROMOTABLE = """
     func.func @main(%x: tensor<2xf32>) -> (tensor<2xf64>, tensor<1xf64>) {
       %0 = "stablehlo.all_reduce"(%x) ({
