@@ -144,6 +144,19 @@ func.func public @main(%x: tensor<?xf32>) -> tensor<?xf32> {
     assert "dyn_sine" in result.located[0].location  # probes run on the refined program
 
 
+
+def test_an_export_whose_module_drops_unused_arguments_runs_on_every_backend():
+    # jax.export leaves arguments jax found unused out of the module (module_kept_var_idx):
+    # the backends that run the module's text take its arguments, not the export's.
+    exported = jax.export.export(jax.jit(lambda unused, x: jnp.sin(x) * x))(
+        jax.ShapeDtypeStruct((3,), np.float32), jax.ShapeDtypeStruct((4,), np.float32))
+    assert exported.module_kept_var_idx == (1,)
+    x = np.linspace(-2, 2, 4, dtype=np.float32)
+    result = compare(exported.serialize(), ALL, inputs=[np.zeros(3, np.float32), x], max_ulp=1)
+    assert [r.status for r in result.runs.values()] == ["ok"] * 4, result.table()
+    assert result.ok
+    np.testing.assert_allclose(result.runs["f64"].outputs[0], np.sin(x) * x, rtol=1e-6)
+
 def test_f64_reference_refuses_float_bitcasts():
     program = shlo2jax.load(F32_BITCAST)
     result = compare(program, ["cpu", "f64"])  # (tests/transforms/test_upcast.py: the refusal)

@@ -107,13 +107,24 @@ def _module_function(fn, inputs: list):
     """The function every backend runs and its arguments: a function that binds values (a
     PyTorch/XLA bundle's) as its module's own function, the bound values among its
     arguments; one with `?` dimensions refined to these inputs' shapes."""
-    if fn.params or fn.constants:
+    if fn.params or fn.constants or _drops_arguments(fn, inputs):
         inputs = [np.asarray(x) for x in fn.convention.module_arguments(inputs)]
         program = fn.program.refined(fn.program.mlir_module)
         fn = program[fn.module_name]
     if fn.is_polymorphic:
         fn = specialise(fn, inputs)
     return fn, inputs
+
+
+def _drops_arguments(fn, inputs: list) -> bool:
+    """Whether `fn` is a jax.export artifact's whose module leaves out arguments jax found
+    unused (module_kept_var_idx): the backends that run the module's own text (f64, the
+    interpreter, xla-direct) take its arguments, so every backend is given those. (Not with
+    tokens or a platform index among them, which only the artifact's convention passes.)"""
+    if fn.convention.record is None:
+        return False
+    kept = fn.convention.module_arguments(inputs)
+    return len(kept) != len(inputs) and all(isinstance(x, np.ndarray) for x in kept)
 
 
 def _avals(fn) -> tuple:
