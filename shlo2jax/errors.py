@@ -64,6 +64,11 @@ class InterpreterUnsupported(InterpreterError):
     """The reference interpreter aborted: it lacks an op or type the module uses."""
 
 
+class OtherPythonError(Shlo2JaxError):
+    """A program run under another Python's jax (compare's `python=` backend) failed: the
+    child crashed, ran past its time, or that jax refused the module."""
+
+
 class InputError(Shlo2JaxError, ValueError):
     """Values cannot be made or used as asked: inputs that do not fit a function's signature
     (unknown or missing arguments, shapes, dtypes), a dimension size not given, a signature

@@ -19,10 +19,11 @@ from shlo2jax.loader import load
 from shlo2jax.signatures import text as signature_text
 from shlo2jax.spmd import grid, mesh
 from shlo2jax.tools import exits
-from shlo2jax.tools.compare import BUILTIN_BACKENDS, DEFAULT_BACKENDS, compare
+from shlo2jax.tools.compare import BUILTIN_BACKENDS, DEFAULT_BACKENDS, backend, compare
 from shlo2jax.tools.export import export_translated
 from shlo2jax.tools.inputs import bind_arrays, read_npz, seeded_inputs
 from shlo2jax.tools.option_flags import add_option_flags, options_from
+from shlo2jax.tools.progress import Steps
 
 COMMANDS = (
     ("info", "functions, signatures, op histogram, unsupported ops and derivatives; with "
@@ -90,10 +91,16 @@ def _backends(text: str) -> list:
     names = [b.strip() for b in text.split(",") if b.strip()]
     if not names:
         raise argparse.ArgumentTypeError("give at least two of " + ", ".join(BUILTIN_BACKENDS))
-    unknown = [b for b in names if b not in BUILTIN_BACKENDS]
+    unknown = [b for b in names if b not in BUILTIN_BACKENDS and not b.startswith("python=")]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown backend(s) {', '.join(map(repr, unknown))}; "
-                         f"choose from {', '.join(BUILTIN_BACKENDS)}")
+                         f"choose from {', '.join(BUILTIN_BACKENDS)}, python=PATH")
+    for spec in names:
+        if spec.startswith("python="):
+            try:
+                backend(spec)  # (a path that names no executable: refused before any work)
+            except UsageError as e:
+                raise argparse.ArgumentTypeError(str(e)) from None
     repeated = sorted({b for b in names if names.count(b) > 1})
     if repeated:
         raise argparse.ArgumentTypeError(f"{', '.join(repeated)} named twice")
@@ -146,7 +153,9 @@ def add_commands(sub) -> None:
     _input_arguments(p)
     p.add_argument("--backends", type=_backends, default=None, metavar="B1,B2,...",
                    help=f"comma-separated, at least two of: {', '.join(BUILTIN_BACKENDS)} "
-                        f"(default: {','.join(DEFAULT_BACKENDS)}); absent devices are skipped "
+                        f"(default: {','.join(DEFAULT_BACKENDS)}), or python=PATH: the "
+                        "translated program under another Python's jax, in a child "
+                        "(python=PATH:gpu on its GPU); absent devices are skipped "
                         "with the reason; with --against, one or more of cpu, gpu, tpu "
                         "(default: cpu)")
     p.add_argument("--against", metavar="OTHER",
@@ -176,8 +185,12 @@ def add_commands(sub) -> None:
                    "max relative error as Model Explorer node data (JSON) to this file, to load "
                    "over the module in Model Explorer (the first pair located through probes)")
     p.add_argument("--interpreter-timeout", type=positive_float, default=600.0, metavar="S",
-                   help="seconds the reference interpreter may run, > 0 (default: %(default)s; "
-                        "it evaluates op by op, a large model takes minutes)")
+                   help="seconds the reference interpreter, or a python= backend's child, may "
+                        "run, > 0 (default: %(default)s; the interpreter evaluates op by op, a "
+                        "large model takes minutes)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="say nothing on stderr as each backend and recording starts and ends "
+                        "(said only where stderr is a terminal)")
     add_option_flags(p, notes=_SEED_NOTE)
     p.set_defaults(func=_compare)
 
@@ -424,7 +437,8 @@ def _compare(args) -> int:
                          against_name=args.against, grad=args.grad, function=fn.name,
                          inputs=given, seed=program.options.seed, rtol=args.rtol,
                          atol=args.atol, max_ulp=args.max_ulp, locate=args.locate,
-                         interpreter_timeout=args.interpreter_timeout)
+                         interpreter_timeout=args.interpreter_timeout,
+                         progress=Steps("compare", quiet=args.quiet))
     print(result.table())
     if args.json:
         with open(args.json, "w") as f:

@@ -1,7 +1,8 @@
 """Progress of long work (conformance cases, fuzzed programs, mutants), drawn with tqdm on
 stderr where stderr is a terminal: never when it is piped or redirected (a log, CI), nor
 with the command's `-q`. The lines a command prints go to stdout above the bar
-(`Progress.line`), so that a bar never breaks a line."""
+(`Progress.line`), so that a bar never breaks a line. Work of a few long steps (compare's
+backends) says each step's start and end on a line of its own instead (`Steps`)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,16 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Steps:
+    """Lines `label: text` on stderr as the steps of long work start and end, shown where a
+    bar would be (see the module docstring); called with the text."""
+
+    def __init__(self, label: str, quiet: bool = False):
+        self.label = label
+        self.shown = not quiet and _is_terminal(sys.stderr)
+
+    def __call__(self, text: str) -> None:
+        if self.shown:
+            print(f"{self.label}: {text}", file=sys.stderr, flush=True)

@@ -1,13 +1,18 @@
-"""Progress bars of long commands (shlo2jax/tools/progress.py): drawn on stderr where it is a
-terminal, never when it is piped or with -q; the command's lines stay whole on stdout."""
+"""Progress of long commands (shlo2jax/tools/progress.py): bars, and compare's steps, on
+stderr where it is a terminal, never when it is piped or with -q; the command's lines stay
+whole on stdout."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
 
-from shlo2jax.tools import conformance, isolated, progress
+from shlo2jax.tools import cli, conformance, exits, isolated, progress
+from shlo2jax.tools.compare import TranslatedBackend, compare
+
+from _helpers import CHAIN
 
 
 def _cases(folder, n: int = 3):
@@ -60,3 +65,32 @@ def test_worker_runs_count_their_items(capsys, terminal):
     assert "items" in err and "4/4" in err
     list(isolated.run_isolated("math:factorial", items, jobs=1, timeout=60))
     assert capsys.readouterr().err == ""
+
+
+def test_compare_says_each_backend_and_recording_as_it_happens(capsys, terminal):
+    perturbed = TranslatedBackend("cpu", name="other",
+                                  source=CHAIN.replace("stablehlo.sine", "stablehlo.cosine"))
+    compare(CHAIN, ["cpu", perturbed], locate=True, progress=progress.Steps("compare"))
+    lines = capsys.readouterr().err.splitlines()
+    assert [re.sub(r"[\d.]+ s", "S s", line) for line in lines] == [
+        "compare: cpu: running", "compare: cpu: ok in S s",
+        "compare: other: running", "compare: other: ok in S s",
+        "compare: locate: recording every op of cpu",
+        "compare: locate: cpu: 6 values recorded in S s",
+        "compare: locate: recording every op of other",
+        "compare: locate: other: 6 values recorded in S s"]
+
+
+@pytest.mark.parametrize("terminal_stderr, quiet", [(True, False), (True, True),
+                                                    (False, False)])
+def test_the_compare_command_is_quiet_when_piped_or_with_q(tmp_path, capsys, monkeypatch,
+                                                           terminal_stderr, quiet):
+    monkeypatch.setattr(progress, "_is_terminal", lambda stream: terminal_stderr)
+    path = tmp_path / "chain.mlir"
+    path.write_text(CHAIN)
+    argv = ["compare", str(path), "--backends", "cpu,f64"] + (["-q"] if quiet else [])
+    assert cli.main(argv) == exits.OK
+    out, err = capsys.readouterr()
+    assert "backends agree" in out
+    shown = terminal_stderr and not quiet
+    assert ("compare: f64: ok in" in err) is shown and (err == "") is not shown

@@ -10,6 +10,8 @@ Backends:
   xla-direct     the module compiled directly by XLA through jaxlib, no translation (@main)
   f64            the translated program with every floating-point type widened to f64
                  (complex to complex128): a high-precision reference for float32 results
+  python=PATH    the translated program under another Python's jax, in a child process
+                 (`python=PATH:gpu` on its GPU): this shlo2jax's source, that jax
 A `Backend` object adds another (e.g. a perturbed module, or a callable).
 
 Every backend gets the same inputs: the user's, or seeded ones. Each pair of backends is
@@ -35,7 +37,7 @@ after `locate` each op's error along the program (`result.profiles`);
 
 The package: `backends` (the ways of running), `comparison` (`compare`), `report` (what it
 returns), `locate` (the diverging ops, each op's error), `gradients` (`grad=True`), `page`
-(the HTML), `overlay` (Model Explorer's node data).
+(the HTML), `overlay` (Model Explorer's node data), `python_backend` (the `python=` backend).
 """
 
 from shlo2jax.tools.compare.backends import (BUILTIN_BACKENDS, DEFAULT_BACKENDS, Backend,
@@ -43,12 +45,13 @@ from shlo2jax.tools.compare.backends import (BUILTIN_BACKENDS, DEFAULT_BACKENDS,
                                              InterpreterBackend, TranslatedBackend,
                                              XlaDirectBackend, backend)
 from shlo2jax.tools.compare.comparison import compare
+from shlo2jax.tools.compare.python_backend import PythonBackend
 from shlo2jax.tools.compare.locate import diverging_ops, instrumented_module_text
 from shlo2jax.tools.compare.report import (BackendRun, Comparison, Divergence, OpError,
                                            PairResult)
 from shlo2jax.tools.numerics import Errors, array_errors
 
 __all__ = ["BUILTIN_BACKENDS", "DEFAULT_BACKENDS", "Backend", "CallableBackend",
-           "Float64Backend", "InterpreterBackend", "TranslatedBackend", "XlaDirectBackend",
-           "backend", "compare", "diverging_ops", "instrumented_module_text", "BackendRun",
+           "Float64Backend", "InterpreterBackend", "PythonBackend", "TranslatedBackend",
+           "XlaDirectBackend", "backend", "compare", "diverging_ops", "instrumented_module_text", "BackendRun",
            "Comparison", "Divergence", "OpError", "PairResult", "Errors", "array_errors"]

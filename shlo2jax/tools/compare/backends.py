@@ -57,7 +57,7 @@ class CallableBackend(Backend):
         return None  # opaque: it cannot run an instrumented module either
 
     def run(self, program, function, inputs):
-        return _as_list(self.fn(*inputs))
+        return as_list(self.fn(*inputs))
 
 
 class TranslatedBackend(Backend):
@@ -81,13 +81,7 @@ class TranslatedBackend(Backend):
         return devices[0]
 
     def effective_program(self, program):
-        if self.source is None:
-            return program
-        if isinstance(self.source, Program):
-            return self.source
-        if "source" not in self._programs:
-            self._programs["source"] = load(self.source, self.options or program.options)
-        return self._programs["source"]
+        return source_program(self, program)
 
     def inputs_for(self, inputs: list) -> list:
         return inputs
@@ -104,11 +98,23 @@ class TranslatedBackend(Backend):
 
     def run_program(self, program, function, inputs):
         return self.on_device(program, function, inputs,
-                              lambda fn, args: [np.asarray(o) for o in _as_list(fn(*args))])
+                              lambda fn, args: [np.asarray(o) for o in as_list(fn(*args))])
 
     def probe(self, program, function, inputs, values="all"):
         return self.on_device(self.effective_program(program), function, inputs,
                               lambda fn, args: probe(fn, *args, values=values))
+
+
+def source_program(backend, program):
+    """The program a backend with a `source` (and `options`, `_programs`) runs instead of
+    `program`: `program` itself where it has none, the source loaded once."""
+    if backend.source is None:
+        return program
+    if isinstance(backend.source, Program):
+        return backend.source
+    if "source" not in backend._programs:
+        backend._programs["source"] = load(backend.source, backend.options or program.options)
+    return backend._programs["source"]
 
 
 class Float64Backend(TranslatedBackend):
@@ -180,7 +186,14 @@ class XlaDirectBackend(Backend):
 
 
 def backend(spec, interpreter_timeout: float = 600.0) -> Backend:
-    """A Backend from its name (see BUILTIN_BACKENDS) or a Backend / (name, callable)."""
+    """A Backend from its name (see BUILTIN_BACKENDS), `python=PATH[:PLATFORM]` (another
+    Python's jax: `python_backend.PythonBackend`), or a Backend / (name, callable).
+    `interpreter_timeout`: the seconds a child (the interpreter's, another Python's) may run."""
+    if isinstance(spec, str) and spec.startswith("python="):
+        # (imported here: that module imports this one)
+        from shlo2jax.tools.compare.python_backend import PythonBackend, parse_spec
+        python, platform = parse_spec(spec)
+        return PythonBackend(python, platform, name=spec, timeout=interpreter_timeout)
     if isinstance(spec, Backend):
         return spec
     if isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1]):
@@ -193,12 +206,13 @@ def backend(spec, interpreter_timeout: float = 600.0) -> Backend:
         return XlaDirectBackend()
     if spec == "f64":
         return Float64Backend()
-    raise ValueError(f"unknown backend {spec!r}; choose from {', '.join(BUILTIN_BACKENDS)} "
-                     "or pass a shlo2jax.tools.compare.Backend")
+    raise ValueError(f"unknown backend {spec!r}; choose from {', '.join(BUILTIN_BACKENDS)}, "
+                     "python=PATH, or pass a shlo2jax.tools.compare.Backend")
 
 
 
-def _as_list(outs) -> list:
+def as_list(outs) -> list:
+    """A function's outputs as a list of numpy arrays (one output: a list of it)."""
     if isinstance(outs, (tuple, list)):
         return [np.asarray(o) for o in outs]
     return [np.asarray(outs)]

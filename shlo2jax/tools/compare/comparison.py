@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
             rtol: float = 1e-4, atol: float = 1e-6, max_ulp: Optional[int] = None,
             locate: bool = False, locate_limit: int = 3, locate_values="all",
             interpreter_timeout: float = 600.0, options: Optional[LoadOptions] = None,
-            **option_values) -> Comparison:
+            progress: Optional[Callable[[str], None]] = None, **option_values) -> Comparison:
     """Runs one function of a module on each backend with the same inputs and compares
     every pair of backends' outputs. `source`: anything `shlo2jax.load` accepts, or a
     loaded Program. See the package docstring for the backends and the error figures.
@@ -48,7 +48,12 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
 
     `locate_values`: which ops the probes record when locating ("all", or op names, indices
     or locations as `shlo2jax.probe` takes them); recording every op of a large model holds
-    all its intermediate values in memory at once, twice."""
+    all its intermediate values in memory at once, twice.
+
+    `interpreter_timeout`: the seconds a child process (the reference interpreter's, another
+    Python's) may run. `progress`: called with a line of text as each backend's run and each
+    recording for `locate` starts and ends (the command line's `Steps`)."""
+    progress = progress or (lambda text: None)
     program = source if isinstance(source, Program) else load(source, options, **option_values)
     fn = program[function] if function else program.entry
     if inputs is None:
@@ -71,7 +76,7 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
     if grad:
         cotangents = seeded_cotangents(fn, seed)
         chosen = [GradientBackend(b, cotangents) for b in chosen]
-    runs = {b.name: _run(b, program, fn.name, inputs) for b in chosen}
+    runs = {b.name: _run(b, program, fn.name, inputs, progress) for b in chosen}
     result = Comparison(fn.name, how, {"rtol": rtol, "atol": atol, "max_ulp": max_ulp}, runs,
                         _pairs(runs, compared, rtol, atol, max_ulp),
                         against=against_name or "", gradients=grad)
@@ -79,10 +84,10 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
     by_name = {b.name: b for b in chosen}
     if locate and grad:
         locate_backward(result, program, fn.name, list(inputs), by_name, rtol, atol, max_ulp,
-                        locate_limit, match)
+                        locate_limit, match, progress)
     elif locate:
         locate_divergences(result, program, fn.name, list(inputs), by_name, rtol, atol,
-                           max_ulp, locate_limit, locate_values, match)
+                           max_ulp, locate_limit, locate_values, match, progress)
     return result
 
 
@@ -162,7 +167,18 @@ def _against(b, other: Program):
     return TranslatedBackend(b.platform, name=f"{b.name}:against", source=other)
 
 
-def _run(b, program, function: str, inputs: list) -> BackendRun:
+def _run(b, program, function: str, inputs: list, progress: Callable) -> BackendRun:
+    """The backend's run, its start and end told to `progress`."""
+    progress(f"{b.name}: running")
+    run = _outcome(b, program, function, inputs)
+    version = getattr(b, "jax_version", "")  # (another Python's)
+    progress(f"{b.name}: {run.status}" + (f" in {run.seconds:.1f} s" if run.seconds else "")
+             + (f" (jax {version})" if version else "")
+             + (f": {run.reason}" if run.reason else ""))
+    return run
+
+
+def _outcome(b, program, function: str, inputs: list) -> BackendRun:
     start = time.perf_counter()
     try:
         outs = b.run(program, function, list(inputs))

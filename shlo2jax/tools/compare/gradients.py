@@ -26,7 +26,8 @@ from shlo2jax.loader import load
 from shlo2jax.module import format_location
 from shlo2jax.probes import ProbeKey
 from shlo2jax.tools.compare.backends import Backend, TranslatedBackend
-from shlo2jax.tools.compare.locate import Recording, diverging_ops, inlined_body
+from shlo2jax.tools.compare.locate import (Recording, diverging_ops, inlined_body,
+                                           timed_recording)
 from shlo2jax.tools.compare.report import Comparison, Divergence
 
 
@@ -163,10 +164,20 @@ def _float_tensor(mlir_type):
     return None
 
 
+def _cotangents(backend, program, function: str, inputs: list):
+    """The backend's cotangent Recording, or a str saying why it failed."""
+    try:
+        return backend.cotangent_recording(program, function, inputs)
+    except Exception as e:  # reported; the comparison itself stands
+        first = (str(e).strip().splitlines() or [""])[0]
+        return f"{backend.name}: {type(e).__name__}: {first}"
+
+
 def locate_backward(result: Comparison, program, function: str, inputs: list, by_name: dict,
-                    rtol, atol, max_ulp, limit: int, match: str = "location") -> None:
+                    rtol, atol, max_ulp, limit: int, match: str = "location",
+                    progress=lambda text: None) -> None:
     """For each pair whose gradients disagree: the first ops of the backward pass whose
-    results' cotangents differ (see the module docstring)."""
+    results' cotangents differ (see the module docstring); `progress`: as `locate`'s."""
     recorded: dict = {}
     for pair in result.disagreeing():
         if (pair.a, pair.b) in recorded:
@@ -174,12 +185,8 @@ def locate_backward(result: Comparison, program, function: str, inputs: list, by
         recordings = []
         for name in (pair.a, pair.b):
             if name not in recorded:
-                try:
-                    recorded[name] = by_name[name].cotangent_recording(program, function,
-                                                                       inputs)
-                except Exception as e:  # reported; the comparison itself stands
-                    first = (str(e).strip().splitlines() or [""])[0]
-                    recorded[name] = f"{name}: {type(e).__name__}: {first}"
+                recorded[name] = timed_recording(progress, name, lambda: _cotangents(
+                    by_name[name], program, function, inputs))
             recordings.append(recorded[name])
         recorded[(pair.a, pair.b)] = True
         if any(isinstance(r, str) for r in recordings):

@@ -15,7 +15,8 @@ import difflib
 import linecache
 import os
 import re
-from typing import NamedTuple
+import time
+from typing import Callable, NamedTuple
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -165,12 +166,25 @@ def _probe_recording(backend: Backend, program, function: str, inputs: list, val
                      module_operands(effective, function))
 
 
+def timed_recording(progress: Callable, name: str, record: Callable):
+    """`record()` (backend `name`'s Recording, None or a str saying why it failed), its start
+    and end told to `progress` (a line each)."""
+    progress(f"locate: recording every op of {name}")
+    start = time.perf_counter()
+    recording = record()
+    what = "cannot record" if recording is None else "failed" if isinstance(recording, str) \
+        else f"{sum(map(len, recording.records.values()))} values recorded"
+    progress(f"locate: {name}: {what} in {time.perf_counter() - start:.1f} s")
+    return recording
+
+
 def locate(result: Comparison, program, function: str, inputs: list, by_name: dict,
-           rtol, atol, max_ulp, limit: int, values="all", match: str = "location") -> None:
+           rtol, atol, max_ulp, limit: int, values="all", match: str = "location",
+           progress: Callable = lambda text: None) -> None:
     """Probes where both backends run the translation (values inside called functions and
     loops included); otherwise the instrumented module, whose extra outputs are the results
     of the function's ops after inlining, runs on both. `match`: how the two records' ops
-    correspond (see `matched_ops`)."""
+    correspond (see `matched_ops`); `progress`: told each recording's start and end."""
     recorded: dict = {}
     for pair in result.disagreeing():
         a, b = by_name[pair.a], by_name[pair.b]
@@ -180,7 +194,8 @@ def locate(result: Comparison, program, function: str, inputs: list, by_name: di
         recordings = []
         for x in (a, b):
             if (x.name, how) not in recorded:
-                recorded[(x.name, how)] = _recording(x, how, program, function, inputs, values)
+                recorded[(x.name, how)] = timed_recording(progress, x.name, lambda: _recording(
+                    x, how, program, function, inputs, values))
             recordings.append(recorded[(x.name, how)])
         recorded[(a.name, b.name, how)] = True
         if any(r is None for r in recordings):
