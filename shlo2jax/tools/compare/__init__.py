@@ -35,17 +35,19 @@ the same inputs: `compare("model.mlir", against="edited.mlir", locate=True)`.
 after `locate` each op's error along the program (`result.profiles`);
 `result.write_model_explorer(path)` (--model-explorer): those errors as Model Explorer node data.
 
-The package: `backends` (the ways of running), `comparison` (`compare`), `report` (what it
-returns), `locate` (the diverging ops, each op's error), `gradients` (`grad=True`), `page`
-(the HTML), `overlay` (Model Explorer's node data), `python_backend` (the `python=` backend).
+The package: `backends` (the ways of running), `python_backend` (the `python=` backend),
+`specs` (a backend from its name), `comparison` (`compare`), `report` (what it returns),
+`locate` (the diverging ops, each op's error), `gradients` (`grad=True`), `page` (the HTML),
+`overlay` (Model Explorer's node data).
 """
 
 from shlo2jax.tools.compare.backends import (BUILTIN_BACKENDS, DEFAULT_BACKENDS, Backend,
                                              CallableBackend, Float64Backend,
                                              InterpreterBackend, TranslatedBackend,
-                                             XlaDirectBackend, backend)
+                                             XlaDirectBackend)
 from shlo2jax.tools.compare.comparison import compare
 from shlo2jax.tools.compare.python_backend import PythonBackend
+from shlo2jax.tools.compare.specs import backend
 from shlo2jax.tools.compare.locate import diverging_ops, instrumented_module_text
 from shlo2jax.tools.compare.report import (BackendRun, Comparison, Divergence, OpError,
                                            PairResult)

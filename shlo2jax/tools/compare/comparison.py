@@ -14,7 +14,8 @@ from shlo2jax.executables.polymorphic import specialise
 from shlo2jax.loader import load
 from shlo2jax.options import LoadOptions
 from shlo2jax.program import Program
-from shlo2jax.tools.compare.backends import DEFAULT_BACKENDS, TranslatedBackend, backend
+from shlo2jax.tools.compare.backends import DEFAULT_BACKENDS, TranslatedBackend
+from shlo2jax.tools.compare.specs import backend
 from shlo2jax.tools.compare.gradients import GradientBackend, locate_backward, seeded_cotangents
 from shlo2jax.tools.compare.locate import locate as locate_divergences
 from shlo2jax.tools.compare.report import BackendRun, Comparison, PairResult
