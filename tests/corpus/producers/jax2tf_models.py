@@ -34,6 +34,7 @@ import tensorflow as tf  # noqa: E402
 from jax.experimental import jax2tf  # noqa: E402
 
 import entry  # noqa: E402
+from producers import saved_model_goldens  # noqa: E402
 
 PRODUCER = "tensorflow"
 ARTIFACT = "saved_model"
@@ -254,16 +255,6 @@ def _jax2tf_keras_transformer(rng):
                 keras_model=model)
 
 
-def _variables(loaded) -> dict:
-    """The reloaded SavedModel's variables by object path (what `Function.params` names
-    them)."""
-    if not hasattr(loaded, "params") and not hasattr(loaded, "variables"):
-        return {}  # (weights as constants)
-    if hasattr(loaded, "params"):  # (the tf.Module cases)
-        return {f"params/{k}": v for k, v in loaded.params.items()}
-    return {f"variables/{i}": v for i, v in enumerate(loaded.variables)}  # (Keras's)
-
-
 def _save(folder, c: Case):
     if c.keras_model is not None:
         path = folder / ARTIFACT
@@ -302,35 +293,14 @@ def _save_module(folder, c: Case):
     return path
 
 
-def _goldens(path, inputs):
-    """The reloaded SavedModel's outputs (sorted by key), and the tape's gradients of the
-    corpus loss w.r.t. the inputs and the variables (by object path)."""
-    loaded = tf.saved_model.load(str(path))
-    signature = loaded.signatures["serving_default"]
-    variables = _variables(loaded)
-    names = sorted(inputs)
-    args = {n: tf.constant(inputs[n]) for n in names}
-    outputs = signature(**args)
-    keys = sorted(outputs)
-    outs = [outputs[k].numpy() for k in keys]
-    projections = entry.loss_projections(outs)
-    with tf.GradientTape() as tape:
-        tape.watch(list(args.values()) + list(variables.values()))  # (non-trainable ones too)
-        outputs = signature(**args)
-        loss = tf.add_n([tf.reduce_sum(outputs[k] * p) for k, p in zip(keys, projections)])
-    grads = tape.gradient(loss, [args[n] for n in names] + list(variables.values()))
-    input_grads = {i: g.numpy() for i, g in enumerate(grads[:len(names)])}
-    weight_grads = {k: g.numpy() for k, g in zip(variables, grads[len(names):])}
-    return keys, outs, projections, input_grads, weight_grads
-
-
 def write(root, name: str) -> None:
     c = CASES[name](rng_for(name))
     inputs = c.inputs
     folder = root / PRODUCER / name
     folder.mkdir(parents=True, exist_ok=True)
     path = _save(folder, c)
-    keys, outs, projections, input_grads, weight_grads = _goldens(path, inputs)
+    keys, outs, projections, input_grads, weight_grads = saved_model_goldens.goldens(
+        path, inputs)
     (folder / "weight_grads.npz").unlink(missing_ok=True)
     if weight_grads:
         np.savez_compressed(folder / "weight_grads.npz", **weight_grads)
