@@ -27,7 +27,8 @@ def load(source, options: Optional[LoadOptions] = None, *, source_name: str = ""
     holds), or an `XLA_FLAGS=--xla_dump_to=DIR` folder, whose `before_optimizations` program
     is read (`module` names one where the folder holds several: its name, `"jit_f"`, its file
     prefix or its number). Or a TensorFlow SavedModel folder that jax2tf wrote (native
-    serialization: an `XlaCallModule`), read without TensorFlow: `signature` names the
+    serialization: an `XlaCallModule`), read without TensorFlow, or one TensorFlow computes
+    itself, read through TensorFlow's XLA bridge (the `[tf]` extra): `signature` names the
     signature (default `"serving_default"`), whose function takes the signature's inputs by
     name with the variables bound as weights (docs/guides/saved_model.md). Whatever the
     input, the entry function is `program["main"]`.

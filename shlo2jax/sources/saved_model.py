@@ -12,7 +12,11 @@ the functions it calls, and keeps what each value is: a signature input, a varia
 object graph's `bound_inputs` of the function that captures it), a variable's value, a
 constant, or a result of an `XlaCallModule`. Only the ops jax2tf writes around the modules
 are followed (`_RULES`); any other on that path is refused at load, naming the op and the
-node. The module parsed is the program, or, where the signature runs several
+node, where the graph holds an `XlaCallModule`. A signature TensorFlow computes itself (no
+`XlaCallModule` anywhere: Keras 3 on the TensorFlow backend, a tf.function of TensorFlow ops)
+is read through TensorFlow's XLA bridge instead (`sources.tf_graph`, the `[tf]` extra): its
+HLO takes the signature's inputs and then the variables the signature's function captures
+(bound as below); without TensorFlow it is a `LoadError` naming the extra. The module parsed is the program, or, where the signature runs several
 `XlaCallModule`s (jax2tf functions composed in one tf.function), the modules chained into one
 (`sources.module_chain`: a new @main calls each module's in order, passing results on); its
 function takes the signature's inputs by their TensorFlow names
@@ -25,7 +29,7 @@ platform index, which the XlaCallModule op passes itself: it is bound too, as th
 `platform_index`.
 
 What is refused, each a `LoadError`: a signature not there, an op outside `_RULES` on the
-signature's path, no `XlaCallModule` on it, a module that calls back into
+signature's path of a graph with an `XlaCallModule`, a module that calls back into
 TensorFlow (`function_list`), threads a token (`has_token_input_output`) or takes dimension
 arguments (`dim_args_spec`, versions before 5); a truncated or corrupt file (named).
 """
@@ -46,7 +50,7 @@ from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context
 from shlo2jax.conventions.bound import Binding, BoundConvention, BoundValue
 from shlo2jax.errors import LoadError
-from shlo2jax.sources import module_chain, tensor_bundle
+from shlo2jax.sources import hlo, module_chain, tensor_bundle, tf_graph
 from shlo2jax.sources.mlir import parse_mlir
 from shlo2jax.sources.protowire import Message
 
@@ -81,6 +85,14 @@ class _Function(NamedTuple):
     outputs: tuple
     nodes: dict
     ret: dict
+
+
+class _Unfollowed(LoadError):
+    """An op outside `_RULES` on the signature's path; `op` names it and its node."""
+
+    def __init__(self, message: str, op: str):
+        super().__init__(message)
+        self.op = op
 
 
 class _Value(NamedTuple):
@@ -176,15 +188,19 @@ class _Walk:
             return self._memo[key]
         rule = _RULES.get(node.op)
         if rule is None:
-            hint = "" if self.calls else (
-                " (where TensorFlow computes the graph itself, its SavedModel-to-StableHLO "
-                "converter writes a module shlo2jax reads)")
-            raise LoadError(f"{self.what}: op {node.op} (node {node.name!r} in {scope.where}) "
-                            "is not one shlo2jax follows around an XlaCallModule; it follows "
-                            f"{', '.join(sorted(_RULES))}{hint}")
+            raise _Unfollowed(f"{self.what}: op {node.op} (node {node.name!r} in "
+                              f"{scope.where}) is not one shlo2jax follows around an "
+                              f"XlaCallModule; it follows {', '.join(sorted(_RULES))}",
+                              f"op {node.op} (node {node.name!r} in {scope.where})")
         self._memo[key] = None
         self._memo[key] = outputs = rule(self, scope, node)
         return outputs
+
+    def holds_xla_call_module(self) -> bool:
+        """Whether any node of the graph or of a library function is an XlaCallModule."""
+        return any(n.op == "XlaCallModule" for n in self.graph.values()) or any(
+            node.str(2) == "XlaCallModule" for message in self._functions.values()
+            for node in message.messages(3))
 
     def _function(self, scope: _Scope, node: _Node, name: str) -> _Function:
         if name not in self._read:
@@ -328,9 +344,14 @@ def read(path: str, signature: Optional[str] = None, source_name: str = "") -> t
                    for name, info in sig.outputs.items()}
     except RecursionError:  # (a chain of ops longer than Python's stack: no graph jax2tf writes)
         raise LoadError(f"{what}: the graph's chains of ops are too long to follow") from None
+    except _Unfollowed as unfollowed:
+        if walk.holds_xla_call_module():
+            raise
+        return _tensorflow_graph(path, signature, source_name, sig, walk, what,
+                                 f"{unfollowed.op} is TensorFlow's own")
     if not walk.calls:
-        raise LoadError(f"{what}: the signature runs no XlaCallModule (not a jax2tf native "
-                        "serialization); shlo2jax reads SavedModels jax2tf wrote")
+        return _tensorflow_graph(path, signature, source_name, sig, walk, what,
+                                 "the signature runs no XlaCallModule")
     for out_name, value in outputs.items():
         if value.kind != "result":
             raise LoadError(f"{what}: output {out_name!r} is a {value.kind} value, not a "
@@ -342,6 +363,45 @@ def read(path: str, signature: Optional[str] = None, source_name: str = "") -> t
     convention = _convention(signature, sig, module_args, results, variables, constants,
                              platforms, what)
     return module, source_name, {"main": convention}
+
+
+def _tensorflow_graph(path: str, signature: str, source_name: str, sig: _Signature,
+                      walk: _Walk, what: str, why: str) -> tuple:
+    """`read` of a signature TensorFlow computes itself (no XlaCallModule): its HLO from
+    TensorFlow's XLA bridge (`sources.tf_graph`), whose parameters are the signature's
+    inputs (sorted by name) then the variables the signature's function captures, bound
+    under their object paths; its results the signature's outputs, sorted by name."""
+    input_names = sorted(sig.inputs)
+    captured = _captured_objects(walk, sig, what)
+    data, order = tf_graph.hlo_of_signature(path, signature, input_names, len(captured),
+                                            what, why)
+    module = hlo.read(data, source_name)
+    objects = [captured[i] for i in order]
+    module_args = [_Value("input", n) for n in input_names] + \
+        [_Value("read", i) for i in objects]
+    parameters = len(module_chain.main_of(module, what).regions[0].blocks[0].arguments)
+    if parameters != len(module_args):
+        raise LoadError(f"{what}: TensorFlow's XLA bridge wrote {parameters} "
+                        f"parameters for {len(input_names)} inputs and {len(objects)} "
+                        "variables")
+    results = {n: i for i, n in enumerate(sorted(sig.outputs))}
+    variables = _variables(path, objects, what)
+    convention = _convention(signature, sig, module_args, results, variables, {}, [], what)
+    return module, source_name, {"main": convention}
+
+
+def _captured_objects(walk: _Walk, sig: _Signature, what: str) -> list:
+    """The object ids of the variables the signature's function captures, in its order
+    (the object graph's `bound_inputs` of the function the signature's outputs come from)."""
+    called = set()
+    for info in sig.outputs.values():
+        node = walk.graph.get(_node_name(info.str(1)))
+        if node is not None and node.op in ("StatefulPartitionedCall", "PartitionedCall"):
+            called.add(_attr(node, "f", walk.what).message(10).str(1))
+    if len(called) > 1:
+        raise LoadError(f"{what}: the signature's outputs come from {len(called)} functions "
+                        f"({', '.join(sorted(called))}); one is read")
+    return list(walk.bound_inputs.get(called.pop(), ())) if called else []
 
 
 def _program(calls: list, outputs: dict, what: str) -> tuple:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import io
 import math
 from typing import Callable, Optional
@@ -45,8 +46,21 @@ def load(e):
     return program[e.meta.get("function", "main")], list(program.module.problems)
 
 
+def missing_requirement(e) -> str:
+    """Why the entry cannot load here ("" when it can): the package its meta.json's
+    `extra.requires` names (TensorFlow, for a graph read through its XLA bridge) is not
+    installed."""
+    package = e.meta.get("extra", {}).get("requires")
+    if package and importlib.util.find_spec(package) is None:
+        return f"loading it takes {package} (shlo2jax's [tf] extra), which is not installed"
+    return ""
+
+
 def check_load(e) -> tuple:
-    """(Result, function or None)."""
+    """(Result, function or None); skipped where `missing_requirement` says why."""
+    missing = missing_requirement(e)
+    if missing:
+        return Result(True, skipped=missing), None
     try:
         fn, problems = load(e)
     except Exception as exc:  # noqa: BLE001 - the report names whatever went wrong

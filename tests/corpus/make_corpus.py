@@ -1,6 +1,6 @@
 """Regenerates the real-producer corpus (not collected by pytest).
 
-    python tests/corpus/make_corpus.py --producer jax|hlo|hlo-tf|hlo-torch-xla|flax|equinox|keras|tensorflow|jax2tf|torch|torch_xla|all
+    python tests/corpus/make_corpus.py --producer jax|hlo|hlo-tf|hlo-torch-xla|flax|equinox|keras|tensorflow|jax2tf|tf-graph|torch|torch_xla|all
                                        [--only NAME] [--python PATH]
 
 Each producer's module, `tests/corpus/producers/<module>.py`, exposes
@@ -38,6 +38,7 @@ PRODUCERS = {
     "keras": ("keras_models", "gen-jax", "keras"),
     "tensorflow": ("tensorflow_models", "gen-tf", "tensorflow"),
     "jax2tf": ("jax2tf_models", "gen-jax2tf", "tensorflow"),
+    "tf-graph": ("tf_graph_models", "gen-tf", "tensorflow"),
     "torch": ("torch_models", "gen-torch", "torch"),
     "torch_xla": ("torch_xla_models", "gen-torch-xla", "torch_xla"),
 }

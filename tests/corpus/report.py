@@ -33,7 +33,8 @@ def evaluate(e) -> dict:
     load, fn = checks.check_load(e)
     results = {"load": load}
     for check in checks.CHECKS[1:]:
-        results[check] = (checks.run(e, check, fn) if fn is not None else
+        results[check] = (checks.run(e, check, fn) if fn is not None else load
+                          if load.skipped else
                           checks.Result(False, math.inf, message="not loaded"))
     return results
 

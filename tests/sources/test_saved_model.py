@@ -8,6 +8,7 @@ SavedModel outside what is read, or a damaged one, is a LoadError naming what wa
 import pathlib
 import random
 import shutil
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -235,20 +236,37 @@ def _rename_op(folder, old: bytes, new: bytes):
     pb.write_bytes(data.replace(tag + old, tag + new))
 
 
-def test_an_op_outside_the_followed_set_is_named_with_its_node(tmp_path):
+def test_an_op_outside_the_followed_set_is_named_with_its_node(tmp_path, capsys):
+    # Around an XlaCallModule, a TensorFlow op is refused whether TensorFlow is installed
+    # or not: the module is the program, and the op would be computed outside it.
+    from shlo2jax.tools.cli import main
     folder = _copy("jax2tf_mlp", tmp_path)
     _rename_op(folder, b"IdentityN", b"EagerPyFn")
     with pytest.raises(LoadError) as info:
         shlo2jax.load(str(folder))
     message = str(info.value)
-    assert "op EagerPyFn (node 'IdentityN' in function __inference_serve" in message
+    assert "(signature 'serving_default'): op EagerPyFn (node 'IdentityN' in function " \
+           "__inference_serve" in message
     assert "\n" not in message and "XlaCallModule" in message
+    assert main(["info", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "op EagerPyFn (node 'IdentityN'" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
 
 
-def test_a_graph_without_an_xla_call_module_is_not_a_jax2tf_saved_model(tmp_path):
+@pytest.fixture
+def without_tensorflow(monkeypatch):
+    """`import tensorflow` fails, as where the [tf] extra is not installed."""
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+
+
+def test_a_graph_without_an_xla_call_module_takes_tensorflow(tmp_path, without_tensorflow):
     folder = _copy("jax2tf_mlp", tmp_path)
     _rename_op(folder, b"XlaCallModule", b"XlaCallModulf")
-    with pytest.raises(LoadError, match=r"op XlaCallModulf \(node 'XlaCallModule'"):
+    with pytest.raises(LoadError, match=r"\(signature 'serving_default'\): op XlaCallModulf "
+                                        r"\(node 'XlaCallModule' in function .*\) is "
+                                        r"TensorFlow's own: .* TensorFlow is not installed "
+                                        r"\(pip install \"shlo2jax\[tf\]\"\)$"):
         shlo2jax.load(str(folder))
 
 
@@ -273,7 +291,7 @@ def _saved_model_pb(nodes, output: str) -> bytes:
 @pytest.mark.parametrize("nodes, output, expected", [
     ([("a", "Identity", ("x",)), ("b", "IdentityN", ("a", "^x")),
       ("c", "PreventGradient", ("b",))], "c:0",
-     r"the signature runs no XlaCallModule \(not a jax2tf native serialization\)"),
+     r"the signature runs no XlaCallModule: .* TensorFlow is not installed"),
     ([("a", "Identity", ("b",)), ("b", "Identity", ("a",))], "a:0",
      r"node 'a' in the graph depends on itself"),
     ([("a", "Identity", ("x",))], "a:1", r"reads output 1 of node 'a' \(Identity\), which has 1"),
@@ -283,7 +301,8 @@ def _saved_model_pb(nodes, output: str) -> bytes:
      + [("n20000", "Identity", ("x",))], "n0:0", r"chains of ops are too long to follow"),
 ])
 def test_graphs_outside_what_is_read_are_refused_by_what_is_wrong(tmp_path, nodes, output,
-                                                                   expected):
+                                                                   expected,
+                                                                   without_tensorflow):
     (tmp_path / "saved_model.pb").write_bytes(_saved_model_pb(nodes, output))
     with pytest.raises(LoadError, match=r"\(signature 'serving_default'\): .*" + expected):
         shlo2jax.load(str(tmp_path))

@@ -34,6 +34,7 @@ import tensorflow as tf  # noqa: E402
 from jax.experimental import jax2tf  # noqa: E402
 
 import entry  # noqa: E402
+from producers import saved_model_goldens  # noqa: E402
 
 PRODUCER = "tensorflow"
 ARTIFACT = "saved_model"
@@ -190,14 +191,68 @@ def _jax2tf_keras_bn(rng):
                 keras_model=model)
 
 
-def _variables(loaded) -> dict:
-    """The reloaded SavedModel's variables by object path (what `Function.params` names
-    them)."""
-    if not hasattr(loaded, "params") and not hasattr(loaded, "variables"):
-        return {}  # (weights as constants)
-    if hasattr(loaded, "params"):  # (the tf.Module cases)
-        return {f"params/{k}": v for k, v in loaded.params.items()}
-    return {f"variables/{i}": v for i, v in enumerate(loaded.variables)}  # (Keras's)
+@case("jax2tf_scan_rnn")
+def _jax2tf_scan_rnn(rng):
+    """An Elman RNN over the time axis with `lax.scan` (the module holds a `while` loop),
+    then a dense head on the last state; variables as the weights."""
+    hidden, features = 5, 3
+    params = {"wx": (rng.standard_normal((features, hidden)) / 2).astype(np.float32),
+              "wh": (rng.standard_normal((hidden, hidden)) / 3).astype(np.float32),
+              "b": (0.1 * rng.standard_normal(hidden)).astype(np.float32),
+              "wo": (rng.standard_normal((hidden, 2)) / 2).astype(np.float32)}
+
+    def fn(params, x):  # x: [batch, time, features]
+        def step(h, x_t):
+            h = jnp.tanh(x_t @ params["wx"] + h @ params["wh"] + params["b"])
+            return h, h
+        h0 = jnp.zeros((x.shape[0], hidden), x.dtype)
+        last, states = jax.lax.scan(step, h0, jnp.swapaxes(x, 0, 1))
+        return {"logits": last @ params["wo"], "states": jnp.swapaxes(states, 0, 1)}
+    inputs = {"x": rng.standard_normal((2, 4, features)).astype(np.float32)}
+    specs = {"x": tf.TensorSpec([2, 4, features], tf.float32)}
+    return Case(params, fn, inputs, specs, "tanh RNN by lax.scan over 4 steps, a dense head")
+
+
+def _keras_seeded(rng):
+    import keras
+    keras.utils.set_random_seed(int(rng.integers(2**31)))
+    return keras
+
+
+@case("jax2tf_keras_cnn")
+def _jax2tf_keras_cnn(rng):
+    """A Keras 3 CNN on the JAX backend, `model.export(format="tf_saved_model")`: two
+    convolutions, pooling, a dense head."""
+    keras = _keras_seeded(rng)
+    model = keras.Sequential([
+        keras.Input((8, 8, 2), name="images"),
+        keras.layers.Conv2D(4, 3, activation="relu", padding="same"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Conv2D(4, 3, activation="swish"),
+        keras.layers.GlobalAveragePooling2D(),
+        keras.layers.Dense(3)])
+    inputs = {"images": rng.standard_normal((2, 8, 8, 2)).astype(np.float32)}
+    return Case(None, None, inputs, None,
+                "Keras Conv-relu-MaxPool-Conv-swish-GAP-Dense (JAX backend)", keras_model=model)
+
+
+@case("jax2tf_keras_transformer")
+def _jax2tf_keras_transformer(rng):
+    """A Keras 3 transformer block on the JAX backend, exported through jax2tf: multi-head
+    self-attention and a feed-forward layer, each with a residual and a layer norm, then a
+    mean over the sequence and a dense head."""
+    keras = _keras_seeded(rng)
+    tokens = keras.Input((5, 8), name="tokens")
+    attended = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)(tokens, tokens)
+    h = keras.layers.LayerNormalization()(tokens + attended)
+    ff = keras.layers.Dense(8)(keras.layers.Dense(16, activation="gelu")(h))
+    h = keras.layers.LayerNormalization()(h + ff)
+    out = keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(h))
+    model = keras.Model(tokens, out)
+    inputs = {"tokens": rng.standard_normal((2, 5, 8)).astype(np.float32)}
+    return Case(None, None, inputs, None, "Keras transformer block: 2-head self-attention, "
+                "gelu feed-forward, layer norms, pooled dense head (JAX backend)",
+                keras_model=model)
 
 
 def _save(folder, c: Case):
@@ -238,35 +293,14 @@ def _save_module(folder, c: Case):
     return path
 
 
-def _goldens(path, inputs):
-    """The reloaded SavedModel's outputs (sorted by key), and the tape's gradients of the
-    corpus loss w.r.t. the inputs and the variables (by object path)."""
-    loaded = tf.saved_model.load(str(path))
-    signature = loaded.signatures["serving_default"]
-    variables = _variables(loaded)
-    names = sorted(inputs)
-    args = {n: tf.constant(inputs[n]) for n in names}
-    outputs = signature(**args)
-    keys = sorted(outputs)
-    outs = [outputs[k].numpy() for k in keys]
-    projections = entry.loss_projections(outs)
-    with tf.GradientTape() as tape:
-        tape.watch(list(args.values()) + list(variables.values()))  # (non-trainable ones too)
-        outputs = signature(**args)
-        loss = tf.add_n([tf.reduce_sum(outputs[k] * p) for k, p in zip(keys, projections)])
-    grads = tape.gradient(loss, [args[n] for n in names] + list(variables.values()))
-    input_grads = {i: g.numpy() for i, g in enumerate(grads[:len(names)])}
-    weight_grads = {k: g.numpy() for k, g in zip(variables, grads[len(names):])}
-    return keys, outs, projections, input_grads, weight_grads
-
-
 def write(root, name: str) -> None:
     c = CASES[name](rng_for(name))
     inputs = c.inputs
     folder = root / PRODUCER / name
     folder.mkdir(parents=True, exist_ok=True)
     path = _save(folder, c)
-    keys, outs, projections, input_grads, weight_grads = _goldens(path, inputs)
+    keys, outs, projections, input_grads, weight_grads = saved_model_goldens.goldens(
+        path, inputs)
     (folder / "weight_grads.npz").unlink(missing_ok=True)
     if weight_grads:
         np.savez_compressed(folder / "weight_grads.npz", **weight_grads)
