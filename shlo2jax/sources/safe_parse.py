@@ -433,6 +433,131 @@ def _find_cycle(edges: dict) -> Optional[list]:
     return None
 
 
+
+# ------------------------------------------------------------ what an entry's type must be
+# MLIR's readers trust that an attribute's type is the kind it needs: a float attribute of a
+# non-float type ends in LLVM's `report_fatal_error` ("unsupported floating-point type"; SIGABRT),
+# a dense tensor constant whose data is not the size its type declares is read past its end
+# (SIGSEGV). Both were seen with two spans of a real module's attribute section swapped
+# (hf_deberta_v2's VHLO `swap@4592+17`, gru_scan's `swap@1376+2` changing a blob's length).
+# Each type entry is classified from its encoding (VhloBytecode.cpp's and
+# BuiltinDialectBytecode.td's codes): ("float", bits), ("int", bits), ("index",),
+# ("complex", element), ("tensor", shape, element), else None (not known: never refused).
+_VHLO_FLOATS = {2: 16, 3: 16, 4: 32, 5: 64, 6: 8, 7: 8, 27: 8, 28: 8, 29: 8, 34: 19, 35: 8,
+                36: 8, 37: 4, 38: 6, 39: 6, 40: 8}
+_VHLO_INTS = {0: 1, 10: 4, 11: 8, 12: 16, 13: 32, 14: 64, 15: 4, 16: 8, 17: 16, 18: 32,
+              19: 64, 31: 2, 32: 2}
+_BUILTIN_FLOATS = {3: 16, 4: 16, 5: 32, 6: 64, 7: 80, 8: 128}
+# attribute code -> what its type must be: dialect: {code: "float" | "int" | "dense"}
+_TYPED_ATTRIBUTES = {b"vhlo": {8: "float", 9: "int", 15: "dense"},
+                     b"builtin": {9: "float", 8: "int", 18: "dense"}}
+
+
+def _signed(value: int) -> int:
+    return (value >> 1) ^ -(value & 1)
+
+
+def _type_kind(data: bytes, num_attrs: int, entries: list, dialects: list, index: int,
+               depth: int = 0):
+    """What type entry `index` (counted after the attributes) is, from its encoding."""
+    index += num_attrs
+    if not num_attrs <= index < len(entries) or depth > 4:
+        return None
+    dialect, pos, end, custom = entries[index]
+    name = dialects[dialect] if dialect < len(dialects) else b""
+    if not custom or pos >= end or name not in (b"vhlo", b"builtin"):
+        return None
+    code, pos = _varint(data, pos)
+    vhlo = name == b"vhlo"
+    floats = _VHLO_FLOATS if vhlo else _BUILTIN_FLOATS
+    if code in floats:
+        return ("float", floats[code])
+    if vhlo and code in _VHLO_INTS:
+        return ("int", _VHLO_INTS[code])
+    if not vhlo and code == 0:
+        return ("int", _varint(data, pos)[0] >> 2) if pos < end else None
+    if code == (9 if vhlo else 1):
+        return ("index",)
+
+    def element(at: int):
+        if at >= end:
+            return None
+        return _type_kind(data, num_attrs, entries, dialects, _varint(data, at)[0], depth + 1)
+    if code == (1 if vhlo else 9):
+        return ("complex", element(pos))
+    if code in ((20, 21) if vhlo else (13, 14)):  # a ranked tensor (with an encoding)
+        if code in (21, 14) and pos < end:
+            pos = _varint(data, pos)[1]
+        if pos >= end:
+            return None
+        rank, pos = _varint(data, pos)
+        if rank > end - pos:
+            return None
+        shape = []
+        for _ in range(rank):
+            dim, pos = _varint(data, pos)
+            shape.append(_signed(dim))
+            if pos >= end:
+                return None
+        return ("tensor", tuple(shape), element(pos))
+    return None
+
+
+def _element_bytes(kind) -> Optional[int]:
+    """The bytes one element of `kind` takes in a dense constant's data, where that is sure
+    (MLIR rounds widths up to bytes, but packs i1 and sizes TF32 and others its own way)."""
+    if kind is None:
+        return None
+    if kind[0] in ("float", "int") and kind[1] in (8, 16, 32, 64):
+        return kind[1] // 8
+    if kind[0] == "int" and kind[1] in (2, 4):
+        return 1
+    if kind[0] == "complex":
+        inner = _element_bytes(kind[1])
+        return None if inner is None else 2 * inner
+    return None
+
+
+def _mistyped_attribute(data: bytes, num_attrs: int, entries: list,
+                        dialects: list) -> Optional[str]:
+    """The first attribute entry whose type is not what its kind needs (a float attribute of
+    a type that is no float, an integer attribute of one that is no integer, a dense tensor
+    constant whose data is neither its type's size nor one element's): in words; else None."""
+    tables = {i: _TYPED_ATTRIBUTES[name] for i, name in enumerate(dialects)
+              if name in _TYPED_ATTRIBUTES}
+    if not tables:
+        return None
+    for i in range(num_attrs):
+        dialect, pos, end, custom = entries[i]
+        table = tables.get(dialect)
+        if table is None or not custom or pos >= end:
+            continue
+        code, pos = _varint(data, pos)
+        need = table.get(code)
+        if need is None or pos >= end:
+            continue
+        reference, pos = _varint(data, pos)
+        kind = _type_kind(data, num_attrs, entries, dialects, reference)
+        if kind is None:
+            continue
+        what = f"attribute #{i} ({dialects[dialect].decode()} code {code})"
+        if need == "float" and kind[0] != "float":
+            return f"{what} is a float attribute of a {kind[0]} type"
+        if need == "int" and kind[0] not in ("int", "index"):
+            return f"{what} is an integer attribute of a {kind[0]} type"
+        if need == "dense" and kind[0] == "tensor" and pos < end:
+            size, pos = _varint(data, pos)
+            width = _element_bytes(kind[2])
+            if width is None or any(d < 0 for d in kind[1]):
+                continue
+            count = 1
+            for d in kind[1]:
+                count *= d
+            if size not in (count * width, width):
+                return (f"{what}: a dense constant of {count} element(s) of {width} byte(s) "
+                        f"holds {size} bytes of data")
+    return None
+
 _HIGH_ESCAPE = re.compile(rb"\\[89a-fA-F][0-9a-fA-F]")
 _TOKENS = re.compile(rb'//[^\n]*|"(?:[^"\\\n]|\\.)*"')
 _ESCAPE = re.compile(rb"\\([0-9a-fA-F]{2}|.)", re.S)
@@ -683,10 +808,11 @@ def check_bytecode(data: bytes) -> Verdict:
         strings = _strings(data, *sections[_STRING])
         num_attrs, entries = _attr_type_entries(data, sections)
         asm = _asm_entries(data, entries)
-        cycle = _reference_cycle(data, num_attrs, entries,
-                                 _dialect_names(data, version, *sections[_DIALECT], strings))
-        if cycle:
-            raise _Framing(cycle)
+        dialects = _dialect_names(data, version, *sections[_DIALECT], strings)
+        problem = (_reference_cycle(data, num_attrs, entries, dialects)
+                   or _mistyped_attribute(data, num_attrs, entries, dialects))
+        if problem:
+            raise _Framing(problem)
         _check_ir(data, version, *sections[_IR])
     except _Framing as e:
         return Verdict(False, error=f"corrupt MLIR bytecode: {e}")

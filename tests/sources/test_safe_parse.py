@@ -17,7 +17,7 @@ import shlo2jax
 from shlo2jax.compat import make_ir_context
 from shlo2jax.errors import LoadError
 from shlo2jax.sources import mlir as mlir_source
-from shlo2jax.sources import safe_parse, vhlo_kinds
+from shlo2jax.sources import export_flatbuffer, safe_parse, vhlo_kinds
 from shlo2jax.sources.safe_parse import printed_problem, vhlo_attribute_paths, vhlo_kinds_problem
 from shlo2jax.sources.vhlo_downgrade import _varint as encode_varint
 
@@ -598,3 +598,113 @@ def test_an_encoding_the_check_does_not_know_adds_no_reference():
     assert safe_parse._reference_graph(data, 2, entries, [b"sdy"]) == {}
     as_text = [(0, 0, 3, 0), (0, 3, 6, 0)]  # (assembly text refers to no entry)
     assert safe_parse._reference_graph(data, 2, as_text, [b"builtin"]) == {}
+
+
+# ------------------------------------------- attributes whose type is not what they need
+
+GRU_SCAN = ROOT / "tests" / "corpus" / "jax" / "gru_scan" / "exported.bin"
+_VHLO_FLOAT, _VHLO_INTEGER, _VHLO_DENSE = 8, 9, 15  # vhlo attribute codes
+
+
+def test_a_dense_constant_shorter_than_its_type_is_a_framing_error():
+    """gru_scan's module with two bytes of its attribute section swapped (`swap@1376+2` of
+    `shlo2jax mutate --seed 0` on its artifact): a `#vhlo.tensor_v1` of two i64 now holds 4
+    bytes of data, which jaxlib's reader reads past (SIGSEGV on jaxlib 0.10.2 and 0.12.0.1)."""
+    module = bytearray(export_flatbuffer.read(GRU_SCAN.read_bytes()).module)
+    assert module[786] == 36 and module[796] == 33, "the corpus artifact changed: find the swap"
+    module[786], module[796] = module[796], module[786]
+    verdict = safe_parse.check_bytecode(bytes(module))
+    assert verdict.error == ("corrupt MLIR bytecode: attribute #108 (vhlo code 15): a dense "
+                             "constant of 2 element(s) of 8 byte(s) holds 4 bytes of data")
+    with pytest.raises(LoadError, match="holds 4 bytes of data"):
+        shlo2jax.load(bytes(module))
+
+
+LINALG = ROOT / "tests" / "corpus" / "jax" / "linalg_cpu" / "exported.bin"
+
+
+def _layout(data: bytes) -> tuple:
+    """(the attribute/type entries, the number of attributes, the dialects' names)."""
+    version, _, sections = safe_parse._sections(data)
+    strings = safe_parse._strings(data, *sections[safe_parse._STRING])
+    num_attrs, entries = safe_parse._attr_type_entries(data, sections)
+    return entries, num_attrs, safe_parse._dialect_names(data, version,
+                                                         *sections[safe_parse._DIALECT], strings)
+
+
+def _recoded(data: bytes, entries: list, index: int, code=None, type_index=None) -> bytes:
+    """`data` with attribute entry `index`'s code and/or type reference (its first field)
+    replaced, each written in as many bytes as it took (no offset moves)."""
+    _, start, _, _ = entries[index]
+    head = safe_parse._varint(data, start)[1]
+    field_end = safe_parse._varint(data, head)[1]
+    out = bytearray(data)
+    if type_index is not None:
+        out[head:field_end] = encode_varint(type_index, field_end - head)
+    if code is not None:
+        out[start:head] = encode_varint(code, head - start)
+    return bytes(out)
+
+
+def _mistyped() -> dict:
+    """{what: linalg_cpu's module with every attribute of one kind made to refer to a type
+    it cannot have}: integer attributes made float ones (their type an integer: jaxlib's
+    LLVM aborts, 'unsupported floating-point type', as on hf_deberta_v2's `swap@4592+17`),
+    integer attributes of a tensor type, dense constants of a tensor type whose size is
+    neither their data's nor one element's."""
+    data = bytes(export_flatbuffer.read(LINALG.read_bytes()).module)
+    entries, num_attrs, dialects = _layout(data)
+    _, _, codes = _table(data, b"vhlo")
+    kind = lambda t: safe_parse._type_kind(data, num_attrs, entries, dialects, t)  # noqa: E731
+    tensors = [i - num_attrs for i, c in codes.items() if i >= num_attrs and c == _VHLO_TENSOR]
+    big = max(tensors, key=lambda t: _elements(kind(t)))
+    width = safe_parse._element_bytes(kind(big)[2])
+    integers = [i for i, c in codes.items() if i < num_attrs and c == _VHLO_INTEGER]
+    dense = [i for i, c in codes.items() if i < num_attrs and c == _VHLO_DENSE]
+    return {
+        "integer attributes made float ones": [_recoded(data, entries, i, code=_VHLO_FLOAT)
+                                               for i in integers],
+        "integer attributes of a tensor type": [_recoded(data, entries, i, type_index=big)
+                                                for i in integers],
+        "dense constants of the largest tensor type": [
+            _recoded(data, entries, i, type_index=big) for i in dense
+            if _data_bytes(data, entries[i]) not in (_elements(kind(big)) * width, width)]}
+
+
+def _data_bytes(data: bytes, entry: tuple) -> int:
+    """The length of a dense constant entry's data (after its code and type)."""
+    pos = safe_parse._varint(data, safe_parse._varint(data, entry[1])[1])[1]
+    return safe_parse._varint(data, pos)[0]
+
+
+def _elements(kind) -> int:
+    count = 1
+    for d in kind[1]:
+        count *= d
+    return count
+
+
+_MISTYPED = {"integer attributes made float ones": "is a float attribute of a int type",
+             "integer attributes of a tensor type": "is an integer attribute of a tensor type",
+             "dense constants of the largest tensor type": "byte(s) holds"}
+
+
+@pytest.mark.parametrize("what", sorted(_MISTYPED))
+def test_attributes_of_a_type_they_cannot_have_are_a_framing_error(what):
+    mutants = _mistyped()[what]
+    assert len(mutants) >= 3
+    for data in mutants:
+        verdict = safe_parse.check_bytecode(data)
+        assert verdict.error and _MISTYPED[what] in verdict.error, verdict
+
+
+def test_every_bytecode_module_of_the_tests_has_its_attributes_typed_as_they_need():
+    checked = 0
+    for path in sorted(ROOT.glob("tests/**/*.mlir.bc")) + sorted(ROOT.glob("tests/**/exported.bin")):
+        data = path.read_bytes()
+        if not data.startswith(safe_parse.BYTECODE_MAGIC):
+            data = bytes(export_flatbuffer.read(data).module)
+        entries, num_attrs, dialects = _layout(data)
+        assert safe_parse._mistyped_attribute(data, num_attrs, entries, dialects) is None, path
+        checked += 1
+    assert checked >= 100
