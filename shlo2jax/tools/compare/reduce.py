@@ -5,8 +5,9 @@ The first disagreeing pair's two runs are recorded op by op (the instrumented mo
 `locate`: callees inlined, every op's result an extra output) and the op where the
 difference starts is found (`diverging_ops`). The module is cut there: that op alone, its
 operands the arguments of a new @main fed with the values one run recorded. Where that no
-longer disagrees (a difference made by rounding upstream: `(x + 1e8) - 1e8` differs at the
-subtract, whose rounded operand alone reproduces nothing), the ops it depends on are added
+longer disagrees (a difference made by rounding upstream: float32's `(x*1e7 + 1) -
+x*0.99999e7` parts from f64's at the subtract, but fed the rounded float32 operands alone f64
+subtracts exactly as float32 does), the ops it depends on are added
 back, 1, 2, 4, ... steps upstream, then removed again one chunk at a time (delta debugging,
 Zeller's ddmin), each removed op's results becoming arguments fed with its recorded values.
 Every candidate is checked by `compare` itself on the same backends and tolerances: what is
@@ -28,8 +29,8 @@ from jaxlib.mlir.dialects import func as func_dialect
 
 from shlo2jax.errors import InputError, UsageError
 from shlo2jax.tools.compare.backends import Float64Backend
-from shlo2jax.tools.compare.locate import (CONSTANTS, instrumented_recording, diverging_ops,
-                                           inlined_body, matched_ops)
+from shlo2jax.tools.compare.locate import (CONSTANTS, diverging_ops, inlined_body,
+                                           instrumented_recording, matched_ops)
 from shlo2jax.tools.compare.report import Reduced
 
 # Candidates checked at most (each loads and runs two small modules): a bound on the time.
@@ -53,7 +54,10 @@ def reduce_disagreement(result, program, function: str, inputs: list, by_name: d
                         directory, other=None, max_checks: int = MAX_CHECKS) -> Reduced:
     """Writes the reduced module(s) and their arguments to `directory` for the first
     disagreeing pair of `result` (pairs with the interpreter last: every check runs it in a
-    child process) and returns what was written. `other`: the program compared against."""
+    child process) and returns what was written. `program`, `function`, `inputs`: what
+    `result` compared (the module's own function and arguments); `by_name`: its backends by
+    name; `other`: the program compared against; `max_checks`: candidates checked at most.
+    Called by `compare(..., reduce=DIR)`."""
     pairs = sorted(result.disagreeing(), key=lambda p: "interpreter" in (p.a, p.b))
     if not pairs:
         raise InputError("--reduce: nothing to reduce: every pair agrees")
@@ -62,7 +66,8 @@ def reduce_disagreement(result, program, function: str, inputs: list, by_name: d
     start = time.perf_counter()
     recordings = [_recording(x, program, function, inputs) for x in (a, b)]
     match = "location" if other is None else "auto"
-    found = diverging_ops(*recordings, *tolerances.values(), 3, match)
+    found = diverging_ops(*recordings, tolerances["rtol"], tolerances["atol"],
+                          tolerances["max_ulp"], 3, match)
     if not found:
         raise InputError(f"--reduce: {a.name} vs {b.name}: every recorded intermediate value "
                          "agrees; only the outputs differ, there is no op to cut at")
@@ -343,8 +348,10 @@ def _rerun(paths: list, a, b, tolerances: dict) -> str:
 
 def _write(directory, texts: list, arguments: list) -> list:
     os.makedirs(directory, exist_ok=True)
-    names = ["reduced.mlir", "reduced_other.mlir"][:len(texts)]
-    paths = [os.path.join(directory, n) for n in names]
+    paths = [os.path.join(directory, n) for n in ("reduced.mlir", "reduced_other.mlir")]
+    if len(texts) == 1 and os.path.exists(paths[1]):
+        os.remove(paths[1])  # (an earlier --against reduction's: it goes with no other file)
+    paths = paths[:len(texts)]
     for path, text in zip(paths, texts):
         with open(path, "w") as f:
             f.write(text)

@@ -137,10 +137,13 @@ def test_the_cli_rerun_of_a_cpu_vs_f64_reduction_reproduces(tmp_path, capsys):
     program = tmp_path / "cancel.mlir"
     program.write_text(CANCELLATION)
     out = tmp_path / "reduced"
+    out.mkdir()
+    (out / "reduced_other.mlir").write_text("")  # (an earlier --against reduction's)
     code = cli.main(["compare", str(program), "--backends", "cpu,f64", "--rtol", "1e-3",
                      "--reduce", str(out)])
     printed = capsys.readouterr().out
     assert code == exits.DISAGREE and "reduced: 12 ops -> " in printed
+    assert sorted(p.name for p in out.iterdir()) == ["inputs.npz", "reduced.mlir"]
     rerun = next(ln for ln in printed.splitlines() if ln.startswith("rerun: ")).split()[2:]
     assert rerun[-6:] == ["--backends", "cpu,f64", "--rtol", "0.001", "--atol", "1e-06"]
     assert cli.main(rerun) == exits.DISAGREE
