@@ -32,6 +32,7 @@ from shlo2jax.tools.compare.backends import Float64Backend
 from shlo2jax.tools.compare.locate import (CONSTANTS, diverging_ops, inlined_body,
                                            instrumented_recording, matched_ops)
 from shlo2jax.tools.compare.report import Reduced
+from shlo2jax.transforms.inline_calls import remap_operands
 
 # Candidates checked at most (each loads and runs two small modules): a bound on the time.
 MAX_CHECKS = 150
@@ -116,8 +117,9 @@ def _recording(backend, program, function: str, inputs: list):
 
 class _Body:
     """One program's function body after inlining: its ops (the terminator left out) and
-    where each op's operands come from: ("arg", n), ("constant", op index), (op index,
-    result), or None (not known)."""
+    where each op's operands come from, then the values the ops nested in it read from the
+    body (`captured`: a loop's body reads the function's constants): ("arg", n),
+    ("constant", op index), (op index, result), or None (not known)."""
 
     def __init__(self, module, target, ops: list):
         self.module = module  # (its ops live while it does)
@@ -125,16 +127,26 @@ class _Body:
         self.arguments = list(target.regions[0].blocks[0].arguments)
         position = {op: index for index, op in enumerate(self.ops)}
 
+        def index_of(value):
+            return position.get(getattr(value.owner, "operation", value.owner))
+
         def source(value):
             if isinstance(value, ir.BlockArgument):
                 return ("arg", value.arg_number)
-            index = position.get(getattr(value.owner, "operation", value.owner))
+            index = index_of(value)
             if index is None:
                 return None
             if self.ops[index].name in CONSTANTS:
                 return ("constant", index)
             return index, value.result_number
-        self.sources = [tuple(source(v) for v in op.operands) for op in self.ops]
+
+        def outer(value):
+            if isinstance(value, ir.BlockArgument):
+                return value in self.arguments
+            return index_of(value) is not None
+        self.captured = [_captured(op, outer) for op in self.ops]
+        self.sources = [tuple(source(v) for v in list(op.operands) + captured)
+                        for op, captured in zip(self.ops, self.captured)]
 
     def op_count(self, chosen: list) -> int:
         """The ops of the reduced function: the chosen ones and the constants they read."""
@@ -212,9 +224,13 @@ class _Body:
                         if ref[0] == "constant" and ref[1] not in made:
                             made[ref[1]] = self.ops[ref[1]].clone()
                     op = made[i] = self.ops[i].clone()
-                    for k, ref in enumerate(refs):
-                        op.operands[k] = block.arguments[ref[1]] if ref[0] == "arg" else \
-                            made[ref[1]].results[ref[2] if ref[0] == "op" else 0]
+                    values = [block.arguments[ref[1]] if ref[0] == "arg" else
+                              made[ref[1]].results[ref[2] if ref[0] == "op" else 0]
+                              for ref in refs]
+                    direct = len(op.operands)
+                    for k, value in enumerate(values[:direct]):
+                        op.operands[k] = value
+                    remap_operands(op, dict(zip(self.captured[i], values[direct:])))
                 func_dialect.ReturnOp(list(made[cut].results))
             try:
                 valid = module.operation.verify()
@@ -222,6 +238,19 @@ class _Body:
                 valid = False
             return module.operation.get_asm(large_elements_limit=None, enable_debug_info=True) \
                 if valid else None
+
+
+def _captured(op, outer) -> list:
+    """The values the ops nested in `op` read from outside it (those `outer` says), in order."""
+    found: list = []
+    for region in op.regions:
+        for block in region.blocks:
+            for view in block.operations:
+                nested = view.operation
+                for value in list(nested.operands) + _captured(nested, outer):
+                    if value not in found and outer(value):
+                        found.append(value)
+    return found
 
 
 class _Check:

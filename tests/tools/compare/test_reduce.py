@@ -171,3 +171,24 @@ def test_nothing_to_reduce_where_they_agree(tmp_path, capsys):
                      str(out)])
     assert code == exits.OK and "reduce: nothing to reduce" in capsys.readouterr().out
     assert not out.exists()
+
+
+def test_a_difference_inside_a_loop_is_cut_at_the_loop(tmp_path):
+    """The loop's body reads the function's constants (the trip count, the step) from
+    outside it: they come with it."""
+    program = shlo2jax.load(ROOT / "tests" / "corpus" / "jax" / "gru_scan" / "exported.bin")
+    text = program.mlir_module.operation.get_asm(large_elements_limit=None)
+    bias = "%3 = stablehlo.add %0, %2 : tensor<3x36xf32>"  # (in a function the loop calls)
+    assert text.count(bias) == 1
+    original, edited = tmp_path / "gru.mlir", tmp_path / "gru_edited.mlir"
+    original.write_text(text)
+    edited.write_text(text.replace(bias, bias.replace("add", "subtract")))
+    out = tmp_path / "reduced"
+    reduced = compare(original, against=edited, reduce=out).reduced
+    ops = _ops(out / "reduced.mlir")
+    assert reduced.cut.startswith("stablehlo.while at ") and "stablehlo.while" in ops
+    assert set(ops) == {"stablehlo.while", "stablehlo.constant"}
+    assert len(ops) == reduced.ops_after < reduced.ops_before
+    again = compare(out / "reduced.mlir", against=out / "reduced_other.mlir",
+                    inputs=_inputs(out))
+    assert again.disagreeing()
