@@ -20,6 +20,7 @@ from shlo2jax.signatures import text as signature_text
 from shlo2jax.spmd import grid, mesh
 from shlo2jax.tools import exits
 from shlo2jax.tools.compare import BUILTIN_BACKENDS, DEFAULT_BACKENDS, backend, compare
+from shlo2jax.tools.compare.reduce import check_folder
 from shlo2jax.tools.export import export_translated
 from shlo2jax.tools.inputs import bind_arrays, read_npz, seeded_inputs
 from shlo2jax.tools.option_flags import add_option_flags, options_from
@@ -184,6 +185,11 @@ def add_commands(sub) -> None:
     p.add_argument("--model-explorer", metavar="OVERLAY", help="with --locate: write each op's "
                    "max relative error as Model Explorer node data (JSON) to this file, to load "
                    "over the module in Model Explorer (the first pair located through probes)")
+    p.add_argument("--reduce", metavar="DIR", help="when they disagree: write to the folder DIR "
+                   "(made if absent) the smallest standalone module found that still disagrees "
+                   "between the first disagreeing pair (cut at the op where the difference "
+                   "starts, then delta-debugged), reduced.mlir (and reduced_other.mlir with "
+                   "--against), and its arguments, inputs.npz")
     p.add_argument("--interpreter-timeout", type=positive_float, default=600.0, metavar="S",
                    help="seconds the reference interpreter, or a python= backend's child, may "
                         "run, > 0 (default: %(default)s; the interpreter evaluates op by op, a "
@@ -423,6 +429,10 @@ def _compare(args) -> int:
     _writable("--model-explorer", args.model_explorer)
     if args.model_explorer and not args.locate:
         raise UsageError("--model-explorer writes the errors --locate measures: add --locate")
+    if args.reduce is not None:
+        if args.grad:
+            raise UsageError("--reduce reduces a disagreement of the outputs; not with --grad")
+        check_folder(args.reduce)
     program = _load(args)
     fn = _function(program, args.function)
     other = None
@@ -437,13 +447,17 @@ def _compare(args) -> int:
                          against_name=args.against, grad=args.grad, function=fn.name,
                          inputs=given, seed=program.options.seed, rtol=args.rtol,
                          atol=args.atol, max_ulp=args.max_ulp, locate=args.locate,
-                         interpreter_timeout=args.interpreter_timeout,
+                         reduce=args.reduce, interpreter_timeout=args.interpreter_timeout,
                          progress=Steps("compare", quiet=args.quiet))
     print(result.table())
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result.to_json(), f, indent=2)
         print(f"wrote {args.json}")
+    if result.reduced is not None:
+        print(f"{result.reduced.line}\nrerun: {result.reduced.rerun}")
+    elif args.reduce is not None:
+        print("reduce: nothing to reduce (no pair disagrees)")
     if args.html:
         result.write_html(args.html)
         print(f"wrote {args.html}")

@@ -38,7 +38,7 @@ def inline_calls(module, root: str = "main", limit: int = 200000) -> bool:
                         result.replace_all_uses_with(mapping.get(value, value))
                     break
                 clone = operation.clone(ip=at)
-                _remap_operands(clone, mapping)
+                remap_operands(clone, mapping)
                 mapping.update(zip(operation.results, clone.results))
                 copied += 1
             if copied > limit:
@@ -47,7 +47,7 @@ def inline_calls(module, root: str = "main", limit: int = 200000) -> bool:
             call.erase()
 
 
-def _remap_operands(operation, mapping: dict) -> None:
+def remap_operands(operation, mapping: dict) -> None:
     """Points the operands of an op (and of ops nested in it) at their inlined values."""
     operands = operation.operands
     for i in range(len(operands)):
@@ -57,4 +57,4 @@ def _remap_operands(operation, mapping: dict) -> None:
     for region in operation.regions:
         for block in region.blocks:
             for view in block.operations:
-                _remap_operands(view.operation, mapping)
+                remap_operands(view.operation, mapping)

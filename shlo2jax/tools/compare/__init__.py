@@ -31,6 +31,9 @@ the same inputs: `compare("model.mlir", against="edited.mlir", locate=True)`.
 `grad=True`: the gradients of a seeded scalar loss are compared instead of the outputs
 (`gradients`); with `locate`, the first ops of the backward pass whose cotangents differ.
 
+`reduce=DIR` (CLI: --reduce DIR): the first disagreeing pair's difference shrunk to a small
+standalone module that still shows it, written with its arguments (`reduce`).
+
 `result.write_html(path)` (CLI: --html): the comparison as one self-contained HTML page, with
 after `locate` each op's error along the program (`result.profiles`);
 `result.write_model_explorer(path)` (--model-explorer): those errors as Model Explorer node data.
@@ -38,7 +41,7 @@ after `locate` each op's error along the program (`result.profiles`);
 The package: `backends` (the ways of running), `python_backend` (the `python=` backend),
 `specs` (a backend from its name), `comparison` (`compare`), `report` (what it returns),
 `locate` (the diverging ops, each op's error), `gradients` (`grad=True`), `page` (the HTML),
-`overlay` (Model Explorer's node data).
+`overlay` (Model Explorer's node data), `reduce` (`reduce=DIR`).
 """
 
 from shlo2jax.tools.compare.backends import (BUILTIN_BACKENDS, DEFAULT_BACKENDS, Backend,
@@ -49,11 +52,13 @@ from shlo2jax.tools.compare.comparison import compare
 from shlo2jax.tools.compare.python_backend import PythonBackend
 from shlo2jax.tools.compare.specs import backend
 from shlo2jax.tools.compare.locate import diverging_ops, instrumented_module_text
+from shlo2jax.tools.compare.reduce import reduce_disagreement
 from shlo2jax.tools.compare.report import (BackendRun, Comparison, Divergence, OpError,
-                                           PairResult)
+                                           PairResult, Reduced)
 from shlo2jax.tools.numerics import Errors, array_errors
 
 __all__ = ["BUILTIN_BACKENDS", "DEFAULT_BACKENDS", "Backend", "CallableBackend",
            "Float64Backend", "InterpreterBackend", "PythonBackend", "TranslatedBackend",
-           "XlaDirectBackend", "backend", "compare", "diverging_ops", "instrumented_module_text", "BackendRun",
-           "Comparison", "Divergence", "OpError", "PairResult", "Errors", "array_errors"]
+           "XlaDirectBackend", "backend", "compare", "diverging_ops", "instrumented_module_text",
+           "BackendRun", "Comparison", "Divergence", "OpError", "PairResult", "Reduced",
+           "reduce_disagreement", "Errors", "array_errors"]

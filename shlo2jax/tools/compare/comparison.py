@@ -18,6 +18,7 @@ from shlo2jax.tools.compare.backends import DEFAULT_BACKENDS, TranslatedBackend
 from shlo2jax.tools.compare.specs import backend
 from shlo2jax.tools.compare.gradients import GradientBackend, locate_backward, seeded_cotangents
 from shlo2jax.tools.compare.locate import locate as locate_divergences
+from shlo2jax.tools.compare.reduce import check_folder, reduce_disagreement
 from shlo2jax.tools.compare.report import BackendRun, Comparison, PairResult
 from shlo2jax.tools.inputs import seeded_inputs
 from shlo2jax.tools.numerics import Errors, array_errors
@@ -28,7 +29,8 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
             function: Optional[str] = None, inputs: Optional[Sequence] = None, seed: int = 0,
             rtol: float = 1e-4, atol: float = 1e-6, max_ulp: Optional[int] = None,
             locate: bool = False, locate_limit: int = 3, locate_values="all",
-            interpreter_timeout: float = 600.0, options: Optional[LoadOptions] = None,
+            reduce=None, interpreter_timeout: float = 600.0,
+            options: Optional[LoadOptions] = None,
             progress: Optional[Callable[[str], None]] = None, **option_values) -> Comparison:
     """Runs one function of a module on each backend with the same inputs and compares
     every pair of backends' outputs. `source`: anything `shlo2jax.load` accepts, or a
@@ -51,10 +53,18 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
     or locations as `shlo2jax.probe` takes them); recording every op of a large model holds
     all its intermediate values in memory at once, twice.
 
+    `reduce`: a folder: where the first disagreeing pair disagrees, the smallest standalone
+    module found that still does, and its arguments, are written there (`reduce.py`;
+    `result.reduced` says what was written).
+
     `interpreter_timeout`: the seconds a child process (the reference interpreter's, another
     Python's) may run. `progress`: called with a line of text as each backend's run and each
     recording for `locate` starts and ends (the command line's `Steps`)."""
     progress = progress or (lambda text: None)
+    if reduce is not None:
+        if grad:
+            raise UsageError("reduce: reduces a disagreement of the outputs; not with grad")
+        check_folder(reduce)
     program = source if isinstance(source, Program) else load(source, options, **option_values)
     fn = program[function] if function else program.entry
     if inputs is None:
@@ -89,6 +99,10 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
     elif locate:
         locate_divergences(result, program, fn.name, list(inputs), by_name, rtol, atol,
                            max_ulp, locate_limit, locate_values, match, progress)
+    if reduce is not None and result.disagreeing():
+        progress("reducing the first disagreement")
+        result.reduced = reduce_disagreement(result, program, fn.name, list(inputs), by_name,
+                                             reduce, other)
     return result
 
 

@@ -61,7 +61,7 @@ def instrumented_module_text(program, function: str, max_elements: int = 20_000_
         recorded, keys, total = [], [], 0
         operands = _block_operands(body)
         for index, op in enumerate(body):
-            if op.name in _CONSTANTS:
+            if op.name in CONSTANTS:
                 continue
             for i, result in enumerate(op.results):
                 try:
@@ -93,7 +93,8 @@ def instrumented_module_text(program, function: str, max_elements: int = 20_000_
             keys, n_outputs, operands
 
 
-_CONSTANTS = ("stablehlo.constant", "mhlo.constant")
+# Ops not recorded (the module's own values on every backend).
+CONSTANTS = ("stablehlo.constant", "mhlo.constant")
 
 
 def _block_operands(body: list) -> dict:
@@ -106,7 +107,7 @@ def _block_operands(body: list) -> dict:
         index = position.get(getattr(owner, "operation", owner))
         if index is None:
             return None
-        return ("constant",) if body[index].name in _CONSTANTS else (index, value.result_number)
+        return ("constant",) if body[index].name in CONSTANTS else (index, value.result_number)
     return {index: tuple(source(v) for v in op.operands) for index, op in enumerate(body)}
 
 
@@ -150,7 +151,7 @@ class Recording(NamedTuple):
     readers: dict = {}
 
 
-def _instrumented_recording(backend: Backend, program, function: str, inputs: list):
+def instrumented_recording(backend: Backend, program, function: str, inputs: list):
     """The Recording of one run of the instrumented module."""
     text, keys, n_outputs, operands = instrumented_module_text(program, function)
     instrumented = load(text, program.options)
@@ -227,7 +228,7 @@ def _recording(backend: Backend, how: str, program, function: str, inputs: list,
             return None
         if how == "probe":
             return _probe_recording(backend, program, function, inputs, values)
-        return _instrumented_recording(backend, effective, function, inputs)
+        return instrumented_recording(backend, effective, function, inputs)
     except Exception as e:  # reported; the comparison itself stands
         first = (str(e).strip().splitlines() or [""])[0]
         return f"{backend.name}: {type(e).__name__}: {first}"

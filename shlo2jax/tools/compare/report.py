@@ -122,6 +122,29 @@ class Divergence:
 
 
 @dataclasses.dataclass
+class Reduced:
+    """What `compare(..., reduce=DIR)` wrote: a module (two, against another program) of
+    `ops_after` ops cut from the `ops_before` of the function (callees inlined) that still
+    disagrees between backends `a` and `b`, and its arguments (`paths`, the .npz last)."""
+    a: str
+    b: str
+    ops_before: int
+    ops_after: int
+    paths: list
+    cut: str                     # the op it was cut at: "name at location"
+    checks: int                  # candidate modules built and compared
+    seconds: float
+    rerun: str                   # the command line that compares them again
+
+    @property
+    def line(self) -> str:
+        written = ", ".join(self.paths[:-1]) + " and " + self.paths[-1]
+        checked = f"{self.checks} candidate{'s' if self.checks != 1 else ''} checked"
+        return (f"reduced: {self.ops_before} ops -> {self.ops_after} ops, written to {written} "
+                f"({self.a} vs {self.b}, cut at {self.cut}; {checked} in {self.seconds:.1f} s)")
+
+
+@dataclasses.dataclass
 class Comparison:
     function: str
     inputs: str                   # "seeded (seed N)" or "given"
@@ -134,6 +157,7 @@ class Comparison:
     gradients: bool = False       # the runs' outputs are the gradients of the seeded loss
     # (locate) (a, b) -> every matched op's OpError, in a's program order
     profiles: dict = dataclasses.field(default_factory=dict)
+    reduced: Optional[Reduced] = None  # (reduce=DIR) what was written
 
     @property
     def compared(self) -> bool:
@@ -267,6 +291,7 @@ class Comparison:
                          "operands": [None if o is None else errors(o) for o in d.operands],
                          "culprit": d.culprit} for d in self.located],
             "locate_notes": list(self.locate_notes),
+            "reduced": None if self.reduced is None else dataclasses.asdict(self.reduced),
             "profiles": [{"a": a, "b": b, "ops": [e._asdict() for e in ops]}
                          for (a, b), ops in self.profiles.items()],
         }
