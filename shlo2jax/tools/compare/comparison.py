@@ -102,7 +102,7 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
     if reduce is not None and result.disagreeing():
         progress("reducing the first disagreement")
         result.reduced = reduce_disagreement(result, program, fn.name, list(inputs), by_name,
-                                             reduce, other)
+                                             reduce, other, compare=compare)
     return result
 
 

@@ -52,13 +52,15 @@ def check_folder(path, what: str = "--reduce") -> None:
 
 
 def reduce_disagreement(result, program, function: str, inputs: list, by_name: dict,
-                        directory, other=None, max_checks: int = MAX_CHECKS) -> Reduced:
+                        directory, other=None, max_checks: int = MAX_CHECKS, *,
+                        compare) -> Reduced:
     """Writes the reduced module(s) and their arguments to `directory` for the first
     disagreeing pair of `result` (pairs with the interpreter last: every check runs it in a
     child process) and returns what was written. `program`, `function`, `inputs`: what
     `result` compared (the module's own function and arguments); `by_name`: its backends by
-    name; `other`: the program compared against; `max_checks`: candidates checked at most.
-    Called by `compare(..., reduce=DIR)`."""
+    name; `other`: the program compared against; `max_checks`: candidates checked at most;
+    `compare`: the function that checks each candidate (`compare(..., reduce=DIR)` passes
+    itself: this module is what it calls)."""
     pairs = sorted(result.disagreeing(), key=lambda p: "interpreter" in (p.a, p.b))
     if not pairs:
         raise InputError("--reduce: nothing to reduce: every pair agrees")
@@ -80,7 +82,8 @@ def reduce_disagreement(result, program, function: str, inputs: list, by_name: d
         theirs = None if other is None else _Body(
             *stack.enter_context(inlined_body(other, function)))
         check = _Check(mine, theirs, counterpart, values, inputs, cut["op_index"],
-                       lambda texts, args: _disagrees(texts, args, a, b, program, tolerances),
+                       lambda texts, args: _disagrees(texts, args, a, b, program, tolerances,
+                                                      compare),
                        max_checks)
         chosen = check.reduce()
         texts, arguments = check.candidate(chosen)
@@ -346,9 +349,9 @@ class _Check:
         return str(self.mine.ops[source[0]].results[source[1]].type)
 
 
-def _disagrees(texts: list, arguments: list, a, b, program, tolerances: dict) -> bool:
+def _disagrees(texts: list, arguments: list, a, b, program, tolerances: dict,
+               compare) -> bool:
     """Whether `compare` on the same two backends still finds the candidate's runs apart."""
-    from shlo2jax.tools.compare.comparison import compare  # (comparison imports this module)
     try:
         if len(texts) == 2:
             result = compare(texts[0], [_fresh(a)], against=texts[1], inputs=arguments,
