@@ -28,6 +28,7 @@ import io
 import os
 import re
 import struct
+import warnings
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -113,12 +114,19 @@ def lower(data: bytes, where: str) -> Lowered:
     """The archive `data` loaded and lowered by torchax (see the module docstring)."""
     torch, torchax_export = _torch(where)
     try:
-        program = torch.export.load(io.BytesIO(data))
+        with warnings.catch_warnings():  # (torch reads the weights out of our bytes, unwritten)
+            warnings.filterwarnings("ignore", message="The given buffer is not writable")
+            program = torch.export.load(io.BytesIO(data))
     except Exception as e:  # noqa: BLE001 - torch raises many kinds for a bad archive
         raise LoadError(f"{where}: torch.export.load cannot read the {SOURCE} archive: "
                         f"{_first_line(e)}") from None
     from torchax import decompositions
-    program = program.run_decompositions().run_decompositions(decompositions.DECOMPOSITIONS)
+    try:  # (the decompositions torchax's exported_program_to_jax runs, here for _check_ops)
+        program = program.run_decompositions().run_decompositions(
+            decompositions.DECOMPOSITIONS)
+    except Exception as e:  # noqa: BLE001 - an op torch cannot decompose, in one line
+        raise LoadError(f"{where}: torch cannot decompose the {SOURCE} program for torchax: "
+                        f"{_first_line(e)}") from None
     _check_ops(program, where)
     with _x64_kept():
         try:
