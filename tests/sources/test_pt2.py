@@ -200,3 +200,15 @@ def test_lowering_leaves_jax_x64_as_it_was():
     before = jax.config.jax_enable_x64
     pt2.lower((CORPUS / "mlp" / "model.pt2").read_bytes(), "mlp")
     assert jax.config.jax_enable_x64 == before
+
+
+def test_the_cli_runs_a_pt2_by_its_argument_names(monkeypatch, capsys, tmp_path):
+    e = corpus_entry.Entry(CORPUS / "buffers")
+    monkeypatch.setattr(pt2, "lower", lambda data, where: _committed("buffers"))
+    np.savez(tmp_path / "args.npz", x=e.args[0], shift=e.args[1])
+    out = tmp_path / "out.npz"
+    assert main(["run", str(CORPUS / "buffers" / "model.pt2"), "--inputs",
+                 str(tmp_path / "args.npz"), "--output", str(out)]) == 0
+    with np.load(out) as got:
+        assert sorted(got) == ["norm", "y"]
+        np.testing.assert_allclose(got["norm"], e.outputs[0], rtol=1e-5, atol=1e-6)
