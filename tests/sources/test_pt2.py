@@ -212,3 +212,19 @@ def test_the_cli_runs_a_pt2_by_its_argument_names(monkeypatch, capsys, tmp_path)
     with np.load(out) as got:
         assert sorted(got) == ["norm", "y"]
         np.testing.assert_allclose(got["norm"], e.outputs[0], rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
+def test_a_dynamic_batch_dimension_stays_dynamic(tmp_path):
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh()).eval()
+    batch = torch.export.Dim("batch", min=2, max=64)
+    exported = torch.export.export(model, (torch.ones(5, 4),), dynamic_shapes=({0: batch},))
+    torch.export.save(exported, str(tmp_path / "dynamic.pt2"))
+    forward = shlo2jax.load(str(tmp_path / "dynamic.pt2"))["forward"]
+    assert forward.signature.startswith("@forward(input: f32[?,4])")
+    for rows in (3, 7):
+        x = np.random.default_rng(rows).standard_normal((rows, 4)).astype(np.float32)
+        want = model(torch.from_numpy(x)).detach().numpy()
+        np.testing.assert_allclose(np.asarray(forward(x)), want, rtol=1e-5, atol=1e-6)
