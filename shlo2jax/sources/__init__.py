@@ -10,6 +10,8 @@
 - MLIR text (str), MLIR bytecode or a VHLO portable artifact (bytes): `sources.mlir`;
 - a `jax.export.Exported`, or the bytes of `Exported.serialize()`: `sources.jax_export`
   (the module inside, with the `Exported` kept for its calling convention);
+- a torch.export `.pt2` archive (a zip file): `sources.pt2`, lowered by torchax (torch and
+  torchax installed: `pip install "shlo2jax[torch]"`);
 - an `ir.Module` already parsed (a refined copy of a program's module).
 
 Bytes are told apart by their first bytes (`detect`): MLIR bytecode by its `ML\\xefR` magic
@@ -35,7 +37,7 @@ from jaxlib.mlir import ir
 from shlo2jax.compat import make_ir_context
 from shlo2jax.conventions.exported import of_export
 from shlo2jax.errors import LoadError, MissingFileError
-from shlo2jax.sources import export_compat, hlo, jax_export, saved_model, torch_xla_bundle
+from shlo2jax.sources import export_compat, hlo, jax_export, pt2, saved_model, torch_xla_bundle
 from shlo2jax.sources.mlir import NewerThanJaxlib, parse_mlir
 from shlo2jax.sources.safe_parse import BYTECODE_MAGIC, how_child_ended
 
@@ -261,6 +263,8 @@ def detect(data) -> Kind:
         return Kind("jax-export", "a ", "serialized jax.export artifact")
     if data.lstrip().startswith(b"HloModule"):
         return Kind("hlo-text", "", "HLO text (an `HloModule`)")
+    if pt2.is_pt2(data):
+        return Kind("pt2", "a ", "torch.export .pt2 archive")
     if _is_hlo_proto(data):
         return Kind("hlo-proto", "a ", "serialized HLO module proto")
     return Kind("unknown", "", "not a known format")
@@ -367,6 +371,10 @@ def _hlo(data, source_name: str, kind: Kind) -> Source:
     return Source(hlo.read(data, source_name), source_name)
 
 
+def _pt2(data: bytes, source_name: str, kind: Kind) -> Source:
+    return Source(*pt2.read(data, source_name))
+
+
 def _no_signature(path: str, signature: Optional[str], kind: str) -> None:
     if signature is not None:
         raise LoadError(f"signature={signature!r} names a signature of a SavedModel, and "
@@ -409,6 +417,7 @@ READERS: dict = {
     "jax-export": _jax_export,
     "hlo-text": _hlo,
     "hlo-proto": _hlo,
+    "pt2": _pt2,
     "unknown": _unknown,
 }
 

@@ -153,7 +153,7 @@ def _convention(function: _Function):
                             f"{at} result {i}")
         bindings = [_binding(loc) for loc in locations]
         inputs = _inputs(bindings, module_types, meta, meta_path)
-        structure = _structure(meta.get("output_pytree_spec"), len(fdef.output_types),
+        structure = output_structure(meta.get("output_pytree_spec"), len(fdef.output_types),
                                meta_path, at)
         return BoundConvention(fdef, function.name, bindings, function.values, inputs,
                                structure, SOURCE)
@@ -359,7 +359,7 @@ def _input_names(text, count: int) -> list:
     return names
 
 
-def _structure(text, count: int, meta_path: str, at: str):
+def output_structure(text, count: int, meta_path: str, at: str):
     """The flat results -> torch's structure, or None (returned flat) where the spec is not
     readable."""
     spec = _spec(text) if text is not None else None

@@ -218,8 +218,9 @@ def _program_arguments(p, verb: str) -> None:
     --seed among them, are `add_option_flags`')."""
     p.add_argument("file", help="the program: MLIR text (.mlir), MLIR bytecode or a VHLO "
                                 "artifact (.mlir.bc, .bc), a serialized jax.export (.bin), "
-                                "HLO: text, a .pb/.hlo.pb proto, an XLA dump folder, or a "
-                                "SavedModel folder jax2tf wrote")
+                                "HLO: text, a .pb/.hlo.pb proto, an XLA dump folder, a "
+                                "SavedModel folder jax2tf wrote, or a torch.export .pt2 "
+                                "(with torch and torchax installed)")
     p.add_argument("--module", metavar="NAME", help=_MODULE_HELP)
     p.add_argument("--signature", metavar="NAME", help=_SIGNATURE_HELP)
     p.add_argument("--function", metavar="NAME",

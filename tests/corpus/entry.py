@@ -8,7 +8,9 @@ An entry is a folder `tests/corpus/<producer>/<name>/` holding
 - the artifact exactly as the producer wrote it: `exported.bin` (a serialized
   `jax.export.Exported`), `model.mlir.bc` (MLIR or VHLO bytecode), `model.mlir` (text),
   `model.hlo` (XLA's HLO text), `bundle/` (a folder: a PyTorch/XLA StableHLO bundle) or
-  `saved_model/` (a TensorFlow SavedModel folder jax2tf wrote);
+  `saved_model/` (a TensorFlow SavedModel folder jax2tf wrote), `model.pt2` (a torch.export
+  archive, `torch.export.save`; beside it `lowered/`, what shlo2jax's torch front end made of
+  it: see `write_lowering`);
 - `data.npz`: `arg_<i>` the seeded arguments of the exported function, in its order;
   `out_<i>` the producer's own outputs for them; `proj_<i>` a fixed projection for every
   floating output; `grad_<i>` the producer's gradient of the scalar loss
@@ -28,7 +30,7 @@ import numpy as np
 CORPUS = pathlib.Path(__file__).resolve().parent
 
 ARTIFACT_NAMES = ("exported.bin", "model.mlir.bc", "model.mlir", "model.hlo", "bundle",
-                  "model.hlo.pb", "saved_model")
+                  "model.hlo.pb", "saved_model", "model.pt2")
 # Artifacts that are folders: the producer writes them itself (write_entry's artifact None).
 FOLDER_ARTIFACTS = ("bundle", "saved_model")
 
@@ -121,6 +123,36 @@ def write_entry(folder, *, producer: str, model: str, artifact_name: str, artifa
     }
     (folder / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return folder
+
+
+LOWERED = "lowered"
+
+
+def write_lowering(folder, lowering: dict) -> None:
+    """Writes `lowered/` beside a `.pt2` artifact: the fields of shlo2jax's
+    `sources.pt2.Lowered` (as a dict), so the step after torch is tested without torch:
+    `module.mlir.bc` (torchax's StableHLO), `values.npz` (the bound state dict values) and
+    `lowering.json` (the arguments' bindings, the inputs, the output pytree spec)."""
+    out = pathlib.Path(folder) / LOWERED
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "module.mlir.bc").write_bytes(lowering["module"])
+    np.savez_compressed(out / "values.npz", **lowering["values"])
+    record = {"arguments": [list(a) for a in lowering["arguments"]],
+              "inputs": [[n, list(shape), dtype] for n, shape, dtype in lowering["inputs"]],
+              "outputs": lowering["outputs"]}
+    (out / "lowering.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def read_lowering(folder) -> dict:
+    """What `write_lowering` wrote, as the fields of `sources.pt2.Lowered`."""
+    folder = pathlib.Path(folder) / LOWERED
+    record = json.loads((folder / "lowering.json").read_text())
+    with np.load(folder / "values.npz", allow_pickle=False) as data:
+        values = dict(data)
+    return {"module": (folder / "module.mlir.bc").read_bytes(),
+            "arguments": tuple(tuple(a) for a in record["arguments"]),
+            "inputs": tuple((n, tuple(shape), dtype) for n, shape, dtype in record["inputs"]),
+            "values": values, "outputs": record["outputs"]}
 
 
 class Entry:

@@ -1,6 +1,6 @@
 """Regenerates the real-producer corpus (not collected by pytest).
 
-    python tests/corpus/make_corpus.py --producer jax|hlo|hlo-tf|hlo-torch-xla|flax|equinox|keras|tensorflow|jax2tf|tf-graph|torch|torch_xla|all
+    python tests/corpus/make_corpus.py --producer jax|hlo|hlo-tf|hlo-torch-xla|flax|equinox|keras|tensorflow|jax2tf|tf-graph|torch|torch_xla|pt2|all
                                        [--only NAME] [--python PATH]
 
 Each producer's module, `tests/corpus/producers/<module>.py`, exposes
@@ -41,6 +41,7 @@ PRODUCERS = {
     "tf-graph": ("tf_graph_models", "gen-tf", "tensorflow"),
     "torch": ("torch_models", "gen-torch", "torch"),
     "torch_xla": ("torch_xla_models", "gen-torch-xla", "torch_xla"),
+    "pt2": ("pt2_models", "gen-pt2", "torchax"),
 }
 
 

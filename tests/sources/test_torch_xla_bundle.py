@@ -100,11 +100,11 @@ def test_outputs_nested_in_tuples_are_rebuilt_from_the_spec():
     # the module's order; an empty tuple holds no result.
     tup = functools.partial(_node, "builtins.tuple")
     spec = tup(_LEAF, tup(_LEAF, tup(_LEAF, _node("builtins.list", _LEAF, _LEAF))), tup())
-    structure = torch_xla_bundle._structure(json.dumps([1, spec]), 5, "forward.meta", "@main")
+    structure = torch_xla_bundle.output_structure(json.dumps([1, spec]), 5, "forward.meta", "@main")
     assert structure(("y", "h", "c", "z0", "z1")) == ("y", ("h", ("c", ["z0", "z1"])), ())
-    assert torch_xla_bundle._structure(json.dumps([1, _LEAF]), 1, "m", "@main")(("y",)) == "y"
+    assert torch_xla_bundle.output_structure(json.dumps([1, _LEAF]), 1, "m", "@main")(("y",)) == "y"
     with pytest.raises(LoadError, match=r"output_pytree_spec has 5 leaves, @main returns 4"):
-        torch_xla_bundle._structure(json.dumps([1, spec]), 4, "forward.meta", "@main")
+        torch_xla_bundle.output_structure(json.dumps([1, spec]), 4, "forward.meta", "@main")
 
 
 @pytest.mark.parametrize("name, structure", [
