@@ -596,7 +596,31 @@ def check_text(text: str) -> Verdict:
     if bad:
         return Verdict(False, why=f"a string literal's escapes write bytes that are not UTF-8 "
                                   f"({bad})")
+    huge = _huge_convolution_dimension(raw)
+    if huge:
+        return Verdict(False, error=huge)
     return SAFE
+
+
+# StableHLO's parser of convolution dimension numbers (`dim_numbers = [b, 0, 1, f]x[0, 1, i,
+# o]->[b, 0, 1, f]`, and `#stablehlo.conv<...>`) sizes a table by the largest spatial dimension
+# it reads before checking it against anything: `[2147483647, 1, i, o]` (a mutant of a real
+# module, found by `shlo2jax mutate`) takes 17 GB and 30 s to be refused. No tensor has 65,536
+# dimensions.
+_CONV_DIMENSIONS = re.compile(rb"\[([^\]\n]*)\]x\[([^\]\n]*)\]->\[([^\]\n]*)\]")
+_MAX_DIMENSION = 1 << 16
+
+
+def _huge_convolution_dimension(raw: bytes) -> Optional[str]:
+    if b"]x[" not in raw:
+        return None
+    for match in _CONV_DIMENSIONS.finditer(raw):
+        for number in re.findall(rb"\d+", b",".join(match.groups())):
+            if int(number) >= _MAX_DIMENSION:
+                line = raw.count(b"\n", 0, match.start()) + 1
+                return (f"line {line}: convolution dimension numbers name dimension "
+                        f"{int(number)} (a tensor has fewer than {_MAX_DIMENSION:,})")
+    return None
 
 
 # ------------------------------------------------------------------------- the IR section
