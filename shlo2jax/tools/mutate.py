@@ -7,6 +7,11 @@ changed, arguments and results added or dropped, lines deleted, repeated or swap
 op names and numbers replaced, string literals whose escapes are not UTF-8, truncations), which
 HLO text (the corpus's `model.hlo`; `--no-hlo` leaves it out) meets too.
 `release_sources` adds StableHLO's release artifacts (`tests/vhlo/`, `--releases`).
+`structured_sources` gives the seeds of the structure-aware kinds (KINDS, `--kinds`;
+`shlo2jax.tools.mutate_structured` makes their mutants): HLO text and protos, XLA dump folders,
+jax.export flatbuffers of every serialization version, the `.npz` of `run --inputs`,
+PyTorch/XLA bundles and SavedModels. A folder mutant is written to a temporary folder and
+loaded by its path; an `.npz` mutant is the arguments its program is called on.
 `check_mutant` loads one and, when it loads, calls its entry function (or, in a module of
 many public functions, a sample of them) on seeded inputs; it reports what happened, and
 whether that is allowed: a library error (`Shlo2JaxError`: a `LoadError`, `UnsupportedError`,
