@@ -54,7 +54,7 @@ from shlo2jax.tools.inputs import bind_arrays, read_npz, seeded_inputs
 from shlo2jax.tools.isolated import run_isolated
 from shlo2jax.tools.mutate_structured import (
     Folder, WithInputs, mutate_flatbuffer, mutate_folder, mutate_hlo_text, mutate_json,
-    mutate_npy, mutate_npz, mutate_proto, npy_bytes, pb_varint, text_or_bytes,
+    mutate_npy, mutate_npz, mutate_proto, npy_bytes, pb_varint, text_file_mutator,
     zip_members)
 
 
@@ -195,7 +195,8 @@ def _hlo_sources(root: str, max_bytes: int) -> list:
     for entry in _entries(root, "hlo"):
         name = os.path.basename(entry)
         rel = os.path.relpath(entry, root)
-        text_path, proto_path = os.path.join(entry, "model.hlo"), os.path.join(entry, "model.hlo.pb")
+        text_path = os.path.join(entry, "model.hlo")
+        proto_path = text_path + ".pb"
         dump = {}
         if os.path.isfile(text_path) and os.path.getsize(text_path) <= max_bytes:
             text = _read(text_path)
@@ -459,7 +460,7 @@ def _binary(path: str, data: bytes, rng: random.Random) -> tuple:
 def _dump_content(path: str, data: bytes, rng: random.Random) -> tuple:
     if path.endswith(".hlo.pb"):
         return mutate_proto(data, rng)
-    return text_or_bytes(mutate_hlo_text)(path, data, rng)
+    return text_file_mutator(mutate_hlo_text)(path, data, rng)
 
 
 def _dump_rename(path: str, rng: random.Random) -> str:
@@ -474,9 +475,9 @@ def _dump_rename(path: str, rng: random.Random) -> str:
 
 def _bundle_content(path: str, data: bytes, rng: random.Random) -> tuple:
     if path.endswith(".meta"):
-        return text_or_bytes(mutate_json)(path, data, rng)
+        return text_file_mutator(mutate_json)(path, data, rng)
     if path.endswith(".mlir"):
-        return text_or_bytes(_mutate_text)(path, data, rng)
+        return text_file_mutator(_mutate_text)(path, data, rng)
     if path.endswith(".bytecode"):
         return _binary(path, data, rng)
     return mutate_npy(data, rng)  # data/<state_dict key>, constants/<i>

@@ -146,7 +146,7 @@ _VARINTS = (0, 1, 2, 3, 7, 127, 128, 255, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 *
 
 def mutate_proto(data: bytes, rng: random.Random) -> tuple:
     """(label, bytes): one field of the message `data` damaged (module docstring); a `data`
-    that is no message gets a byte-level mutation from `fallback` in its place."""
+    that is no message (a mutant of a mutant) is truncated instead."""
     fields = parse_message(data)
     if not fields:
         return "proto_unparsed_truncate", data[:rng.randrange(max(1, len(data)))]
@@ -220,7 +220,8 @@ def _fb_tables(data: bytes) -> list:
         return out
     vt, size = found
     for slot in range((size - 4) // 2):
-        off = struct.unpack_from("<H", data, vt + 4 + 2 * slot)[0] if vt + 6 + 2 * slot <= len(data) else 0
+        entry = vt + 4 + 2 * slot
+        off = struct.unpack_from("<H", data, entry)[0] if entry + 2 <= len(data) else 0
         if not off or slot not in _FB_TABLES + _FB_VECTORS:
             continue
         at = root + off
@@ -322,7 +323,8 @@ def mutate_flatbuffer(data: bytes, rng: random.Random) -> tuple:
                             struct.unpack_from("<i", data, pos)[0] + rng.choice([-2, 2])])
         put("<i", pos, max(-2 ** 31, min(2 ** 31 - 1, value)))
         return f"vtable_offset@{pos}={value}", bytes(b)
-    value = rng.choice([0, 4, len(data) - 4, len(data), 2 ** 32 - 1, root_pos + rng.choice([-4, 4])])
+    value = rng.choice([0, 4, len(data) - 4, len(data), 2 ** 32 - 1,
+                        root_pos + rng.choice([-4, 4])])
     put("<I", 0, value % 2 ** 32)
     return f"root={value % 2 ** 32}", bytes(b)
 
@@ -610,7 +612,7 @@ def mutate_folder(folder: Folder, rng: random.Random,
     return f"{path}:{kind}", Folder(tuple(sorted(files.items())))
 
 
-def text_or_bytes(mutate_text: Callable) -> Callable:
+def text_file_mutator(mutate_text: Callable) -> Callable:
     """A content mutator of text files: `mutate_text` on the decoded text, written as UTF-8."""
     def mutate(path: str, data: bytes, rng: random.Random) -> tuple:
         label, text = mutate_text(data.decode("utf-8"), rng)

@@ -16,7 +16,7 @@ from shlo2jax.sources.hlo import module_proto
 from shlo2jax.tools.mutate_structured import (
     Folder, mutate_flatbuffer, mutate_folder, mutate_hlo_text, mutate_json, mutate_npy,
     mutate_npz, mutate_proto, npy_bytes, parse_message, write_message, zip_members)
-from tests._helpers import pb_field, pb_varint
+from _helpers import pb_field, pb_varint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HLO_PROTO = ROOT / "tests" / "corpus" / "hlo" / "tf_mlp_before_opt" / "model.hlo.pb"
