@@ -47,6 +47,9 @@ def read_npy(stream, size: int, where: str, error: type = LoadError) -> np.ndarr
         raise error(f"{where}: not a numpy .npy array: {type(e).__name__}: {e}") from None
     if dtype.hasobject:
         raise error(f"{where}: an array of Python objects ({dtype}), which would need pickle")
+    # numpy's header parser takes any tuple of ints: (-1,) would reach np.empty
+    if any(d < 0 for d in shape):
+        raise error(f"{where}: its header declares a negative dimension (shape {shape})")
     declared = math.prod(shape) * dtype.itemsize
     present = size - stream.tell()
     if declared > present:

@@ -67,6 +67,15 @@ def test_more_than_the_memory_available_is_refused(monkeypatch):
     assert _read(_saved(np.zeros(100, np.float32))).shape == (100,)
 
 
+@pytest.mark.parametrize("shape", [(-1,), (-2, -3), (4, -1)])
+def test_a_negative_dimension_is_refused(shape):
+    """numpy's header parser takes any tuple of ints; found by `shlo2jax mutate --kinds bundle`
+    (a ValueError from np.empty; two negatives multiply to a positive size)."""
+    data = _header_only(shape) + b"\0" * 64
+    with pytest.raises(LoadError, match=r"negative dimension \(shape \(" + str(shape[0])):
+        _read(data)
+
+
 @pytest.mark.parametrize("data, what", [
     (b"\x93NUMPY\x01\x00\xff", "not a numpy .npy array"),
     (b"not numpy at all", "not a numpy .npy array"),

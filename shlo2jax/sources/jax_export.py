@@ -126,11 +126,15 @@ def from_serialized(rec: export_flatbuffer.SerializedExport, data=None) -> Expor
         scope = _jax_export.SymbolicScope()
         custom: list = []
         vjp = rec.vjp
+        in_tree = _treedef(rec.in_tree, where, custom)
+        out_tree = _treedef(rec.out_tree, where, custom)
+        _check_leaves(in_tree, rec.in_avals, "inputs", where)
+        _check_leaves(out_tree, rec.out_avals, "outputs", where)
         return ExportRecord(
             fun_name=rec.fun_name,
-            in_tree=_treedef(rec.in_tree, where, custom),
+            in_tree=in_tree,
             in_avals=tuple(_shaped(a, scope, where) for a in rec.in_avals),
-            out_tree=_treedef(rec.out_tree, where, custom),
+            out_tree=out_tree,
             out_avals=tuple(_shaped(a, scope, where) for a in rec.out_avals),
             nr_devices=rec.nr_devices,
             in_shardings=rec.in_shardings,
@@ -153,6 +157,14 @@ def from_serialized(rec: export_flatbuffer.SerializedExport, data=None) -> Expor
         raise
     except Exception as e:  # noqa: BLE001 - malformed contents: a LoadError, never a crash
         raise LoadError(f"{where}: cannot read it: {type(e).__name__}: {e}") from None
+
+
+def _check_leaves(tree, avals, what: str, where: str) -> None:
+    """A pytree and its avals are two fields of the flatbuffer: a corrupt one would make every
+    call a TypeError about argument counts the artifact itself disagrees on."""
+    if tree.num_leaves != len(avals):
+        raise LoadError(f"{where}: corrupt: the pytree of its {what} has {tree.num_leaves} "
+                        f"leaves, its {what} {len(avals)} avals")
 
 
 def module_bytes(exported) -> bytes:

@@ -7,6 +7,11 @@ changed, arguments and results added or dropped, lines deleted, repeated or swap
 op names and numbers replaced, string literals whose escapes are not UTF-8, truncations), which
 HLO text (the corpus's `model.hlo`; `--no-hlo` leaves it out) meets too.
 `release_sources` adds StableHLO's release artifacts (`tests/vhlo/`, `--releases`).
+`structured_sources` gives the seeds of the structure-aware kinds (KINDS, `--kinds`;
+`shlo2jax.tools.mutate_structured` makes their mutants): HLO text and protos, XLA dump folders,
+jax.export flatbuffers of every serialization version, the `.npz` of `run --inputs`,
+PyTorch/XLA bundles and SavedModels. A folder mutant is written to a temporary folder and
+loaded by its path; an `.npz` mutant is the arguments its program is called on.
 `check_mutant` loads one and, when it loads, calls its entry function (or, in a module of
 many public functions, a sample of them) on seeded inputs; it reports what happened, and
 whether that is allowed: a library error (`Shlo2JaxError`: a `LoadError`, `UnsupportedError`,
@@ -27,28 +32,56 @@ import json
 import os
 import random
 import re
+import shutil
 import tempfile
 import time
 import traceback
 from typing import NamedTuple, Union
 
 import jax
+import numpy as np
 from jax import export
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from shlo2jax.compat import make_ir_context
-from shlo2jax.errors import Shlo2JaxError, UnsupportedError
+from shlo2jax.errors import Shlo2JaxError, UnsupportedError, UsageError
 from shlo2jax.loader import load
 from shlo2jax.options import LoadOptions, field_choices
+from shlo2jax.sources.hlo import module_proto
 from shlo2jax.tools import commands, exits
-from shlo2jax.tools.inputs import seeded_inputs
+from shlo2jax.tools.inputs import bind_arrays, read_npz, seeded_inputs
 from shlo2jax.tools.isolated import run_isolated
+from shlo2jax.tools.mutate_structured import (
+    Folder, WithInputs, mutate_flatbuffer, mutate_folder, mutate_hlo_text, mutate_json,
+    mutate_npy, mutate_npz, mutate_proto, npy_bytes, pb_varint, text_file_mutator,
+    zip_members)
 
 
 class Source(NamedTuple):
     name: str
-    data: Union[bytes, str]  # bytes: bytecode or a serialized jax.export; str: MLIR text
+    # bytes: bytecode or a serialized jax.export; str: MLIR text; a Folder; WithInputs
+    data: Union[bytes, str, Folder, WithInputs]
+    kind: str = ""  # a key of KINDS; "" : "bytes" for bytes, "text" for text
+
+
+# What `--kinds` picks: each kind a family of mutants, with the seeds it mutates.
+KINDS = {
+    "bytes": "byte-level mutants of bytecode, VHLO, serialized exports and HLO protos",
+    "text": "text-level mutants of MLIR text and HLO text",
+    "hlo_text": "HLO-aware mutants of HLO text (shapes, opcodes, operands, attributes)",
+    "hlo_proto": "protobuf-aware mutants of HloModuleProto, HloProto and HloSnapshot",
+    "export": "flatbuffer-aware mutants of jax.export artifacts of every serialization "
+              "version (tests/export_artifacts/, the corpus's exported.bin)",
+    "dump": "XLA dump folders (--xla_dump_to): files mutated, deleted, duplicated, renamed",
+    "bundle": "PyTorch/XLA bundle folders: JSON meta, .npy weights, modules",
+    "npz": ".npz files of --inputs: keys, shapes, dtypes, declared sizes, zip bytes",
+    "saved_model": "SavedModel folders: saved_model.pb (protobuf-aware), variables/",
+}
+
+
+def kind_of(source: Source) -> str:
+    return source.kind or ("bytes" if isinstance(source.data, bytes) else "text")
 
 
 def default_sources(root: str, shared: str = "", max_bytes: int = 200_000,
@@ -131,6 +164,118 @@ def release_sources(root: str, versions=None) -> list:
                 continue
         sources.append(Source(rel + ":text", text))
     return sources
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _folder(path: str) -> Folder:
+    files = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        files += [(os.path.relpath(os.path.join(dirpath, n), path),
+                   _read(os.path.join(dirpath, n))) for n in sorted(filenames)]
+    return Folder(tuple(files))
+
+
+def _entries(root: str, *parts) -> list:
+    folder = os.path.join(root, "tests", "corpus", *parts)
+    return [os.path.join(folder, n) for n in sorted(os.listdir(folder))
+            if os.path.isdir(os.path.join(folder, n))] if os.path.isdir(folder) else []
+
+
+def _hlo_sources(root: str, max_bytes: int) -> list:
+    """The corpus's HLO text (hlo_text), its HloProto files as HloProto, as the
+    HloModuleProto inside and wrapped in an HloSnapshot (hlo_proto), and each entry as the
+    XLA dump folder holding it (dump: its before_optimizations file, with the
+    after_optimizations text of its `_after_opt` twin where there is one)."""
+    out = []
+    for entry in _entries(root, "hlo"):
+        name = os.path.basename(entry)
+        rel = os.path.relpath(entry, root)
+        text_path = os.path.join(entry, "model.hlo")
+        proto_path = text_path + ".pb"
+        dump = {}
+        if os.path.isfile(text_path) and os.path.getsize(text_path) <= max_bytes:
+            text = _read(text_path)
+            out.append(Source(f"{rel}/model.hlo", text.decode("utf-8"), "hlo_text"))
+            dump[f"module_0000.{name}.before_optimizations.txt"] = text
+        if os.path.isfile(proto_path) and os.path.getsize(proto_path) <= max_bytes:
+            proto = _read(proto_path)
+            module = module_proto(proto)
+            out += [Source(f"{rel}/model.hlo.pb", proto, "hlo_proto"),
+                    Source(f"{rel}/model.hlo.pb:snapshot", b"\x0a" + pb_varint(len(proto)) + proto,
+                           "hlo_proto")]
+            if module is not None and module != proto:
+                out.append(Source(f"{rel}/model.hlo.pb:module", module, "hlo_proto"))
+            dump[f"module_0000.{name}.before_optimizations.hlo.pb"] = proto
+        twin = os.path.join(os.path.dirname(entry), name.replace("_before_opt", "_after_opt"),
+                            "model.hlo")
+        if dump and name.endswith("_before_opt") and os.path.isfile(twin) and \
+                os.path.getsize(twin) <= max_bytes:
+            dump[f"module_0000.{name}.cpu_after_optimizations.txt"] = _read(twin)
+        if dump and not name.endswith("_after_opt"):
+            out.append(Source(f"{rel}:dump", Folder(tuple(sorted(dump.items()))), "dump"))
+    return out
+
+
+def _export_sources(root: str, max_bytes: int) -> list:
+    """Every artifact of tests/export_artifacts/ (one folder per jax version that wrote it:
+    serialization versions 1 to 12) and the corpus's exported.bin."""
+    found = []
+    artifacts = os.path.join(root, "tests", "export_artifacts")
+    for version in sorted(os.listdir(artifacts)) if os.path.isdir(artifacts) else []:
+        folder = os.path.join(artifacts, version)
+        if os.path.isdir(folder):
+            found += [os.path.join(folder, n) for n in sorted(os.listdir(folder))
+                      if n.endswith(".bin")]
+    for group in sorted(os.listdir(os.path.join(root, "tests", "corpus"))):
+        found += [os.path.join(e, "exported.bin") for e in _entries(root, group)
+                  if os.path.isfile(os.path.join(e, "exported.bin"))]
+    return [Source(os.path.relpath(p, root), _read(p), "export") for p in found
+            if os.path.getsize(p) <= max_bytes]
+
+
+def _npz_sources(root: str, max_bytes: int = 8_000) -> list:
+    """The corpus's small jax exports with the arguments of their data.npz (`arg_<i>`) as
+    the .npz of `--inputs`."""
+    out = []
+    for entry in _entries(root, "jax"):
+        program, data = os.path.join(entry, "exported.bin"), os.path.join(entry, "data.npz")
+        if not (os.path.isfile(program) and os.path.isfile(data)) or \
+                os.path.getsize(program) > max_bytes:
+            continue
+        with np.load(data) as arrays:
+            members = [(f"{k}.npy", npy_bytes(arrays[k])) for k in arrays.files
+                       if k.startswith("arg_")]
+        if members:
+            out.append(Source(os.path.relpath(data, root),
+                              WithInputs(_read(program), ".bin", zip_members(members)), "npz"))
+    return out
+
+
+def structured_sources(root: str, kinds=tuple(KINDS), max_bytes: int = 200_000) -> list:
+    """The seeds of the structure-aware kinds among `kinds` (see KINDS)."""
+    kinds = set(kinds)
+    out = [s for s in _hlo_sources(root, max_bytes) if s.kind in kinds] \
+        if kinds & {"hlo_text", "hlo_proto", "dump"} else []
+    if "export" in kinds:
+        out += _export_sources(root, max_bytes)
+    if "npz" in kinds:
+        out += _npz_sources(root)
+    if "bundle" in kinds:
+        out += [Source(os.path.relpath(e, root) + "/bundle", _folder(os.path.join(e, "bundle")),
+                       "bundle") for e in _entries(root, "torch_xla")
+                if os.path.isdir(os.path.join(e, "bundle"))]
+    if "saved_model" in kinds:
+        out += [Source(os.path.relpath(e, root) + "/saved_model",
+                       _folder(os.path.join(e, "saved_model")), "saved_model")
+                for e in _entries(root, "tensorflow")
+                if os.path.basename(e).startswith("jax2tf_")
+                and os.path.isfile(os.path.join(e, "saved_model", "saved_model.pb"))]
+    return out
 
 
 def _stablehlo_module(context, vhlo: bytes):
@@ -306,21 +451,102 @@ def _mutate_text(text: str, rng: random.Random) -> tuple[str, str]:
     return f"truncate@{i}", text[:i]
 
 
+# ---------------------------------------------------------------- the kinds' mutators
+
+def _binary(path: str, data: bytes, rng: random.Random) -> tuple:
+    return _mutate_bytes(data, rng) if data else ("empty", data)
+
+
+def _dump_content(path: str, data: bytes, rng: random.Random) -> tuple:
+    if path.endswith(".hlo.pb"):
+        return mutate_proto(data, rng)
+    return text_file_mutator(mutate_hlo_text)(path, data, rng)
+
+
+def _dump_rename(path: str, rng: random.Random) -> str:
+    number, _, rest = path.partition(".")
+    name, _, stage = rest.partition(".")
+    return rng.choice([f"module_0001.{rest}", f"{number}.other.{stage}",
+                       path.replace("before_optimizations", "cpu_after_optimizations"),
+                       path.replace(".txt", ".hlo.pb") if path.endswith(".txt")
+                       else path.replace(".hlo.pb", ".txt"),
+                       f"module_x.{rest}", "notes.txt"])
+
+
+def _bundle_content(path: str, data: bytes, rng: random.Random) -> tuple:
+    if path.endswith(".meta"):
+        return text_file_mutator(mutate_json)(path, data, rng)
+    if path.endswith(".mlir"):
+        return text_file_mutator(_mutate_text)(path, data, rng)
+    if path.endswith(".bytecode"):
+        return _binary(path, data, rng)
+    return mutate_npy(data, rng)  # data/<state_dict key>, constants/<i>
+
+
+def _bundle_rename(path: str, rng: random.Random) -> str:
+    folder, _, name = path.rpartition("/")
+    return rng.choice([f"{folder}/{name}_renamed", f"{folder}/other{os.path.splitext(name)[1]}",
+                       f"{folder}/{name}.npy", name, f"functions/{name}", f"data/{name}"])
+
+
+def _saved_model_content(path: str, data: bytes, rng: random.Random) -> tuple:
+    if path.endswith(".pb"):
+        return mutate_proto(data, rng)
+    if path.endswith(".index"):  # a table of BundleEntryProtos: its blocks and footer
+        return _binary(path, data, rng)
+    if rng.random() < 0.5:  # variables.data-*: the variables' bytes
+        return "truncate_data", data[:rng.randrange(max(1, len(data)))]
+    return _binary(path, data, rng)
+
+
+def _saved_model_rename(path: str, rng: random.Random) -> str:
+    return rng.choice([path + ".old", path.replace("variables", "vars"),
+                       path.replace("00000-of-00001", "00000-of-00002"), "saved_model.pbtxt",
+                       "variables/variables.index" if path != "variables/variables.index"
+                       else "saved_model.pb"])
+
+
+def _with_inputs(data: WithInputs, rng: random.Random) -> tuple:
+    label, npz = mutate_npz(data.npz, rng)
+    return label, data._replace(npz=npz)
+
+
+def _folder_mutator(content, rename):
+    return lambda data, rng: mutate_folder(data, rng, content, rename)
+
+
+# kind -> (its data, a random.Random) -> (label, mutant data)
+_MUTATORS = {
+    "bytes": _mutate_bytes,
+    "text": _mutate_text,
+    "hlo_text": mutate_hlo_text,
+    "hlo_proto": mutate_proto,
+    "export": mutate_flatbuffer,
+    "dump": _folder_mutator(_dump_content, _dump_rename),
+    "bundle": _folder_mutator(_bundle_content, _bundle_rename),
+    "npz": _with_inputs,
+    "saved_model": _folder_mutator(_saved_model_content, _saved_model_rename),
+}
+
+
 def mutants(sources: list, count: int, seed: int = 0) -> list:
-    """`count` mutants, byte-level and text-level in turn, each kind spread over its
-    sources: [(source name, mutation, input)]."""
-    rng = random.Random(seed)
-    binary = [s for s in sources if isinstance(s.data, bytes)]
-    text = [s for s in sources if isinstance(s.data, str)]
-    kinds = [k for k in (binary, text) if k]
+    """`count` mutants, the kinds of `sources` (`kind_of`, in KINDS' order) in turn, each
+    kind spread over its sources: [(source name, mutation, input)]. Byte- and text-level
+    mutants draw on one generator seeded with `seed` (the sequence they had before the other
+    kinds); every other kind on its own, so a kind's mutants are the same whatever other
+    kinds run beside it."""
+    by_kind: dict = {}
+    for s in sources:
+        by_kind.setdefault(kind_of(s), []).append(s)
+    groups = [(k, by_kind[k]) for k in KINDS if k in by_kind]
+    shared = random.Random(seed)
+    rngs = {k: shared if k in ("bytes", "text") else random.Random(f"{k}:{seed}")
+            for k, _ in groups}
     out = []
     for k in range(count):
-        group = kinds[k % len(kinds)]
-        source = group[(k // len(kinds)) % len(group)]
-        if isinstance(source.data, bytes):
-            label, data = _mutate_bytes(source.data, rng)
-        else:
-            label, data = _mutate_text(source.data, rng)
+        kind, group = groups[k % len(groups)]
+        source = group[(k // len(groups)) % len(group)]
+        label, data = _MUTATORS[kind](source.data, rngs[kind])
         out.append((source.name, label, data))
     return out
 
@@ -333,13 +559,42 @@ def _allowed(e: BaseException) -> bool:
 
 
 def check_mutant(mutant: tuple, seed: int = 0, lowering: str = "translate") -> dict:
-    """Loads the mutant, calls its entry on seeded inputs when it loads, and runs it on the
-    command line (`check_on_the_command_line`): what happened."""
-    outcome = _check_api(mutant, lowering)
-    cli = check_on_the_command_line(mutant, lowering)
+    """Loads the mutant, calls its entry on seeded inputs (or, for an `.npz` mutant, on its
+    arrays) when it loads, and runs it on the command line (`check_on_the_command_line`):
+    what happened. A folder mutant is written to a temporary folder and loaded by its path."""
+    with _written(mutant[2]) as (path, inputs):
+        outcome = _check_api(mutant, lowering, path, inputs)
+        cli = _check_command_line(path, inputs, lowering)
     if outcome["allowed"] and not cli["allowed"]:
         outcome = {**outcome, "allowed": False, "error": cli["error"], "cli": cli}
     return outcome
+
+
+@contextlib.contextmanager
+def _written(data):
+    """(the mutant's program file or folder, the .npz of its inputs or None), written to a
+    temporary folder."""
+    with tempfile.TemporaryDirectory(prefix="shlo2jax-mutant-") as folder:
+        inputs = None
+        if isinstance(data, Folder):
+            path = os.path.join(folder, "mutant")
+            for name, payload in data.files:
+                os.makedirs(os.path.dirname(os.path.join(path, name)), exist_ok=True)
+                with open(os.path.join(path, name), "wb") as f:
+                    f.write(payload)
+            os.makedirs(path, exist_ok=True)
+        else:
+            program, suffix = (data.program, data.suffix) if isinstance(data, WithInputs) else \
+                (data, ".bin" if isinstance(data, bytes) else ".mlir")
+            path = os.path.join(folder, "mutant" + suffix)
+            with open(path, "wb") as f:
+                f.write(program if isinstance(program, bytes)
+                        else program.encode("utf-8", "surrogateescape"))
+            if isinstance(data, WithInputs):
+                inputs = os.path.join(folder, "inputs.npz")
+                with open(inputs, "wb") as f:
+                    f.write(data.npz)
+        yield path, inputs
 
 
 # Public functions called of a mutant that has no entry (@main, or one public function):
@@ -347,15 +602,18 @@ def check_mutant(mutant: tuple, seed: int = 0, lowering: str = "translate") -> d
 CALLS_PER_MUTANT = 4
 
 
-def _check_api(mutant: tuple, lowering: str) -> dict:
+def _check_api(mutant: tuple, lowering: str, path: str, inputs) -> dict:
+    """A program given as bytes or text is loaded as such (its file is for the command line);
+    a folder by its path."""
     _, label, data = mutant
+    source = data if isinstance(data, (bytes, str)) else path
     try:
         try:
-            program = load(data, lowering=lowering)
+            program = load(source, lowering=lowering)
         except UnsupportedError:
             # refused by name: loaded with strict=False, what it has that runs is called
             # (and what it refuses must be refused by name again)
-            program = load(data, lowering=lowering, strict=False)
+            program = load(source, lowering=lowering, strict=False)
     except Exception as e:  # noqa: BLE001 - the point is to see every kind
         return _outcome("load", e)
     functions = program.functions
@@ -367,13 +625,23 @@ def _check_api(mutant: tuple, lowering: str) -> dict:
     outcome = None
     for fn in called:
         try:
-            inputs = seeded_inputs(fn)
-        except ValueError as e:  # tokens, `?` dimensions: no seeded inputs (not the library's)
+            args = bind_arrays(fn, read_npz(inputs)) if inputs else seeded_inputs(fn)
+        except ValueError as e:
+            # tokens, `?` dimensions: no seeded inputs (not the library's); an .npz that does
+            # not fit: an InputError, the library's (a ValueError too)
+            if inputs:
+                failed = _outcome("inputs", e)
+                if not failed["allowed"]:
+                    return failed
+                outcome = outcome or failed
+                continue
             outcome = outcome or {"stage": "inputs", "outcome": "loaded", "allowed": True,
                                   "error": str(e)[:200]}
             continue
+        except Exception as e:  # noqa: BLE001
+            return _outcome("inputs", e)
         try:
-            jax.block_until_ready(fn(*inputs))
+            jax.block_until_ready(fn(*args))
         except Exception as e:  # noqa: BLE001
             failed = _outcome("call", e)
             if not failed["allowed"]:
@@ -390,20 +658,20 @@ CLI_CODES = (exits.OK, exits.INPUT, exits.USAGE)
 
 
 def check_on_the_command_line(mutant: tuple, lowering: str = "translate") -> dict:
-    """`shlo2jax run FILE`, then `shlo2jax info FILE`, on the mutant, in this process:
-    {"code", "allowed", "error"}; allowed: a code of CLI_CODES, and on an error exactly one
-    line `shlo2jax: error: ...` on stderr and no traceback."""
-    _, _, data = mutant
-    binary = isinstance(data, bytes)
-    with tempfile.TemporaryDirectory(prefix="shlo2jax-mutant-") as folder:
-        path = os.path.join(folder, "mutant.bin" if binary else "mutant.mlir")
-        with open(path, "wb" if binary else "w", **({} if binary else {
-                "encoding": "utf-8", "errors": "surrogateescape"})) as f:
-            f.write(data)
-        code, err = _command(["run", path, "--lowering", lowering])
-        if code in CLI_CODES and err.count("\n") <= 1:
-            # `info` of the same file answers the same way (it loads with strict=False)
-            code, err = _command(["info", path])
+    """`shlo2jax run FILE` (with `--inputs X.npz` for an .npz mutant), then `shlo2jax info
+    FILE`, on the mutant, in this process: {"code", "allowed", "error"}; allowed: a code of
+    CLI_CODES, and on an error exactly one line `shlo2jax: error: ...` on stderr and no
+    traceback."""
+    with _written(mutant[2]) as (path, inputs):
+        return _check_command_line(path, inputs, lowering)
+
+
+def _check_command_line(path: str, inputs, lowering: str) -> dict:
+    code, err = _command(["run", path, "--lowering", lowering] +
+                         (["--inputs", inputs] if inputs else []))
+    if code in CLI_CODES and err.count("\n") <= 1:
+        # `info` of the same file answers the same way (it loads with strict=False)
+        code, err = _command(["info", path])
     lines = err.splitlines()
     problems = []
     if code not in CLI_CODES:
@@ -483,6 +751,31 @@ def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0,
                   time.time() - start)
 
 
+def _kinds(text: str) -> tuple:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown kind(s) {', '.join(unknown) or '(none)'}; "
+                                         f"the kinds: {', '.join(KINDS)}")
+    return kinds
+
+
+def _save(data, name: str) -> None:
+    """A failing mutant written as it was checked: a file, a folder, or a folder holding the
+    program and the inputs.npz."""
+    with _written(data) as (path, inputs):
+        target = name + (os.path.splitext(path)[1] if inputs is None else "")
+        if inputs is not None:
+            os.makedirs(target, exist_ok=True)
+            shutil.copy(path, os.path.join(target, os.path.basename(path)))
+            shutil.copy(inputs, os.path.join(target, "inputs.npz"))
+        elif os.path.isdir(path):
+            shutil.copytree(path, target, dirs_exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            shutil.copy(path, target)
+
+
 def main(argv=None) -> int:
     """`shlo2jax mutate`: load and call mutants of the bundled modules, and run each on the
     command line; exit status 1 on a crash, an error that is not the library's, or a command
@@ -510,27 +803,33 @@ def main(argv=None) -> int:
                         default=LoadOptions().lowering,
                         help="load the mutants with this lowering (load(..., lowering=); "
                              "default: %(default)s)")
+    parser.add_argument("--kinds", type=_kinds, default=tuple(KINDS), metavar="KIND,...",
+                        help="the kinds of mutants, comma-separated (default: all): " +
+                             "; ".join(f"{k}: {v}" for k, v in KINDS.items()))
+    parser.add_argument("--timeout", type=commands.positive_int, default=120,
+                        help="seconds per mutant before its worker is killed and the mutant "
+                             "counted as a hang (default: %(default)s)")
     parser.add_argument("--json", help="write the outcomes and every failure to this file")
     parser.add_argument("--save", help="write each failing mutant to this folder")
     args = parser.parse_args(argv)
-    sources = default_sources(args.root, args.shared, hlo=args.hlo)
+    sources = [s for s in default_sources(args.root, args.shared, hlo=args.hlo)
+               if kind_of(s) in args.kinds] if {"bytes", "text"} & set(args.kinds) else []
     if args.releases:
-        sources += release_sources(args.root)
+        sources += [s for s in release_sources(args.root) if kind_of(s) in args.kinds]
+    sources += structured_sources(args.root, args.kinds)
+    if not sources:
+        raise UsageError(f"no seeds for --kinds {','.join(args.kinds)} under {args.root}")
     mutant_list = mutants(sources, args.count, args.seed)
-    report = run_mutants(mutant_list, jobs=args.jobs, lowering=args.lowering,
-                         progress=not args.quiet)
+    report = run_mutants(mutant_list, jobs=args.jobs, timeout=args.timeout,
+                         lowering=args.lowering, progress=not args.quiet)
     for name, n in report.outcomes.items():
         print(f"  {name}: {n}")
     for f in report.failures:
         print(f"{f['status']}: {f['source']} {f['mutation']} (mutant {f['index']}, seed "
               f"{args.seed}): {f['detail'].strip().splitlines()[-1] if f['detail'].strip() else ''}")
         if args.save:
-            os.makedirs(args.save, exist_ok=True)
-            data = mutant_list[f["index"]][2]
-            name = os.path.join(args.save, f"mutant_{args.seed}_{f['index']}")
-            with open(name + (".mlir" if isinstance(data, str) else ".bin"),
-                      "w" if isinstance(data, str) else "wb") as out:
-                out.write(data)
+            _save(mutant_list[f["index"]][2],
+                  os.path.join(args.save, f"mutant_{args.seed}_{f['index']}"))
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"seed": args.seed, "count": report.count, "seconds": report.seconds,
