@@ -25,6 +25,19 @@ def test_gc_paused_nests_and_respects_a_disabled_collector():
         gc.enable()
 
 
+def test_a_pause_that_made_many_objects_ends_with_them_in_the_oldest_generation():
+    gc.collect()
+    with gc_paused():
+        kept = [[] for _ in range(gc_paused.PROMOTED + 1000)]
+    young = gc.get_count()[0]
+    assert young < 1000  # (not the pause's objects: they were moved on)
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    assert all(gc.is_tracked(x) for x in kept[:10])
+    with gc_paused():
+        few = [[] for _ in range(100)]
+    assert gc.get_count()[0] >= young + len(few)  # a small pause: left young
+
+
 def test_return_freed_memory_runs_anywhere():
     # glibc's malloc_trim on Linux, nothing elsewhere; never raises
     return_freed_memory()
