@@ -26,7 +26,7 @@ from shlo2jax import value_types as T
 from shlo2jax.errors import Shlo2JaxError, TranslationError, UnlocatedError, UnsupportedError
 from shlo2jax.module import FunctionDef, ModuleDef, Op, Region
 from shlo2jax.gradients import strong_zero_ops
-from shlo2jax.memory import gc_paused
+from shlo2jax.memory import gc_paused, on_fresh_stack_chunk
 from shlo2jax.options import LoadOptions
 
 
@@ -358,6 +358,12 @@ def evaluate(translator: Translator, region: Region, args, outer_env: dict,
     """Runs `region` on `args`; `outer_env` provides the values it captures. `seen`: the
     values replayable ops computed so far in the same trace (Scope.seen; a callee inlined
     into its caller shares the caller's), else a new table."""
+    # (its per-op calls never cross the end of CPython's frame stack chunk: see memory.py)
+    return on_fresh_stack_chunk(_evaluate, translator, region, args, outer_env, seen)
+
+
+def _evaluate(translator: Translator, region: Region, args, outer_env: dict,
+              seen: Optional[dict]) -> list:
     env = {vid: outer_env[vid] for vid in region.captures}
     if len(args) != len(region.args):
         raise TypeError(f"region takes {len(region.args)} arguments, got {len(args)}")
