@@ -8,7 +8,6 @@ shrink), an unlisted failure fails.
 """
 
 import copy
-import importlib.util
 import json
 import pathlib
 
@@ -30,17 +29,14 @@ KNOWN = corpus_entry.known_failures()
 _BY_JAXLIB = pathlib.Path(__file__).parent / "corpus" / "known_failures_by_jaxlib.json"
 KNOWN.update(corpus_entry.known_failures_of_jaxlib())
 RUN_CHECKS = [c for c in checks.CHECKS if c != "load"]
-# A torch.export .pt2 entry loads only where torch and torchax are installed; without them its
-# committed lowering is checked by tests/sources/test_pt2.py.
-_HAS_TORCHAX = all(importlib.util.find_spec(m) is not None for m in ("torch", "torchax"))
 
 _loaded = {}
 
 
 def _load(e):
-    if e.meta["artifact"] == "model.pt2" and not _HAS_TORCHAX:
-        pytest.skip(f"{e.id}: loading a .pt2 needs torch and torchax (pip install "
-                    "\"shlo2jax[torch]\"); tests/sources/test_pt2.py checks its lowering")
+    missing = checks.missing_requirement(e)
+    if missing:
+        pytest.skip(f"{e.id}: {missing}")
     if e.id not in _loaded:
         _loaded[e.id] = checks.check_load(e)
     return _loaded[e.id]

@@ -49,10 +49,15 @@ def load(e):
 def missing_requirement(e) -> str:
     """Why the entry cannot load here ("" when it can): the package its meta.json's
     `extra.requires` names (TensorFlow, for a graph read through its XLA bridge) is not
-    installed."""
+    installed, or it is a torch.export `.pt2`, which loads only where torch and torchax are
+    (without them tests/sources/test_pt2.py checks its committed lowering)."""
     package = e.meta.get("extra", {}).get("requires")
     if package and importlib.util.find_spec(package) is None:
         return f"loading it takes {package} (shlo2jax's [tf] extra), which is not installed"
+    if e.meta.get("artifact") == "model.pt2" and not all(
+            importlib.util.find_spec(m) is not None for m in ("torch", "torchax")):
+        return ("loading a .pt2 needs torch and torchax (pip install \"shlo2jax[torch]\"); "
+                "tests/sources/test_pt2.py checks its lowering")
     return ""
 
 
