@@ -532,7 +532,7 @@ def decode(attr, placeholder_rng=None, blobs: "ResourceBlobs | None" = None) -> 
     if isinstance(attr, ir.ArrayAttr):
         return tuple(decode(a, placeholder_rng, blobs) for a in attr)
     if isinstance(attr, ir.DictAttr):
-        return {named.name: decode(named.attr, placeholder_rng, blobs) for named in attr}
+        return _dictionary(attr, placeholder_rng, blobs)
     if isinstance(attr, ir.UnitAttr):
         return True
     if isinstance(attr, ir.TypeAttr):
@@ -548,6 +548,15 @@ def decode(attr, placeholder_rng=None, blobs: "ResourceBlobs | None" = None) -> 
         type_text = text[text.rindex(":") + 1:].strip()
         return dense_resource(text, T.parse_type(type_text), placeholder_rng, blobs)
     return Opaque(text)
+
+
+def _dictionary(attr, placeholder_rng, blobs) -> dict:
+    try:
+        return {named.name: decode(named.attr, placeholder_rng, blobs) for named in attr}
+    except RuntimeError as e:
+        # An entry whose name is a null string (a damaged HLO proto's frontend attributes):
+        # the bindings cannot make it a Python str.
+        raise ValueError(f"a dictionary attribute's entry cannot be read ({e})") from None
 
 
 def decode_op_attributes(operation, placeholder_rng=None,

@@ -1,15 +1,19 @@
 """attributes.py's dense data: copies that own 64-byte aligned memory (issue 32)."""
 
 import mmap
+import pathlib
 
 import jax
 import numpy as np
 import pytest
 from jaxlib.mlir import ir
 
+import shlo2jax
 from shlo2jax import attributes
 from shlo2jax import value_types as T
 from shlo2jax.compat import make_ir_context
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _owner(array):
@@ -88,3 +92,16 @@ def test_attribute_values_are_decoded_once_per_distinct_attribute():
                     np.testing.assert_array_equal(value, record.attrs[name])
                 else:
                     assert value == record.attrs[name]
+
+
+def test_a_dictionary_entry_the_bindings_cannot_name_is_a_load_problem():
+    # `shlo2jax mutate --kinds hlo_proto --count 1000 --seed 4`, mutant 12: an HLO proto whose
+    # frontend attributes hold an entry of a null name; reading it raised the bindings'
+    # RuntimeError ("basic_string::_M_construct null not valid"), an internal error.
+    from shlo2jax.tools import mutate
+    name, mutation, data = mutate.mutants(
+        mutate.structured_sources(str(ROOT), kinds=("hlo_proto",)), 13, 4)[12]
+    assert (name, mutation) == ("tests/corpus/hlo/tf_gru_while_after_opt/model.hlo.pb",
+                                "empty@field1#1595"), "the mutants changed: find it again"
+    with pytest.raises(shlo2jax.Shlo2JaxError, match="dictionary attribute's entry cannot"):
+        shlo2jax.load(data)
