@@ -53,7 +53,7 @@ from shlo2jax.tools import commands, exits
 from shlo2jax.tools.inputs import bind_arrays, read_npz, seeded_inputs
 from shlo2jax.tools.isolated import run_isolated
 from shlo2jax.tools.mutate_structured import (
-    Folder, WithInputs, mutate_flatbuffer, mutate_folder, mutate_hlo_text, mutate_json,
+    LINE_EDITS, Folder, WithInputs, edit_lines, mutate_flatbuffer, mutate_folder, mutate_hlo_text, mutate_json,
     mutate_npy, mutate_npz, mutate_proto, npy_bytes, pb_varint, text_file_mutator,
     zip_members)
 
@@ -392,15 +392,8 @@ def _mutate_text(text: str, rng: random.Random) -> tuple[str, str]:
             else:
                 lines[i] = line.replace(":", ", %0 :", 1) if ":" in line else line + " %0"
             return f"return@line{i + 1}", "\n".join(lines)
-    if kind in ("delete_line", "repeat_line", "swap_lines") and len(lines) > 2:
-        i = rng.randrange(len(lines))
-        if kind == "delete_line":
-            del lines[i]
-        elif kind == "repeat_line":
-            lines.insert(i, lines[i])
-        else:
-            j = rng.randrange(len(lines))
-            lines[i], lines[j] = lines[j], lines[i]
+    if kind in LINE_EDITS and len(lines) > 2:
+        i = edit_lines(kind, lines, rng)
         return f"{kind}@line{i + 1}", "\n".join(lines)
     if kind == "value":
         matches = list(_SSA_RE.finditer(text))

@@ -29,6 +29,9 @@ from typing import Callable, NamedTuple, Optional, Union
 
 import numpy as np
 
+from shlo2jax.errors import LoadError
+from shlo2jax.sources import protowire
+
 
 class Folder(NamedTuple):
     """A folder as data: (relative path, bytes) per file; written out to be loaded."""
@@ -60,19 +63,6 @@ def pb_varint(value: int) -> bytes:
     return bytes(out) + bytes([value])
 
 
-def _read_varint(data: bytes, pos: int) -> tuple:
-    value, shift = 0, 0
-    while True:
-        byte = data[pos]  # IndexError: not a message
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 class _Field:
     """One protobuf field: `value` an int (varint, fixed), bytes, or a list of _Field (a
     payload that parses as a message); `raw`, where set, is written instead (a damaged field)."""
@@ -88,19 +78,19 @@ def parse_message(data: bytes, depth: int = 0) -> Optional[list]:
     fields, pos = [], 0
     try:
         while pos < len(data):
-            tag, pos = _read_varint(data, pos)
+            tag, pos = protowire.varint(data, pos, "message")
             number, wire = tag >> 3, tag & 7
             if number == 0 or number > 10_000:
                 return None
             if wire == _VARINT:
-                value, pos = _read_varint(data, pos)
+                value, pos = protowire.varint(data, pos, "message")
             elif wire in (_FIXED64, _FIXED32):
                 size = 8 if wire == _FIXED64 else 4
                 if pos + size > len(data):
                     return None
                 value, pos = data[pos:pos + size], pos + size
             elif wire == _BYTES:
-                length, pos = _read_varint(data, pos)
+                length, pos = protowire.varint(data, pos, "message")
                 if pos + length > len(data):
                     return None
                 value, pos = data[pos:pos + length], pos + length
@@ -109,7 +99,7 @@ def parse_message(data: bytes, depth: int = 0) -> Optional[list]:
             else:
                 return None
             fields.append(_Field(number, wire, value))
-    except (IndexError, ValueError):
+    except LoadError:  # (protowire's: a varint past the end or too long)
         return None
     return fields if write_message(fields) == bytes(data) else None
 
@@ -349,6 +339,24 @@ _HLO_NUMBERS = ("0", "1", "-1", "2", "7", "2147483647", "-2147483648", "92233720
                 "99999999999999999999999")
 
 
+
+LINE_EDITS = ("delete_line", "repeat_line", "swap_lines")
+
+
+def edit_lines(kind: str, lines: list, rng: random.Random) -> int:
+    """Deletes, repeats or swaps (with another) a random line of `lines` in place, by `kind`
+    (one of LINE_EDITS); returns its index."""
+    i = rng.randrange(len(lines))
+    if kind == "delete_line":
+        del lines[i]
+    elif kind == "repeat_line":
+        lines.insert(i, lines[i])
+    else:
+        j = rng.randrange(len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+    return i
+
+
 def mutate_hlo_text(text: str, rng: random.Random) -> tuple:
     """(label, text): HLO text with one shape, opcode, operand, attribute, number or line
     changed, or truncated."""
@@ -405,15 +413,8 @@ def mutate_hlo_text(text: str, rng: random.Random) -> tuple:
         text2 = text.replace("ENTRY ", "", 1) if rng.random() < 0.5 else \
             re.sub(r"\n(%?[\w.\-]+ )", r"\nENTRY \1", text, count=1)
         return "hlo_entry", text2
-    if kind in ("delete_line", "repeat_line", "swap_lines") and len(lines) > 2:
-        i = rng.randrange(len(lines))
-        if kind == "delete_line":
-            del lines[i]
-        elif kind == "repeat_line":
-            lines.insert(i, lines[i])
-        else:
-            j = rng.randrange(len(lines))
-            lines[i], lines[j] = lines[j], lines[i]
+    if kind in LINE_EDITS and len(lines) > 2:
+        i = edit_lines(kind, lines, rng)
         return f"hlo_{kind}@line{i + 1}", "\n".join(lines)
     i = rng.randrange(max(1, len(text)))
     return f"hlo_truncate@{i}", text[:i]
