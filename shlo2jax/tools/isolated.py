@@ -4,7 +4,8 @@ worker processes, so that the caller always gets an answer per item.
     for index, status, value in run_isolated("pkg.module:function", items, jobs=2, timeout=60):
         ...   # status: "ok" (value: what the function returned), "raised" (value: the
               # exception's traceback text), "crashed" (value: how the worker died and
-              # the end of its log) or "timeout"
+              # the end of its log) or "timeout" (value: a `TimedOut`, the text with the
+              # stage the work last reported by `report_stage`)
 
 Each worker imports the function once and calls it on item after item (items and results
 are pickled); a worker that dies or runs past `timeout` is replaced and the rest of the
@@ -28,6 +29,23 @@ from shlo2jax.tools.progress import Progress
 from shlo2jax.tools.reference import crash_reason, signal_name
 
 _WORKER_CMD = "from shlo2jax.tools.isolated import _worker_main; _worker_main()"
+
+# In a worker: the connection to the parent and the item being worked on, for report_stage.
+_reporting: Optional[tuple] = None
+
+
+class TimedOut(str):
+    """A timeout's text; `stage`: what the work last reported doing (`report_stage`), or None.
+    It tells a hang of the tool from work that merely runs long (a program that never ends)."""
+    stage: Optional[str] = None
+
+
+def report_stage(stage: str) -> None:
+    """Tells the parent what the work on the current item is doing now; a no-op outside a
+    worker. A timeout's value carries the last stage reported."""
+    if _reporting is not None:
+        conn, index = _reporting
+        conn.send(("stage", index, stage))
 
 
 def worker_connections():
@@ -121,11 +139,13 @@ def requests(conn_in):
 
 
 def _worker_main() -> None:
+    global _reporting
     conn_in, conn_out = worker_connections()
     module, _, name = sys.argv[1].partition(":")
     function = getattr(importlib.import_module(module), name)
     conn_out.send(("ready",))
     for index, item in requests(conn_in):
+        _reporting = (conn_out, index)
         try:
             conn_out.send((index, "ok", function(item)))
         except Exception:
@@ -137,9 +157,10 @@ class _Worker(WorkerProcess):
         super().__init__([sys.executable, "-c", _WORKER_CMD, target], env,
                          "shlo2jax-isolated-")
         self.index: Optional[int] = None
+        self.stage: Optional[str] = None
 
     def send(self, index: int, item, timeout: float):
-        self.index, self.deadline = index, time.time() + timeout
+        self.index, self.deadline, self.stage = index, time.time() + timeout, None
         self.send_conn.send((index, item))
 
     def death(self) -> str:
@@ -201,6 +222,9 @@ def _run_isolated(target: str, items: list, jobs: int, timeout: float, env: Opti
                     if msg[0] == "ready":
                         w.ready, failed_starts = True, 0
                         continue
+                    if msg[0] == "stage":
+                        w.stage = msg[2] if msg[1] == w.index else w.stage
+                        continue
                     index, status, value = msg
                     w.index = None
                     w.done += 1
@@ -209,7 +233,10 @@ def _run_isolated(target: str, items: list, jobs: int, timeout: float, env: Opti
                         w.close()
                         workers.remove(w)
                 elif w.index is not None and time.time() >= w.deadline:
-                    yield w.index, "timeout", f"ran past {timeout:g} s (worker killed)"
+                    timed_out = TimedOut(f"ran past {timeout:g} s (worker killed)" +
+                                         (f" in its stage '{w.stage}'" if w.stage else ""))
+                    timed_out.stage = w.stage
+                    yield w.index, "timeout", timed_out
                     w.close(kill=True)
                     workers.remove(w)
                 elif w.index is None and not w.ready and time.time() >= w.started + startup_limit:

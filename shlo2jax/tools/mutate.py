@@ -18,8 +18,10 @@ whether that is allowed: a library error (`Shlo2JaxError`: a `LoadError`, `Unsup
 `TranslationError`, `ShapeError`, ...) or the `TypeError` of a call whose arguments do not
 match the signature. It then runs the mutant as the command line does (`shlo2jax run FILE`,
 then `info`): each must succeed, or end in one line `shlo2jax: error: ...` with a documented
-exit code (1 input, 2 usage; never 5, an internal error) and no traceback. Run it through `shlo2jax.tools.isolated.run_isolated` so that a crash is seen as
-one.
+exit code (1 input, 2 usage; never 5, an internal error) and no traceback. Run it through
+`shlo2jax.tools.isolated.run_isolated` so that a crash is seen as one (`run_mutants`), and a
+mutant past the time limit as a hang, unless it was running its compiled program and XLA
+compiling the module directly runs past the limit too: a program that never ends (RUNS_LONG).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from shlo2jax.options import LoadOptions, field_choices
 from shlo2jax.sources.hlo import module_proto
 from shlo2jax.tools import commands, exits
 from shlo2jax.tools.inputs import bind_arrays, read_npz, seeded_inputs
-from shlo2jax.tools.isolated import run_isolated
+from shlo2jax.tools.isolated import report_stage, run_isolated
 from shlo2jax.tools.mutate_structured import (
     LINE_EDITS, Folder, WithInputs, edit_lines, mutate_flatbuffer, mutate_folder, mutate_hlo_text, mutate_json,
     mutate_npy, mutate_npz, mutate_proto, npy_bytes, pb_varint, text_file_mutator,
@@ -634,7 +636,7 @@ def _check_api(mutant: tuple, lowering: str, path: str, inputs) -> dict:
         except Exception as e:  # noqa: BLE001
             return _outcome("inputs", e)
         try:
-            jax.block_until_ready(fn(*args))
+            _call_in_stages(fn, args)
         except Exception as e:  # noqa: BLE001
             failed = _outcome("call", e)
             if not failed["allowed"]:
@@ -643,6 +645,41 @@ def _check_api(mutant: tuple, lowering: str, path: str, inputs) -> dict:
             continue
         outcome = {"stage": "call", "outcome": "ran", "allowed": True, "error": ""}
     return outcome
+
+
+def _call_in_stages(fn, args) -> None:
+    """fn(*args), its compile and its run reported apart (`report_stage`): a mutant past the
+    time limit while it runs is a program that runs long, which `run_mutants` tells from a
+    hang by running the module as XLA compiles it directly."""
+    report_stage("compile")
+    try:
+        compiled = jax.jit(fn).lower(*args).compile()
+    except Exception:  # noqa: BLE001 - raised again by the call as the user meets it
+        report_stage("call")
+        jax.block_until_ready(fn(*args))
+        return
+    report_stage("run")
+    jax.block_until_ready(compiled(*args))
+
+
+def run_directly(mutant: tuple) -> str:
+    """The mutant loaded with `lowering="direct"` (XLA compiling the module as it is) and its
+    entry called as `check_mutant` calls it: "ran", or the error's type (its run is what
+    matters: whether XLA's own program ends within the time limit)."""
+    with _written(mutant[2]) as (path, inputs):
+        _, _, data = mutant
+        try:
+            fn = load(data if isinstance(data, (bytes, str)) else path, lowering="direct").entry
+            args = bind_arrays(fn, read_npz(inputs)) if inputs else seeded_inputs(fn)
+            jax.block_until_ready(fn(*args))
+        except Exception as e:  # noqa: BLE001
+            return type(e).__name__
+    return "ran"
+
+
+# The outcome of a mutant whose call runs past the time limit, and XLA's direct compile of
+# it too: the program does not end (a loop whose counter was mutated away), not a hang.
+RUNS_LONG = "run:runs past the time limit, as XLA's direct compile does"
 
 
 # The exit codes a mutant may get on the command line: success, an input error, a usage
@@ -738,10 +775,33 @@ def run_mutants(mutant_list: list, jobs: int = 2, timeout: float = 120.0,
             outcomes[status] += 1
             detail = str(value)
         failures.append({"index": index, "source": source, "mutation": mutation,
-                         "status": status, "detail": detail[-3000:]})
+                         "status": status, "detail": detail[-3000:],
+                         "stage": getattr(value, "stage", None)})
+    _run_long_ones_directly(mutant_list, failures, outcomes, timeout, jobs)
     failures.sort(key=lambda f: f["index"])
     return Report(len(mutant_list), dict(sorted(outcomes.items())), failures,
                   time.time() - start)
+
+
+def _run_long_ones_directly(mutant_list: list, failures: list, outcomes, timeout: float,
+                            jobs: int) -> None:
+    """A mutant whose translated program was still running at the time limit is a hang only
+    if XLA compiling the module directly ends it: each is run so (`run_directly`) with the
+    same limit, and one that runs past it too is counted as RUNS_LONG, not as a failure."""
+    running = [f for f in failures if f["status"] == "timeout" and f["stage"] == "run"]
+    for index, status, value in run_isolated("shlo2jax.tools.mutate:run_directly",
+                                             [mutant_list[f["index"]] for f in running],
+                                             jobs=jobs, timeout=timeout):
+        failure = running[index]
+        if status == "timeout":
+            failures.remove(failure)
+            outcomes["timeout"] -= 1
+            outcomes[RUNS_LONG] += 1
+        else:
+            failure["detail"] += (f"; XLA's direct compile of the module ends within the "
+                                  f"limit ({value if status == 'ok' else status})")
+    if not outcomes["timeout"]:
+        del outcomes["timeout"]
 
 
 def _kinds(text: str) -> tuple:
@@ -801,7 +861,9 @@ def main(argv=None) -> int:
                              "; ".join(f"{k}: {v}" for k, v in KINDS.items()))
     parser.add_argument("--timeout", type=commands.positive_int, default=120,
                         help="seconds per mutant before its worker is killed and the mutant "
-                             "counted as a hang (default: %(default)s)")
+                             "counted as a hang, unless its compiled program was running and "
+                             "runs past the limit under XLA's direct compile too "
+                             "(default: %(default)s)")
     parser.add_argument("--json", help="write the outcomes and every failure to this file")
     parser.add_argument("--save", help="write each failing mutant to this folder")
     args = parser.parse_args(argv)

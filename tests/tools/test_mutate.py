@@ -5,6 +5,7 @@ the library's errors (or the TypeError of a call whose arguments do not fit).
 
 This runs a fixed sample; `python -m shlo2jax mutate --count 1000` runs the full set."""
 
+import collections
 import pathlib
 import subprocess
 import sys
@@ -115,3 +116,46 @@ def test_location_as_a_vhlo_constant_value():
         corrupt.operation.write_bytecode(buffer)
     out = _load_in_child(buffer.getvalue())
     assert "LoadError" in out and "vhlo.constant_v1" in out
+
+
+# A loop whose condition is always true: a program that never ends, under XLA's direct
+# compile as under the translation (as a mutant whose loop counter was deleted).
+ENDLESS = """
+func.func @main(%arg0: tensor<i32>) -> tensor<i32> {
+  %0 = stablehlo.while(%iter = %arg0) : tensor<i32>
+   cond {
+    %c = stablehlo.compare LT, %iter, %iter : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %t = stablehlo.not %c : tensor<i1>
+    stablehlo.return %t : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %n = stablehlo.add %iter, %one : tensor<i32>
+    stablehlo.return %n : tensor<i32>
+  }
+  return %0 : tensor<i32>
+}
+"""
+
+
+def test_a_program_that_never_ends_is_not_a_hang():
+    """Past the time limit while the compiled program runs, and XLA compiling the module
+    directly runs past it too: the program's own, counted apart from failures."""
+    from shlo2jax.tools.mutate import RUNS_LONG
+    report = run_mutants([("endless.mlir", "as written", ENDLESS)], jobs=1, timeout=15)
+    assert not report.failures, report.failures
+    assert report.outcomes == {RUNS_LONG: 1}
+
+
+def test_a_run_past_the_limit_that_xla_ends_stays_a_failure():
+    """The other way: a timeout in the run whose direct compile ends is kept, with XLA's
+    outcome in its detail (here the mutant is a program that ends, standing for one whose
+    translation would loop)."""
+    from shlo2jax.tools.mutate import _run_long_ones_directly
+    ends = ENDLESS.replace("%t = stablehlo.not %c", "%t = stablehlo.and %c, %c")
+    failures = [{"index": 0, "source": "ends.mlir", "mutation": "", "status": "timeout",
+                 "detail": "ran past 15 s (worker killed) in its stage 'run'", "stage": "run"}]
+    outcomes = collections.Counter({"timeout": 1})
+    _run_long_ones_directly([("ends.mlir", "", ends)], failures, outcomes, 60, 1)
+    assert len(failures) == 1 and outcomes == {"timeout": 1}
+    assert failures[0]["detail"].endswith("XLA's direct compile of the module ends within the "
+                                          "limit (ran)")
