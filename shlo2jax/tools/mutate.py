@@ -38,6 +38,7 @@ import shutil
 import tempfile
 import time
 import traceback
+import zipfile
 from typing import NamedTuple, Union
 
 import jax
@@ -79,6 +80,8 @@ KINDS = {
     "bundle": "PyTorch/XLA bundle folders: JSON meta, .npy weights, modules",
     "npz": ".npz files of --inputs: keys, shapes, dtypes, declared sizes, zip bytes",
     "saved_model": "SavedModel folders: saved_model.pb (protobuf-aware), variables/",
+    "pt2": "torch.export .pt2 archives: the graph's and weights' JSON, weights, members, "
+           "the zip (loading them needs torch and torchax; without, each is one LoadError)",
 }
 
 
@@ -277,6 +280,10 @@ def structured_sources(root: str, kinds=tuple(KINDS), max_bytes: int = 200_000) 
                 for e in _entries(root, "tensorflow")
                 if os.path.basename(e).startswith("jax2tf_")
                 and os.path.isfile(os.path.join(e, "saved_model", "saved_model.pb"))]
+    if "pt2" in kinds:
+        out += [Source(os.path.relpath(e, root) + "/model.pt2",
+                       _read(os.path.join(e, "model.pt2")), "pt2")
+                for e in _entries(root, "pt2") if os.path.isfile(os.path.join(e, "model.pt2"))]
     return out
 
 
@@ -501,6 +508,44 @@ def _saved_model_rename(path: str, rng: random.Random) -> str:
                        else "saved_model.pb"])
 
 
+# The one-line members of a .pt2 (archive_format, archive_version, byteorder, .data/version)
+# and what each may become.
+_PT2_WORDS = (b"", b"pt2", b"0", b"1", b"99", b"-1", b"big", b"little", b"\xff\xfe",
+              b"1" * 4096)
+
+
+def _pt2_content(path: str, data: bytes, rng: random.Random) -> tuple:
+    if path.endswith(".json"):
+        return text_file_mutator(mutate_json)(path, data, rng)
+    if len(data) <= 8 or "/.data/" in path:
+        return "word", rng.choice(_PT2_WORDS)
+    if rng.random() < 0.5:  # a weight's or constant's raw bytes, the pickled sample inputs
+        return "truncate_data", data[:rng.randrange(max(1, len(data)))]
+    return _binary(path, data, rng)
+
+
+def _pt2_rename(path: str, rng: random.Random) -> str:
+    folder, _, name = path.rpartition("/")
+    return rng.choice([f"{folder}/{name}_renamed", f"{folder}/weight_99", name,
+                       path.replace("model/", "other/", 1), f"{folder}/../{name}",
+                       path.replace("weights", "constants")])
+
+
+def _mutate_pt2(data: bytes, rng: random.Random) -> tuple:
+    """(label, bytes): a .pt2 archive with one member mutated as a folder's file is (its JSON
+    by `mutate_json`, a weight's bytes), deleted, duplicated or renamed; or the zip itself
+    truncated or its bytes changed."""
+    kind = rng.random()
+    if kind < 0.1:
+        return "pt2_truncate", data[:rng.randrange(max(1, len(data)))]
+    if kind < 0.2:
+        return _mutate_bytes(data, rng)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = Folder(tuple((i.filename, archive.read(i)) for i in archive.infolist()))
+    label, folder = mutate_folder(members, rng, _pt2_content, _pt2_rename)
+    return label, zip_members(list(folder.files))
+
+
 def _with_inputs(data: WithInputs, rng: random.Random) -> tuple:
     label, npz = mutate_npz(data.npz, rng)
     return label, data._replace(npz=npz)
@@ -521,6 +566,7 @@ _MUTATORS = {
     "bundle": _folder_mutator(_bundle_content, _bundle_rename),
     "npz": _with_inputs,
     "saved_model": _folder_mutator(_saved_model_content, _saved_model_rename),
+    "pt2": _mutate_pt2,
 }
 
 
