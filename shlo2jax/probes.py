@@ -33,12 +33,13 @@ from shlo2jax.translate import Translator, TranslatorMode
 PROBE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0,
                           "xla_llvm_disable_expensive_passes": True}
 
-# XLA CPU's elemental emitters instead of its MLIR fusion emitters, where the jaxlib still has
-# the choice (jax 0.7.2 and 0.10.2 do; 0.12.0.1 has only the latter): the fusion emitters build an MLIR
-# pipeline per kernel, and a probed run has a kernel per op: hf_whisper's probe compile
-# 4.0 s -> 1.2 s. Its 1,743 values (hf_bart's 1,637) are the same bit for bit, on cpu and
-# f64; some transcendental ops (power, log1p, tanh inside loops) may differ by an ulp or so,
-# not what a locate names first on the corpus models checked (tests/test_probes.py).
+# XLA CPU's elemental emitters instead of its MLIR fusion emitters, where the jaxlib still
+# has the choice (jax 0.7.2 and 0.10.2 do; 0.12.0.1 has only the latter): the fusion emitters
+# build an MLIR pipeline per kernel, and a probed run has a kernel per op: hf_whisper's probe
+# compile 4.0 s -> 1.2 s. Its 1,743 values (hf_bart's 1,637) are the same bit for bit, on cpu
+# and f64; some transcendental ops (a power, a log1p, a tanh inside a loop) may differ by an
+# ulp or so, which did not change the ops located on the corpus models checked
+# (tests/tools/compare/test_locate.py checks one).
 _ELEMENTAL_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 
 
