@@ -10,7 +10,8 @@ fresh process (import, load, every backend's run, the pair's figures): `plain` w
 locate), `locate` the same with `--locate`, and, where the command line has it, `reduce` with
 `--locate --reduce DIR`. The variants of one model run in alternation; each figure is the
 median over `--runs`. `x plain` is the variant's time over the plain comparison's (the
-issue's bar: `--locate` at most 3x, `--reduce` at most 60 s).
+issue's bar: `--locate` at most 3x, `--reduce` at most 60 s); `cpu s` the command's CPU
+seconds (user and system: on a shared machine, less swayed by the others' load than walls).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,13 +50,19 @@ def _command(model: str, backends: str, variant: str, scratch: str) -> list:
     return argv
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _timed(argv: list) -> tuple:
-    start = time.perf_counter()
+    """(wall seconds, CPU seconds) of the command."""
+    start, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
     # exit 3: the backends differ, what --rtol 0 asks to see; anything but 0/3 is a failure
     if done.returncode not in (0, 3):
         raise SystemExit(f"{' '.join(argv)}: exit {done.returncode}\n{done.stderr[-2000:]}")
-    return time.perf_counter() - start, done.returncode
+    return time.perf_counter() - start, _children_cpu() - cpu
 
 
 def measure(models, backends: str, runs: int) -> list:
@@ -62,23 +70,27 @@ def measure(models, backends: str, runs: int) -> list:
     rows = []
     for model in models:
         times = {v: [] for v in variants}
+        cpus = {v: [] for v in variants}
         for _ in range(runs):
             for variant in variants:
                 with tempfile.TemporaryDirectory() as scratch:
-                    seconds, _ = _timed(_command(model, backends, variant, scratch))
+                    seconds, cpu = _timed(_command(model, backends, variant, scratch))
                 times[variant].append(seconds)
+                cpus[variant].append(cpu)
         plain = statistics.median(times["plain"])
         for variant in variants:
             median = statistics.median(times[variant])
             rows.append({"model": model, "variant": variant, "seconds": round(median, 2),
-                         "x_plain": round(median / plain, 2), "runs": runs})
+                         "x_plain": round(median / plain, 2),
+                         "cpu_seconds": round(statistics.median(cpus[variant]), 2),
+                         "runs": runs})
     return rows
 
 
 def table(rows: list) -> str:
-    lines = ["| model | variant | seconds | x plain |", "|---|---|---:|---:|"]
-    lines += [f"| {r['model']} | {r['variant']} | {r['seconds']:.2f} | {r['x_plain']:.2f} |"
-              for r in rows]
+    lines = ["| model | variant | seconds | x plain | cpu s |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['model']} | {r['variant']} | {r['seconds']:.2f} | {r['x_plain']:.2f} "
+              f"| {r['cpu_seconds']:.2f} |" for r in rows]
     return "\n".join(lines)
 
 

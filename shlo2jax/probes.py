@@ -33,6 +33,29 @@ from shlo2jax.translate import Translator, TranslatorMode
 PROBE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0,
                           "xla_llvm_disable_expensive_passes": True}
 
+# XLA CPU's elemental emitters instead of its MLIR fusion emitters, where the jaxlib still
+# has the choice (jax 0.7.2 and 0.10.2 do; 0.12.0.1 has only the latter): the fusion emitters
+# build an MLIR pipeline per kernel, and a probed run has a kernel per op: hf_whisper's probe
+# compile 4.0 s -> 1.2 s. Its 1,743 values (hf_bart's 1,637) are the same bit for bit, on cpu
+# and f64; some transcendental ops (a power, a log1p, a tanh inside a loop) may differ by an
+# ulp or so, which did not change the ops located on the corpus models checked
+# (tests/tools/compare/test_locate.py checks one).
+_ELEMENTAL_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
+
+
+@functools.cache
+def probe_compiler_options() -> dict:
+    """The options a probed run compiles with: PROBE_COMPILER_OPTIONS, and XLA CPU's
+    elemental emitters where this jaxlib's XLA knows the option (one tiny compile says)."""
+    options = {**PROBE_COMPILER_OPTIONS, **_ELEMENTAL_EMITTERS}
+    try:
+        jax.jit(lambda x: x + 1).lower(np.float32(0)).compile(options)
+    except Exception as e:  # (jax's XlaRuntimeError/JaxRuntimeError, named per version)
+        if "No such compile option" not in str(e):
+            raise
+        return dict(PROBE_COMPILER_OPTIONS)
+    return options
+
 
 class ProbeKey(NamedTuple):
     op_index: int
@@ -182,7 +205,7 @@ def probe(target, *args, values="all"):
         return outs, [value for _, _, value in prober.top]
 
     with compat.enable_x64():
-        compiled = jax.jit(run).lower(*args).compile(PROBE_COMPILER_OPTIONS)
+        compiled = jax.jit(run).lower(*args).compile(probe_compiler_options())
         outs, top_values = compiled(*args)
         jax.block_until_ready((outs, top_values))
         jax.effects_barrier()

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import shlo2jax
+from shlo2jax import probes
 from shlo2jax.host_transfers import host_io
 from shlo2jax.probes import ProbeKey, probe
 
@@ -191,3 +192,12 @@ def test_probes_see_the_ops_a_run_leaves_out():
     np.testing.assert_array_equal(out, -x)
     np.testing.assert_allclose(_by_name(records, "stablehlo.exponential")[0], np.exp(x),
                                rtol=1e-6)
+
+
+def test_probe_compiler_options_leave_out_an_option_this_xla_lacks(monkeypatch):
+    monkeypatch.setattr(probes, "_ELEMENTAL_EMITTERS", {"xla_cpu_no_such_option": False})
+    probes.probe_compiler_options.cache_clear()
+    try:
+        assert probes.probe_compiler_options() == probes.PROBE_COMPILER_OPTIONS
+    finally:
+        probes.probe_compiler_options.cache_clear()  # (computed again, unpatched)

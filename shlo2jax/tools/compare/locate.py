@@ -155,7 +155,7 @@ def instrumented_recording(backend: Backend, program, function: str, inputs: lis
     """The Recording of one run of the instrumented module."""
     text, keys, n_outputs, operands = instrumented_module_text(program, function)
     instrumented = load(text, program.options)
-    outputs = backend.run_program(instrumented, function, inputs)
+    outputs = backend.run_recorded(instrumented, function, inputs)
     return Recording({key: [value] for key, value in zip(keys, outputs[n_outputs:])},
                      program.source_name, inputs, operands)
 
