@@ -438,6 +438,21 @@ def test_a_clean_artifact_is_not_printed_to_be_checked(monkeypatch):
     assert shlo2jax.load(CONVNET.read_bytes()).functions
 
 
+def test_an_artifact_of_other_dialects_is_printed_without_being_written_first(monkeypatch):
+    """A sharding rule of the sdy dialect on a custom call (jax's LAPACK calls): the bytecode
+    reading would not vouch for it, so the module is printed at once."""
+    qr = (ROOT / "tests" / "corpus" / "jax" / "qr_cpu" / "exported.bin").read_bytes()
+    assert not safe_parse.vhlo_dialects_only(bytes(export.deserialize(bytearray(qr))
+                                                   .mlir_module_serialized))
+    assert safe_parse.vhlo_dialects_only(_inner(CONVNET))
+
+    def no_read(module):
+        raise AssertionError("written to be read")
+    monkeypatch.setattr(safe_parse, "_vhlo_bytecode_read", no_read)
+    monkeypatch.setattr(mlir_source, "parse_in_child", _no_child)
+    assert shlo2jax.load(qr).functions
+
+
 def test_what_the_bytecode_reading_does_not_know_is_printed():
     """A location where an attribute value belongs, another dialect's attribute, a name the
     printed form quotes: the reading says None (the printed form names the problem)."""
