@@ -1322,7 +1322,7 @@ _VHLO_RANKED_TENSOR = 20
 _ATTRIBUTE_FREE_TYPES = frozenset(_VHLO_FLOATS) | frozenset(_VHLO_INTS) | {
     1, 8, 9, 20, 22, 23, 25, _VHLO_NONE}
 _BUILTIN_SCALARS = (2, 7, 8)  # string, unit, integer: the module's own attributes
-_ATTRIBUTE_NAME = re.compile(rb"[A-Za-z_][\w.$-]*")
+_ATTRIBUTE_NAME = re.compile(rb"[A-Za-z_][\w$.]*")  # (as MLIR prints a name unquoted)
 
 
 class _BytecodeKinds:
@@ -1460,6 +1460,6 @@ def vhlo_bytecode_paths(data: bytes) -> Optional[tuple]:
                     kinds.kinds(value, b"", paths)
                 if vhlo:
                     found.append((op, name, paths))
-    except (_Framing, _Inconclusive, IndexError, KeyError):
-        return None
+    except (_Framing, _Inconclusive, IndexError, KeyError, RecursionError):
+        return None  # (RecursionError: arrays nested past Python's stack, read from the print)
     return found, any(max(s, default=0) >= 0x80 for s in strings)

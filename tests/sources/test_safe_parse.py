@@ -472,8 +472,11 @@ def test_what_the_bytecode_reading_does_not_know_is_printed():
             else:
                 assert found is None, value
             constant.attributes["value"] = kept
-        constant.attributes["odd name"] = ir.Attribute.parse("#vhlo.bool_v1<true>")
-        assert safe_parse._vhlo_bytecode_read(module) is None
+        for quoted in ("odd name", "dash-name"):  # (printed in quotes)
+            constant.attributes[quoted] = ir.Attribute.parse("#vhlo.bool_v1<true>")
+            assert safe_parse._vhlo_bytecode_read(module) is None, quoted
+            del constant.attributes[quoted]
+        assert safe_parse._vhlo_bytecode_read(module) is not None
 
 
 def test_a_non_ascii_string_is_read_as_the_printed_form_reads_it():
