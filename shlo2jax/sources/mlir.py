@@ -22,7 +22,8 @@ from shlo2jax import compat
 from shlo2jax.errors import LoadError
 from shlo2jax.sources import vhlo_downgrade, vhlo_kinds
 from shlo2jax.sources.safe_parse import (BYTECODE_MAGIC, check_bytecode, check_text,
-                                         parse_in_child, printed_problem)
+                                         parse_in_child, printed_problem,
+                                         vhlo_dialects_only)
 
 
 def _diagnostic(e: Exception, source_name: str) -> str:
@@ -119,7 +120,8 @@ def _parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str
                 module = None
         if module is not None:
             vhlo = _is_vhlo(module)
-            escaped, unvouched = _check_printed(module, where, vhlo, to_file=verdict.safe)
+            escaped, unvouched = _check_printed(module, where, vhlo, to_file=verdict.safe,
+                                                read_first=vhlo_dialects_only(source))
             if not vhlo:
                 return module
             if unvouched and verdict.safe:
@@ -172,12 +174,12 @@ def _is_vhlo(module: ir.Module) -> bool:
 
 
 def _check_printed(module: ir.Module, where: str, vhlo: bool = False,
-                   to_file: bool = False) -> tuple:
+                   to_file: bool = False, read_first: bool = True) -> tuple:
     """Raises LoadError for what would abort the process; -> (whether a string holds bytes
     outside ASCII, why a `vhlo` module's conversion cannot be vouched for or None) (see
     `printed_problem`)."""
     problem, escaped, unvouched = printed_problem(module, vhlo_kinds.KINDS if vhlo else None,
-                                                  to_file)
+                                                  to_file, read_first)
     if problem:
         raise LoadError(f"cannot read MLIR{where} (corrupt input): {problem}")
     return escaped, unvouched
