@@ -201,3 +201,63 @@ def test_probe_compiler_options_leave_out_an_option_this_xla_lacks(monkeypatch):
         assert probes.probe_compiler_options() == probes.PROBE_COMPILER_OPTIONS
     finally:
         probes.probe_compiler_options.cache_clear()  # (computed again, unpatched)
+
+
+MOVED = """
+func.func private @turned(%v: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %t = "stablehlo.transpose"(%v) {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %t : tensor<3x2xf32>
+}
+func.func @main(%x: tensor<2x3xf32>, %n: tensor<i64>) -> (tensor<2x2x2xf32>, tensor<6xf32>, tensor<2x6xf32>) {
+  %b = "stablehlo.broadcast_in_dim"(%x) {broadcast_dimensions = array<i64: 2, 0>} : (tensor<2x3xf32>) -> tensor<3x4x2xf32>
+  %s = "stablehlo.slice"(%b) {start_indices = array<i64: 0, 1, 0>, limit_indices = array<i64: 3, 4, 2>, strides = array<i64: 2, 2, 1>} : (tensor<3x4x2xf32>) -> tensor<2x2x2xf32>
+  %e = stablehlo.exponential %x : tensor<2x3xf32>
+  %t1 = func.call @turned(%e) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %t2 = func.call @turned(%x) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %r = stablehlo.reshape %t1 : (tensor<3x2xf32>) -> tensor<6xf32>
+  %c = stablehlo.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %cb = stablehlo.broadcast_in_dim %c, dims = [0] : (tensor<2xf32>) -> tensor<2x6xf32>
+  %zero = stablehlo.constant dense<0> : tensor<i64>
+  %one = stablehlo.constant dense<1> : tensor<i64>
+  %w:2 = stablehlo.while(%i = %zero, %acc = %r) : tensor<i64>, tensor<6xf32>
+   cond {
+    %lt = stablehlo.compare LT, %i, %n : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %j = stablehlo.add %i, %one : tensor<i64>
+    %sq = stablehlo.reshape %acc : (tensor<6xf32>) -> tensor<2x3xf32>
+    %l = stablehlo.log %sq : tensor<2x3xf32>
+    %f = stablehlo.reshape %l : (tensor<2x3xf32>) -> tensor<6xf32>
+    stablehlo.return %j, %f : tensor<i64>, tensor<6xf32>
+  }
+  func.return %s, %w#1, %cb : tensor<2x2x2xf32>, tensor<6xf32>, tensor<2x6xf32>
+}"""
+
+
+def test_values_that_only_move_data_are_rebuilt_as_recorded(monkeypatch):
+    # A reshape, transpose, broadcast or slice of a top-level value (an argument, a callee's
+    # argument, a constant, another op's value, a rebuilt one) is made in numpy after the run,
+    # not an output of it: the same bits as recording it; inside a loop it is recorded.
+    program = shlo2jax.load(MOVED)
+    x = np.array([[0.5, 1.0, 2.0], [3.0, 4.0, 5.0]], np.float32)
+    made: list = []
+    records = probes._Prober.records
+    def spied(prober, *args):
+        made.append(sorted(key.name for _, key, _ in prober.made))
+        return records(prober, *args)
+    monkeypatch.setattr(probes._Prober, "records", spied)
+    outs, rebuilt = probe(program, x, np.array(2, np.int64), values="all")
+    monkeypatch.setattr(probes, "REBUILT", {})  # (every value an output of the run)
+    _, recorded = probe(program, x, np.array(2, np.int64), values="all")
+    # (the broadcasts, the slice, both calls' transposes, the reshape after them, constants)
+    assert made == [["stablehlo.broadcast_in_dim"] * 2 + ["stablehlo.constant"] * 3 +
+                    ["stablehlo.reshape", "stablehlo.slice"] + ["stablehlo.transpose"] * 2, []]
+    assert list(rebuilt) == list(recorded) and rebuilt.skipped == recorded.skipped
+    for key in recorded:
+        assert len(rebuilt[key]) == len(recorded[key])
+        for a, b in zip(rebuilt[key], recorded[key]):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), key
+    np.testing.assert_array_equal(_by_name(rebuilt, "stablehlo.slice")[0],
+                                  np.broadcast_to(x.T[:, None, :], (3, 4, 2))[::2, 1::2])
+    assert len(_by_name(rebuilt, "stablehlo.reshape")) == 1 + 2 * 2  # (two loop iterations)
+    np.testing.assert_array_equal(outs[0], _by_name(rebuilt, "stablehlo.slice")[0])

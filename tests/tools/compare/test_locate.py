@@ -16,6 +16,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 # Special functions (power, log1p, erf's composite): the ops whose values XLA CPU's elemental
 # and fusion emitters compute differently, by an ulp or so.
 FLOW_SPECIAL = ROOT / "tests" / "corpus" / "jax" / "flow_special" / "exported.bin"
+# A transformer whose float32 run parts from its f64 reference at a multiply reading
+# broadcasts (rotary embeddings); 235 of its 391 probed values are made after the run.
+LLAMA = ROOT / "tests" / "corpus" / "torch" / "hf_llama" / "exported.bin"
 
 
 def _located(result) -> list:
@@ -51,3 +54,17 @@ def test_instrumented_recordings_compiled_as_probes_locate_the_same_ops(monkeypa
     probed = first_ops()
     monkeypatch.setattr(backends, "probe_compiler_options", dict)  # (XLA's defaults)
     assert probed and first_ops() == probed
+
+
+def test_values_rebuilt_after_the_run_locate_the_same_ops(monkeypatch):
+    # probes.REBUILT: reshapes, transposes, broadcasts and slices of recorded values made in
+    # numpy rather than recorded; an empty REBUILT records every value as an output.
+    results = []
+    for rebuilt in (probes.REBUILT, {}):
+        monkeypatch.setattr(probes, "REBUILT", rebuilt)
+        results.append(compare(LLAMA, ["cpu", "f64"], rtol=0, atol=0, locate=True))
+    made, recorded = results
+    assert _located(made) == _located(recorded) and made.located[0].culprit
+    assert [(d.errors, d.operands) for d in made.located] == \
+        [(d.errors, d.operands) for d in recorded.located]
+    assert made.profiles == recorded.profiles and made.locate_notes == recorded.locate_notes
