@@ -317,28 +317,30 @@ _ELEMENT = {"A": "a", "T": "t", "D": "a", "L": "v"}  # a list's element
 
 def _references(data: bytes, pos: int, end: int, fields: str, num_attrs: int) -> list:
     """The entries (attributes 0.., types num_attrs..) that the fields `fields` of an encoding
-    at data[pos:end] refer to; [] where they do not read within the entry."""
+    at data[pos:end] refer to, in the order MLIR's reader reads them. Where the encoding does
+    not read within the entry, those read before: the reader resolves each reference as it
+    reads it, so it follows them (round a cycle, forever) before it fails."""
     out = []
     for field in fields:
         n = 1
         if field in "ATDL":
             if pos >= end:
-                return []
+                return out
             n, pos = _varint(data, pos)
-            if n > end - pos:
-                return []
             if field == "D":  # (name, value) pairs
                 n *= 2
             field = _ELEMENT[field]
         for _ in range(n):
             if pos >= end:
-                return []
+                return out
             value, pos = _varint(data, pos)
+            if pos > end:
+                return out
             if field == "a":
                 out.append(value)
             elif field == "t":
                 out.append(num_attrs + value)
-    return out if pos <= end else []
+    return out
 
 
 def _scalar_fields(table: dict, num_attrs: int) -> dict:
@@ -376,7 +378,7 @@ def _reference_graph(data: bytes, num_attrs: int, entries: list, dialects: list)
             continue
         if fields.__class__ is tuple:  # (the inline path: locations, typed attributes)
             refs = []
-            for base in fields:
+            for base in fields:  # (as `_references`: those read within the entry)
                 if pos >= end:
                     break
                 value = data[pos]
@@ -384,15 +386,14 @@ def _reference_graph(data: bytes, num_attrs: int, entries: list, dialects: list)
                     value, pos = value >> 1, pos + 1
                 else:
                     value, pos = varint(data, pos)
+                if pos > end:
+                    break
                 if base is not None:
                     refs.append(base + value)
-            else:
-                if pos <= end:
-                    edges[i] = refs
         else:
             refs = _references(data, pos, end, fields, num_attrs)
-            if refs:
-                edges[i] = refs
+        if refs:
+            edges[i] = refs
     return edges
 
 
