@@ -6,7 +6,10 @@ backends) says each step's start and end on a line of its own instead (`Steps`).
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
+import time
 
 from tqdm import tqdm
 
@@ -63,3 +66,33 @@ class Steps:
     def __call__(self, text: str) -> None:
         if self.shown:
             print(f"{self.label}: {text}", file=sys.stderr, flush=True)
+
+    def timed(self, label: str, limit: float):
+        """A context manager: while it lasts, a bar of the seconds spent against `limit`
+        (shown where the lines are), redrawn from a thread."""
+        return _Elapsed(f"{self.label}: {label}", limit) if self.shown \
+            else contextlib.nullcontext()
+
+
+class _Elapsed:
+    def __init__(self, label: str, limit: float):
+        self._bar = tqdm(total=round(limit), desc=label, file=sys.stderr, leave=False,
+                         dynamic_ncols=True, unit="s", mininterval=MIN_INTERVAL,
+                         bar_format="{desc}: {bar} {n:.0f}/{total:.0f} s")
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self) -> None:
+        start = time.monotonic()
+        while not self._done.wait(0.5):
+            self._bar.n = min(self._bar.total, time.monotonic() - start)
+            self._bar.refresh()
+
+    def __enter__(self) -> "_Elapsed":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+        self._bar.close()

@@ -5,6 +5,7 @@ whole on stdout."""
 from __future__ import annotations
 
 import re
+import time
 import textwrap
 
 import pytest
@@ -94,3 +95,27 @@ def test_the_compare_command_is_quiet_when_piped_or_with_q(tmp_path, capsys, mon
     assert "backends agree" in out
     shown = terminal_stderr and not quiet
     assert ("compare: f64: ok in" in err) is shown and (err == "") is not shown
+
+
+def test_the_interpreter_shows_its_seconds_against_its_limit(capsys, terminal, monkeypatch):
+    """The reference interpreter's child cannot count its progress: its bar is the seconds
+    spent against the time limit, redrawn while it runs, gone when it ends."""
+    from shlo2jax.tools.compare import backends
+    real = backends.InterpreterBackend.run
+
+    def slow(self, *args, **kwargs):
+        time.sleep(1.6)  # (three redraws of the bar)
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(backends.InterpreterBackend, "run", slow)
+    compare(CHAIN, ["cpu", "interpreter"], interpreter_timeout=90,
+            progress=progress.Steps("compare"))
+    err = capsys.readouterr().err
+    assert "compare: interpreter: running" in err
+    assert re.search(r"compare: interpreter: .* 1/90 s", err), err  # redrawn as it ran
+    assert "compare: interpreter: ok in" in err
+
+
+def test_no_seconds_bar_when_piped(capsys):
+    with progress.Steps("compare").timed("interpreter", 90):
+        time.sleep(0.6)
+    assert capsys.readouterr().err == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -102,7 +103,8 @@ def compare(source, backends: Optional[Sequence] = None, *, against=None,
     if reduce is not None and result.disagreeing():
         progress("reducing the first disagreement")
         result.reduced = reduce_disagreement(result, program, fn.name, list(inputs), by_name,
-                                             reduce, other, compare=compare)
+                                             reduce, other, compare=compare,
+                                             progress=progress)
     return result
 
 
@@ -183,9 +185,14 @@ def _against(b, other: Program):
 
 
 def _run(b, program, function: str, inputs: list, progress: Callable) -> BackendRun:
-    """The backend's run, its start and end told to `progress`."""
+    """The backend's run, its start and end told to `progress`; a backend run in a child
+    with a time limit (the interpreter, another Python) shows its seconds against the limit
+    while it runs, where `progress` draws (a `Steps`)."""
     progress(f"{b.name}: running")
-    run = _outcome(b, program, function, inputs)
+    limit = getattr(b, "timeout", None)
+    timed = getattr(progress, "timed", None)
+    with timed(b.name, limit) if timed and limit else contextlib.nullcontext():
+        run = _outcome(b, program, function, inputs)
     version = getattr(b, "jax_version", "")  # (another Python's)
     progress(f"{b.name}: {run.status}" + (f" in {run.seconds:.1f} s" if run.seconds else "")
              + (f" (jax {version})" if version else "")

@@ -21,7 +21,7 @@ import contextlib
 import math
 import os
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -53,14 +53,15 @@ def check_folder(path, what: str = "--reduce") -> None:
 
 def reduce_disagreement(result, program, function: str, inputs: list, by_name: dict,
                         directory, other=None, max_checks: int = MAX_CHECKS, *,
-                        compare) -> Reduced:
+                        compare, progress: Callable = lambda text: None) -> Reduced:
     """Writes the reduced module(s) and their arguments to `directory` for the first
     disagreeing pair of `result` (pairs with the interpreter last: every check runs it in a
     child process) and returns what was written. `program`, `function`, `inputs`: what
     `result` compared (the module's own function and arguments); `by_name`: its backends by
     name; `other`: the program compared against; `max_checks`: candidates checked at most;
     `compare`: the function that checks each candidate (`compare(..., reduce=DIR)` passes
-    itself: this module is what it calls)."""
+    itself: this module is what it calls); `progress`: told the cut and each candidate's
+    verdict as it comes (a line each)."""
     pairs = sorted(result.disagreeing(), key=lambda p: "interpreter" in (p.a, p.b))
     if not pairs:
         raise InputError("--reduce: nothing to reduce: every pair agrees")
@@ -75,6 +76,7 @@ def reduce_disagreement(result, program, function: str, inputs: list, by_name: d
         raise InputError(f"--reduce: {a.name} vs {b.name}: every recorded intermediate value "
                          "agrees; only the outputs differ, there is no op to cut at")
     cut = found[0]  # (where a difference starts first, where one does)
+    progress(f"reduce: cut at op #{cut['op_index']} {cut['name']} ({a.name} vs {b.name})")
     values = {(k.op_index, k.result): v[0] for k, v in recordings[0].records.items()}
     counterpart = {x.op_index: y.op_index for x, y in matched_ops(*recordings, match)}
     with contextlib.ExitStack() as stack:
@@ -84,7 +86,7 @@ def reduce_disagreement(result, program, function: str, inputs: list, by_name: d
         check = _Check(mine, theirs, counterpart, values, inputs, cut["op_index"],
                        lambda texts, args: _disagrees(texts, args, a, b, program, tolerances,
                                                       compare),
-                       max_checks)
+                       max_checks, progress)
         chosen = check.reduce()
         texts, arguments = check.candidate(chosen)
         written = _write(directory, texts, arguments)
@@ -261,10 +263,11 @@ class _Check:
     the op `cut`, each built as a module (and the other program's, against one) and checked."""
 
     def __init__(self, mine: _Body, theirs: Optional[_Body], counterpart: dict, values: dict,
-                 inputs: list, cut: int, disagrees, max_checks: int):
+                 inputs: list, cut: int, disagrees, max_checks: int,
+                 progress: Callable = lambda text: None):
         self.mine, self.theirs, self.counterpart = mine, theirs, counterpart
         self.values, self.inputs, self.cut = values, inputs, cut
-        self.disagrees, self.max_checks = disagrees, max_checks
+        self.disagrees, self.max_checks, self.progress = disagrees, max_checks, progress
         self.checks, self.seen = 0, {}
 
     def reduce(self) -> list:
@@ -316,6 +319,10 @@ class _Check:
             built = self.candidate(sorted(key))
             self.checks += built is not None
             self.seen[key] = built is not None and self.disagrees(*built)
+            if built is not None:
+                self.progress(f"reduce: candidate {self.checks} of at most {self.max_checks}, "
+                              f"{self.mine.op_count(sorted(key))} ops: "
+                              + ("still disagrees" if self.seen[key] else "agrees"))
         return self.seen[key]
 
     def candidate(self, chosen: list):

@@ -98,9 +98,15 @@ def test_the_reference_interpreter_runs_the_reduced_module(perturbed, tmp_path):
 def test_a_cancellation_cpu_vs_f64_keeps_the_rounding_op(tmp_path):
     out = tmp_path / "reduced"
     # (f64 named first: the recorded values are the f32 run's, whatever the order)
-    result = compare(CANCELLATION, ["f64", "cpu"], reduce=out, **LOOSE)
+    told = []
+    result = compare(CANCELLATION, ["f64", "cpu"], reduce=out, progress=told.append, **LOOSE)
     reduced = result.reduced
     assert (reduced.a, reduced.b) == ("cpu", "f64")
+    # progress: the cut, then each candidate checked, with its verdict, as it comes
+    said = [t for t in told if t.startswith("reduce: ")]
+    assert said[0].startswith("reduce: cut at op #") and "stablehlo.subtract" in said[0], said
+    assert len(said) == 1 + reduced.checks, said
+    assert said[-1].endswith(("still disagrees", "agrees"))
     assert reduced.cut.startswith("stablehlo.subtract at ")
     assert reduced.checks > 1  # the subtract alone did not disagree: it grew upstream
     ops = _ops(out / "reduced.mlir")
