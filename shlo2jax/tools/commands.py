@@ -10,6 +10,7 @@ import json
 import os
 import math
 import re
+import time
 
 import numpy as np
 
@@ -242,11 +243,37 @@ def _input_arguments(p) -> None:
 
 # ------------------------------------------------------------------- shared steps
 
+# Inputs of at least this many bytes are loaded saying so (on a terminal): a load of a
+# gigabyte of weights takes seconds.
+LARGE_INPUT_BYTES = 64 << 20
+
+
 def _load(args):
-    """The program FILE, loaded with the options the flags give (`options_from`)."""
+    """The program FILE, loaded with the options the flags give (`options_from`); a large
+    one with its start and end said on stderr (`Steps`)."""
+    say = Steps("shlo2jax", quiet=getattr(args, "quiet", False))
+    size = _input_bytes(args.file) if say.shown else 0
+    if size >= LARGE_INPUT_BYTES:
+        say(f"loading {args.file} ({size / (1 << 20):,.0f} MB)")
+    start = time.perf_counter()
     with exits.about(args.file):
-        return load(args.file, options_from(args), module=args.module,
-                    signature=args.signature)
+        program = load(args.file, options_from(args), module=args.module,
+                       signature=args.signature)
+    if size >= LARGE_INPUT_BYTES:
+        say(f"loaded in {time.perf_counter() - start:.1f} s")
+    return program
+
+
+def _input_bytes(path: str) -> int:
+    """The bytes of the file, or of the files in the folder (0 where it cannot be read: the
+    load says why)."""
+    try:
+        if os.path.isdir(path):
+            return sum(os.path.getsize(os.path.join(folder, name))
+                       for folder, _, names in os.walk(path) for name in names)
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _function(program, name):

@@ -4,6 +4,7 @@ whole on stdout."""
 
 from __future__ import annotations
 
+import pathlib
 import re
 import time
 import textwrap
@@ -14,6 +15,8 @@ from shlo2jax.tools import cli, conformance, exits, isolated, progress
 from shlo2jax.tools.compare import TranslatedBackend, compare
 
 from _helpers import CHAIN
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _cases(folder, n: int = 3):
@@ -118,4 +121,17 @@ def test_the_interpreter_shows_its_seconds_against_its_limit(capsys, terminal, m
 def test_no_seconds_bar_when_piped(capsys):
     with progress.Steps("compare").timed("interpreter", 90):
         time.sleep(0.6)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_large_input_is_loaded_saying_so(capsys, terminal, monkeypatch):
+    from shlo2jax.tools import commands
+    monkeypatch.setattr(commands, "LARGE_INPUT_BYTES", 1)  # (every input is large)
+    path = str(ROOT / "examples" / "mlp.mlir")
+    assert cli.main(["run", path]) == exits.OK
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and re.fullmatch(r"shlo2jax: loading .*mlp\.mlir \(0 MB\)", lines[0])
+    assert re.fullmatch(r"shlo2jax: loaded in [\d.]+ s", lines[1]), lines
+    monkeypatch.setattr(commands, "LARGE_INPUT_BYTES", 64 << 20)  # (the default: not this)
+    assert cli.main(["run", path]) == exits.OK
     assert capsys.readouterr().err == ""
