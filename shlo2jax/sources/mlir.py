@@ -119,9 +119,15 @@ def _parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str
             except Exception:  # noqa: BLE001 - parse_mlir_unchecked reports it
                 module = None
         if module is not None:
-            vhlo = _is_vhlo(module)
-            escaped, unvouched = _check_printed(module, where, vhlo, to_file=verdict.safe,
-                                                read_first=vhlo_dialects_only(source))
+            try:
+                vhlo = _is_vhlo(module)
+                escaped, unvouched = _check_printed(module, where, vhlo, to_file=verdict.safe,
+                                                    read_first=vhlo_dialects_only(source))
+            except UnicodeDecodeError as e:
+                # (a name the bindings hand back as text: an op's, in a string table whose
+                # strings need not be UTF-8, which made the verdict inconclusive)
+                raise LoadError(f"cannot read MLIR{where}: corrupt MLIR bytecode: a dialect's "
+                                f"or an op's name is not UTF-8 ({e.reason})") from None
             if not vhlo:
                 return module
             if unvouched and verdict.safe:
