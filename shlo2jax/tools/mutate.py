@@ -644,10 +644,9 @@ CALLS_PER_MUTANT = 4
 
 
 def _check_api(mutant: tuple, lowering: str, path: str, inputs) -> dict:
-    """A program given as bytes or text is loaded as such (its file is for the command line);
-    a folder by its path."""
+    """The mutant loaded (`_loadable`) and its entry, or a sample of its functions, called."""
     _, label, data = mutant
-    source = data if isinstance(data, (bytes, str)) else path
+    source = _loadable(data, path)
     try:
         try:
             program = load(source, lowering=lowering)
@@ -666,7 +665,7 @@ def _check_api(mutant: tuple, lowering: str, path: str, inputs) -> dict:
     outcome = None
     for fn in called:
         try:
-            args = bind_arrays(fn, read_npz(inputs)) if inputs else seeded_inputs(fn)
+            args = _arguments(fn, inputs)
         except ValueError as e:
             # tokens, `?` dimensions: no seeded inputs (not the library's); an .npz that does
             # not fit: an InputError, the library's (a ValueError too)
@@ -693,6 +692,17 @@ def _check_api(mutant: tuple, lowering: str, path: str, inputs) -> dict:
     return outcome
 
 
+def _loadable(data, path: str):
+    """What `load` is given for a mutant: a program as bytes or text itself (its file is for
+    the command line), a folder by its path."""
+    return data if isinstance(data, (bytes, str)) else path
+
+
+def _arguments(fn, inputs):
+    """The mutant's arguments: its .npz's arrays where it has one, else seeded inputs."""
+    return bind_arrays(fn, read_npz(inputs)) if inputs else seeded_inputs(fn)
+
+
 def _call_in_stages(fn, args) -> None:
     """fn(*args), its compile and its run reported apart (`report_stage`): a mutant past the
     time limit while it runs is a program that runs long, which `run_mutants` tells from a
@@ -715,8 +725,8 @@ def run_directly(mutant: tuple) -> str:
     with _written(mutant[2]) as (path, inputs):
         _, _, data = mutant
         try:
-            fn = load(data if isinstance(data, (bytes, str)) else path, lowering="direct").entry
-            args = bind_arrays(fn, read_npz(inputs)) if inputs else seeded_inputs(fn)
+            fn = load(_loadable(data, path), lowering="direct").entry
+            args = _arguments(fn, inputs)
             jax.block_until_ready(fn(*args))
         except Exception as e:  # noqa: BLE001
             return type(e).__name__
