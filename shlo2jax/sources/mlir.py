@@ -22,8 +22,7 @@ from shlo2jax import compat
 from shlo2jax.errors import LoadError
 from shlo2jax.sources import vhlo_downgrade, vhlo_kinds
 from shlo2jax.sources.safe_parse import (BYTECODE_MAGIC, check_bytecode, check_text,
-                                         parse_in_child, printed_problem,
-                                         vhlo_dialects_only)
+                                         parse_in_child, printed_problem)
 
 
 def _diagnostic(e: Exception, source_name: str) -> str:
@@ -122,7 +121,7 @@ def _parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str
             try:
                 vhlo = _is_vhlo(module)
                 escaped, unvouched = _check_printed(module, where, vhlo, to_file=verdict.safe,
-                                                    read_first=vhlo_dialects_only(source))
+                                                    read_first=verdict.vhlo_dialects_only)
             except UnicodeDecodeError as e:
                 # (a name the bindings hand back as text: an op's, in a string table whose
                 # strings need not be UTF-8, which made the verdict inconclusive)

@@ -30,6 +30,8 @@ per op (36 ms on a 75k-op module, whose parse by jaxlib takes 68 ms).
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import os
 import re
 import signal
@@ -49,13 +51,25 @@ _ALIGNMENT_BYTE = 0xCB
 _DIALECT_VERSIONING = 1  # the bytecode version from which dialects carry versions
 
 
-class Verdict(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Verdict:
     """What the check says about an input: `error` (it is malformed: the message), or
     `safe` (the in-process parser may see it), or neither (a child process must parse it
     first; `why` says what made the check inconclusive)."""
     safe: bool
     error: Optional[str] = None
     why: str = ""
+    # (a safe bytecode's dialect names, as its dialect section lists them: what was read,
+    # not part of the verdict)
+    dialects: tuple = dataclasses.field(default=(), compare=False, repr=False)
+
+    @property
+    def vhlo_dialects_only(self) -> bool:
+        """Whether the checked bytecode holds builtin and vhlo constructs only: else (a
+        sharding rule of another dialect on a custom call, say) the bytecode reading would not
+        vouch for it, and the module is printed without writing it first (~0.03 s on a
+        50k-op module)."""
+        return bool(self.dialects) and set(self.dialects) <= {b"builtin", b"vhlo"}
 
 
 SAFE = Verdict(True)
@@ -873,7 +887,7 @@ def check_bytecode(data: bytes) -> Verdict:
         if bad:
             return Verdict(False, why=f"an attribute or type entry writes bytes that are not "
                                       f"UTF-8 ({bad})")
-    return SAFE
+    return Verdict(True, dialects=tuple(dialects))
 
 
 # What parsing accepts but jaxlib aborts on when the decoder reads it, seen in the module's
@@ -905,7 +919,7 @@ def printed_problem(module, vhlo_kinds: Optional[dict] = None, to_file: bool = F
     attributes (`vhlo.func_v1`'s own printer shows its name and type as a signature, and
     casts them blindly to print them). `to_file`: the module's strings are all UTF-8 (the
     bytecode check said so): a VHLO module is read from its bytecode (`vhlo_bytecode_paths`;
-    with `read_first`: see `vhlo_dialects_only`), printed only where that reading does not
+    with `read_first`: see `Verdict.vhlo_dialects_only`), printed only where that reading does not
     vouch for it, and then through a file (`_vhlo_printed`)."""
     if vhlo_kinds is not None and to_file and read_first:
         read = _vhlo_bytecode_read(module)
@@ -938,21 +952,13 @@ _PLAIN_NAME = re.compile(r"[\w$-][\w.$-]*")
 
 
 def vhlo_dialects_only(data: bytes) -> bool:
-    """Whether a bytecode file holds builtin and vhlo constructs only: else (a sharding rule
-    of another dialect on a custom call, say) the bytecode reading would not vouch for it,
-    and the module is printed without writing it first (~0.03 s on a 50k-op module)."""
-    try:
-        version, _, sections = _sections(data)
-        strings = _strings(data, *sections[_STRING])
-        return set(_dialect_names(data, version, *sections[_DIALECT], strings)) <= {
-            b"builtin", b"vhlo"}
-    except (_Framing, IndexError):
-        return False
+    """`Verdict.vhlo_dialects_only` of a bytecode file that the check finds safe (False for
+    any other)."""
+    return check_bytecode(data).vhlo_dialects_only
 
 
 def _vhlo_bytecode_read(module) -> Optional[tuple]:
     """`vhlo_bytecode_paths` of a module of vhlo ops, or None."""
-    import io
     if not all(op.operation.name.startswith("vhlo.") for op in module.body.operations):
         return None
     written = io.BytesIO()
