@@ -21,8 +21,14 @@ from shlo2jax.registry import register_op
 from shlo2jax.translate import evaluate
 
 
-# Callees of at most this many ops (their regions' included) are evaluated inline (see `call`).
+# Callees of at most this many ops (their regions' included) are evaluated inline (see `call`),
+# where the copies of one callee add at most _INLINED_SHARE of the module's ops (or
+# _INLINED_COPIES, in a small module): a helper called from thousands of sites (a neural ODE's
+# softplus at each of its 1,800 vector-field evaluations) stays one jitted callee, traced once,
+# where copying it would add half the program's equations to trace, lower and differentiate.
 _INLINED_OPS = 32
+_INLINED_SHARE = 1 / 8
+_INLINED_COPIES = 1024
 
 
 # Private functions jax emits as the lowering of a primitive whose derivative jax defines on
@@ -69,7 +75,7 @@ def call(ctx, op, *args):
     derivative = None if fdef is None else _implemented_primitive_derivative(fdef)
     if derivative is not None:
         return _with_derivative(translator.callee(op.params), derivative)(*args)
-    if fdef is not None and _inlined(fdef):
+    if fdef is not None and _inlined(fdef, translator.module):
         # A small helper (an exporter's `_var`, `silu`, `_where`) evaluated in its caller's
         # trace, sharing the caller's table of values (Scope.seen): what it computes again
         # (the mean its caller computed) is staged once, as the producer's own program does
@@ -81,16 +87,23 @@ def call(ctx, op, *args):
     return single_or_tuple(op, outs)
 
 
-def _inlined(fdef) -> bool:
-    budget = _INLINED_OPS
+def _inlined(fdef, module) -> bool:
+    size = _small_size(fdef)
+    return size is not None and size * module.call_sites().get(fdef.name, 0) <= max(
+        _INLINED_COPIES, len(module.ops) * _INLINED_SHARE)
+
+
+def _small_size(fdef) -> Optional[int]:
+    """The ops of `fdef` (its regions' included) where they are at most _INLINED_OPS."""
+    size = 0
     pending = [fdef.body]
-    while pending:  # the ops of its regions count too
+    while pending:
         ops = pending.pop().ops
-        budget -= len(ops)
-        if budget < 0:
-            return False
+        size += len(ops)
+        if size > _INLINED_OPS:
+            return None
         pending.extend(r for op in ops for r in op.regions)
-    return True
+    return size
 
 
 def _constant_source(region, vid, through_broadcast=False):

@@ -6,6 +6,7 @@ value ids, decoded attributes, result types and its resolved handler.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import re
 from typing import Any, Callable, Optional
@@ -151,6 +152,7 @@ class ModuleDef:
         self.custom_calls: bool = True
         # The functions' signatures only, no bodies (decode_signatures)
         self.signatures_only: bool = False
+        self._call_sites: Optional[dict] = None
 
     def hold_locations(self) -> None:
         """Lets no op refer to an `ir.Location` (which holds the module's context, and its
@@ -170,6 +172,14 @@ class ModuleDef:
                 op._location, any_held = held, True
         if any_held:
             held.hold(locations)
+
+    def call_sites(self) -> dict:
+        """callee name -> the module's `func.call` ops that call it (counted once)."""
+        sites = self._call_sites
+        if sites is None:
+            sites = self._call_sites = collections.Counter(
+                op.params for op in self.ops if op.name == "func.call")
+        return sites
 
     def op_histogram(self) -> dict:
         hist: dict = {}

@@ -315,9 +315,10 @@ def test_replayed_equations_are_the_traced_ones(gradients):
 
 
 def test_an_equation_on_one_value_passed_twice_is_replayed_on_one_value_only():
-    """A call staging one equation on fewer operands than it was given, one value passed
-    several times (strong-zero `x * x`: one `square` of x), is learned using the first and
-    replayed only where the others are that same value; elsewhere it is not (run again)."""
+    """A call staging one equation on one value passed several times is replayed only where
+    those arguments are again one value; elsewhere it is not (run again, and learned in its
+    own order). Fewer operands than arguments (strong-zero `x * x`: one `square` of x) use
+    the first; as many (`x - x`, `x != x`) take them in turn."""
     import jax
     from jax import lax
     from shlo2jax import compat
@@ -330,13 +331,20 @@ def test_an_equation_on_one_value_passed_twice_is_replayed_on_one_value_only():
         seen["learned"] = replay.learn("neg", (x, x), lambda: lax.neg(x))
         seen["same"] = replay.emit("neg", (y, y))
         seen["other"] = replay.emit("neg", (x, y))
-        seen["bound"] = replay.learn("add", (x, x), lambda: lax.add(x, x))
+        replay.learn("sub", (x, x), lambda: lax.sub(x, x))
+        seen["sub same"] = replay.emit("sub", (y, y))
+        seen["sub other"] = replay.emit("sub", (x, y))
+        replay.learn("sub", (x, y), lambda: lax.sub(y, x))  # (a rule taking them swapped)
+        seen["sub swapped"] = replay.emit("sub", (y, x))
         return seen["same"]
     jaxpr = jax.make_jaxpr(f)(np.float32(1), np.float32(2))
     assert seen["same"] is not None and seen["other"] is None
-    assert [e.primitive.name for e in jaxpr.eqns] == ["neg", "neg", "add"]
-    assert jaxpr.eqns[1].invars == [jaxpr.jaxpr.invars[1]]
-    assert not any(key[0] == "add" for key in replay._learned)  # (add(x, x): two operands)
+    assert seen["sub same"] is not None and seen["sub other"] is None
+    assert seen["sub swapped"] is not None
+    x, y = jaxpr.jaxpr.invars
+    assert [(e.primitive.name, e.invars) for e in jaxpr.eqns] == [
+        ("neg", [x]), ("neg", [y]), ("sub", [x, x]), ("sub", [y, y]), ("sub", [y, x]),
+        ("sub", [x, y])]
 
 
 _CONSTANT_OPERANDS = """

@@ -168,26 +168,29 @@ class EquationReplay:
 
     def _operand_order(self, in_tracers, args, constants, trace) -> Optional[tuple]:
         """For each operand of the equation, the index of the argument it is (lax.select
-        stages (pred, on_false, on_true)); None where some operand is no argument, or could be
-        more than one (the same value passed twice: the order is learned from other calls),
-        or a traced argument is not used. Except: an equation of fewer operands than arguments
-        on one value passed several times (strong-zero `x * x` is one `square` of x: its key
-        says its operands are one value, so no other call teaches it) uses the first; the
-        others must be that same value whenever it is replayed (an `_Aliased` order)."""
+        stages (pred, on_false, on_true)); None where some operand is no argument, or a
+        traced argument is not used. One value passed several times is one of two cases,
+        either replayed only where those arguments are again that one value (an `_Aliased`
+        order; another call of the key on distinct values learns its own order): an equation
+        of fewer operands than arguments (strong-zero `x * x` is one `square` of x) takes the
+        first; one of as many (`x != x`, NaN's test) takes them in turn."""
         order = []
+        aliases = []
         for t in in_tracers:
             found = [j for j, a in enumerate(args) if t is a or (
                 constants and type(a) is np.ndarray and self._staged_constant(t, a, trace))]
-            if len(found) > 1 and len(in_tracers) < len(args) and all(
-                    args[j] is args[found[0]] for j in found):
-                found = found[:1]
+            if len(found) > 1 and all(args[j] is args[found[0]] for j in found):
+                if len(in_tracers) < len(args):
+                    found = found[:1]
+                else:  # (`x != x`, NaN's test: each operand takes the next copy of x)
+                    aliases.extend((j, found[0]) for j in found[1:])
+                    found = [j for j in found if j not in order][:1]
             if len(found) != 1:
                 return None
             order.append(found[0])
         used = set(order)
         if len(used) != len(order):
             return None
-        aliases = []
         for j, a in enumerate(args):
             if j in used or type(a) is np.ndarray:
                 continue  # (an unused constant is part of the key: reduce's identity init)
@@ -195,7 +198,7 @@ class EquationReplay:
             if first is None:
                 return None
             aliases.append((j, first))
-        return _Aliased(order, aliases) if aliases else tuple(order)
+        return _Aliased(order, dict.fromkeys(aliases)) if aliases else tuple(order)
 
     def _staged_constant(self, tracer, arg, trace) -> bool:
         """Whether `tracer` (an equation's operand) is what bind staged for the numpy `arg`."""
@@ -245,7 +248,7 @@ class EquationReplay:
                 or any(callable(v) or isinstance(v, JAXPR_TYPES)
                        for v in eqn.params.values())):
             return out
-        if order == tuple(range(len(args))):
+        if order == tuple(range(len(args))) and type(order) is not _Aliased:
             order = None
         entry = (prim, eqn.params, [out.aval], avals, order)
         if constants:

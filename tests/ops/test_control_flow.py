@@ -310,6 +310,37 @@ def test_small_callees_are_inlined_and_what_they_compute_again_is_staged_once(pa
                                  sign * jnp.mean(x, 1, keepdims=True))))(x), rtol=1e-6)
 
 
+@pytest.mark.parametrize("sites", [4, 200])
+def test_a_small_callee_called_from_many_sites_stays_one_jitted_callee(sites):
+    """Copies of a small callee may add at most an eighth of the module's ops (or 1,024 in a
+    small module, ops/control_flow._INLINED_COPIES): a softplus called at each of a neural
+    ODE's 1,800 steps is traced once as a jitted callee, with the values inlining gives."""
+    import jax.numpy as jnp
+    calls = "".join(f"""
+      %y{i + 1} = func.call @softplus(%y{i}) : (tensor<8xf32>) -> tensor<8xf32>"""
+                    for i in range(sites))
+    program = shlo2jax.load(f"""
+    func.func private @softplus(%x: tensor<8xf32>) -> tensor<8xf32> {{
+      %0 = stablehlo.exponential %x : tensor<8xf32>
+      %1 = stablehlo.log_plus_one %0 : tensor<8xf32>
+      %2 = stablehlo.multiply %1, %1 : tensor<8xf32>
+      %3 = stablehlo.sqrt %2 : tensor<8xf32>
+      %4 = stablehlo.negate %3 : tensor<8xf32>
+      %5 = stablehlo.negate %4 : tensor<8xf32>
+      return %5 : tensor<8xf32>
+    }}
+    func.func @main(%y0: tensor<8xf32>) -> tensor<8xf32> {{{calls}
+      return %y{sites} : tensor<8xf32>
+    }}""")
+    x = jnp.linspace(-3.0, 3.0, 8, dtype=jnp.float32)
+    kinds = _kinds(program, x)
+    assert kinds[1:].count("jit") == (sites if sites > 100 else 0), kinds
+    expected = np.asarray(x, np.float64)
+    for _ in range(sites):
+        expected = np.log1p(np.exp(expected))
+    np.testing.assert_allclose(program(x), expected, rtol=1e-5)
+
+
 # jax 0.12 lowers f32 lax.lgamma to a private @lgamma_impl computing through its argument's
 # bits; here the body does the same (a bitcast round trip: no derivative), so only the
 # primitive's derivative, digamma, gives the producer's gradient.
