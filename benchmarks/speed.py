@@ -1,7 +1,8 @@
 """Time to first result and translation throughput, side by side with `jax.export`.
 
     python benchmarks/speed.py [--small jax/mlp,jax/gru_scan,...]
-                               [--large corpus,model_like,generated,sampler,climate] [--runs 5]
+                               [--large corpus,model_like,generated,sampler,climate]
+                               [--first fold,climate,neural_ode] [--runs 5]
                                [--tree LABEL=PATH ...] [--json FILE]
 
 Every figure comes from a fresh child process (as a user's notebook or script pays it), the
@@ -22,6 +23,8 @@ small: corpus artifacts (serialized `jax.export.Exported`), per variant
 warm: the same, in one process that already ran a first program both ways (a notebook
   loading one more program): load and first call, jax's caches cleared before each
 large: translation throughput: load + trace + lower to StableHLO text (XLA's compile left out),
+  traced and lowered with the collector paused, as a first call runs them (`gc after`: one full
+  collection over what translating left, paid by a later collection),
   per variant, wall and CPU seconds (ops per CPU second: what a shared machine can compare;
   `read`, the CPU seconds of the load spent reading the input: parsing, the checks that keep
   malformed input from aborting the process, a VHLO artifact's conversion); `static ops` the module's ops (nested regions included), `inlined ops` those a
@@ -39,6 +42,13 @@ large: translation throughput: load + trace + lower to StableHLO text (XLA's com
               likewise (not in the default list; so are `fold`, `neural_ode` and any other
               of bench.py's real programs, by name)
 
+first: time to first result of large programs: load + the first call (trace, lower, XLA's
+  compile and the run, to its result), wall seconds, beside `jax.export.deserialize` + its
+  first call (XLA compiling the module as exported), on the same arguments (deterministic
+  normal values, a tenth in scale; integers 0); `ratio` is shlo2jax's total over jax.export's.
+  Names as for `--large` (bench.py's real programs); none by default, as each compile takes
+  10-60 s (`--first fold,climate,neural_ode`)
+
 `--tree LABEL=PATH` adds a shlo2jax variant imported from another checkout (e.g. a baseline
 made with `git archive <commit> | tar -x -C PATH`), run in alternation with this checkout's.
 The machine may be shared: compare the variants of one run, not runs made at other times.
@@ -47,6 +57,8 @@ The machine may be shared: compare the variants of one run, not runs made at oth
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import importlib.abc
 import importlib.util
 import json
@@ -313,6 +325,50 @@ def _inlined_op_count(module) -> int:
     return function("main")
 
 
+def _first_arguments(avals) -> list:
+    import numpy as np
+    rng = np.random.default_rng(0)
+    return [(rng.standard_normal(a.shape) * 0.1).astype(a.dtype)
+            if np.issubdtype(a.dtype, np.floating) else np.zeros(a.shape, a.dtype)
+            for a in avals]
+
+
+def child_first(variant: str, path: str) -> dict:
+    """Load + first call to its result, on arguments made from the entry's avals."""
+    import jax
+    blob = pathlib.Path(path).read_bytes()
+    t0 = time.perf_counter()
+    if variant == "export":
+        from jax import export
+        exported = export.deserialize(bytearray(blob))
+        avals = exported.in_avals
+
+        def call(*flat):
+            positional, named = jax.tree.unflatten(exported.in_tree, flat)
+            return exported.call(*positional, **named)
+    else:
+        import shlo2jax
+        call = shlo2jax.load(blob).entry
+        avals = call.in_avals
+    args = _first_arguments(avals)
+    t1 = time.perf_counter()
+    jax.block_until_ready(call(*args))
+    t2 = time.perf_counter()
+    return {"load": t1 - t0, "first": t2 - t1, "total": t2 - t0}
+
+
+def _as_a_first_call(variant: str):
+    """shlo2jax's trace and lowering with the collector paused, as a first call runs them
+    (`Translated.__call__`: `jax.jit` of a program, lowered outside that pause, can meet a
+    full collection there instead); `gc_after_cpu` is one full collection over what the
+    translation left, which a later collection pays."""
+    if variant == "export":
+        return contextlib.nullcontext()
+    from shlo2jax import memory
+    paused = getattr(memory, "gc_paused", None)  # (an older checkout: as it was)
+    return paused() if paused is not None else contextlib.nullcontext()
+
+
 def child_large(variant: str, path: str) -> dict:
     import jax
     path = pathlib.Path(path)
@@ -336,13 +392,15 @@ def child_large(variant: str, path: str) -> dict:
         fn = jax.jit(lambda *args: entry(*args))  # (an artifact's calling convention included)
         avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in entry.in_avals]
     w1, c1 = time.perf_counter(), time.process_time()
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), _as_a_first_call(variant):
         traced = fn.trace(*avals)
         w2, c2 = time.perf_counter(), time.process_time()
         traced.lower().as_text()
     w3, c3 = time.perf_counter(), time.process_time()
+    gc.collect()
     result = {"load": w1 - w0, "trace": w2 - w1, "lower": w3 - w2, "seconds": w3 - w0,
-              "load_cpu": c1 - c0, "trace_cpu": c2 - c1, "lower_cpu": c3 - c2, "cpu": c3 - c0}
+              "load_cpu": c1 - c0, "trace_cpu": c2 - c1, "lower_cpu": c3 - c2, "cpu": c3 - c0,
+              "gc_after_cpu": time.process_time() - c3}
     if variant != "export":
         module = program.module
         result.update(static_ops=len(module.ops), inlined_ops=_inlined_op_count(module))
@@ -412,6 +470,8 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", default=",".join(SMALL))
     parser.add_argument("--large", default=",".join(LARGE))
+    parser.add_argument("--first", default="",
+                        help="large programs whose time to first result is measured")
     parser.add_argument("--runs", type=int, default=5, help="processes per variant and program")
     parser.add_argument("--tree", action="append", default=[],
                         help="LABEL=PATH: another checkout's shlo2jax as one more variant")
@@ -424,14 +484,15 @@ def main(argv=None):
         kind, variant, target = args.child
         if os.environ.get("SPEED_TREE"):
             sys.meta_path.insert(0, _TreeFinder(os.environ["SPEED_TREE"]))
-        result = {"small": child_small, "warm": child_warm, "large": child_large}[kind](
+        result = {"small": child_small, "warm": child_warm, "large": child_large,
+                  "first": child_first}[kind](
             variant, target)
         print("RESULT " + json.dumps(result))
         return
     variants = [("shlo2jax", "")] + [tuple(t.split("=", 1)) for t in args.tree]
     variants = [(f"shlo2jax@{label}" if tree else label, tree) for label, tree in variants]
     variants.append(("jax.export", None))
-    results = {"small": {}, "warm": {}, "large": {}}
+    results = {"small": {}, "warm": {}, "large": {}, "first": {}}
     with tempfile.TemporaryDirectory() as tmp:
         pycache = "" if args.no_bytecode else str(pathlib.Path(tmp) / "pycache")
         small = [e for e in args.small.split(",") if e]
@@ -466,10 +527,22 @@ def main(argv=None):
             row = {}
             for name, s in samples.items():
                 keys = ("load", "trace", "lower", "seconds", "static_ops", "inlined_ops",
-                        "read_cpu", "load_cpu", "trace_cpu", "lower_cpu", "cpu")
+                        "read_cpu", "load_cpu", "trace_cpu", "lower_cpu", "cpu", "gc_after_cpu")
                 row[name] = {k: _median(s, k) for k in keys} | {
                     "errors": [x["error"] for x in s if "error" in x]}
             results["large"][label] = row
+        for label, path in _large_programs([n for n in args.first.split(",") if n],
+                                           pathlib.Path(tmp)):
+            samples = {name: [] for name, _ in variants}
+            for _ in range(args.runs):
+                for name, tree in variants:
+                    samples[name].append(_run_child(
+                        "first", "export" if tree is None else "shlo2jax", path, tree or "",
+                        pycache))
+            results["first"][label] = {
+                name: {k: _median(s, k) for k in ("load", "first", "total")}
+                | {"errors": [x["error"] for x in s if "error" in x]}
+                for name, s in samples.items()}
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=2))
     _print(results, [label for label, _ in variants])
@@ -504,13 +577,27 @@ def _print(results, labels):
                 for name, r in ((label, row["shlo2jax"]), ("jax.export", row["jax.export"])):
                     print(f"{entry:22s} {name:22s} {r['load']:7.3f} {r['first']:7.3f} "
                           f"{r['total']:7.3f} {r['total'] / base:6.2f}")
+    if results["first"]:
+        print("\ntime to first result, large programs (load + first call: trace, lower, XLA's "
+              "compile, the run; medians of fresh processes, wall s)")
+        print(f"{'program':22s} {'variant':22s} {'load':>7s} {'first':>8s} {'total':>8s} "
+              f"{'ratio':>6s}")
+        for program, row in results["first"].items():
+            base = row["jax.export"].get("total")
+            for label in labels:
+                r = row[label]
+                ratio = r["total"] / base if r.get("total") and base else None
+                print(f"{program:22s} {label:22s} {_fmt(r['load'], '7.2f')} "
+                      f"{_fmt(r['first'], '8.2f')} {_fmt(r['total'], '8.2f')} "
+                      f"{_fmt(ratio, '6.3f')}"
+                      + (f"  errors: {r['errors'][:1]}" if r["errors"] else ""))
     if results["large"]:
         print("\ntranslation: load + trace + lower to StableHLO text (medians, wall s; then CPU s:"
               " load/trace/lower and ops per CPU s; read: the part of the load that reads the"
               " input, its checks and conversion included, before decoding)")
         print(f"{'program':28s} {'variant':22s} {'static':>7s} {'inlined':>8s} {'load':>6s} "
               f"{'trace':>6s} {'lower':>6s} {'total':>6s} {'ops/s':>8s} {'inl ops/s':>9s} "
-              f"{'cpu l/t/l':>16s} {'ops/cpu s':>9s} {'read':>5s}")
+              f"{'cpu l/t/l':>16s} {'ops/cpu s':>9s} {'read':>5s} {'gc after':>8s}")
         for program, row in results["large"].items():
             ops = next((r for r in row.values() if r.get("static_ops")), {})
             for label in labels:
@@ -525,7 +612,7 @@ def _print(results, labels):
                       f"{_fmt(r.get('load_cpu'), '4.2f'):>4s}/{_fmt(r.get('trace_cpu'), '4.2f'):>4s}/"
                       f"{_fmt(r.get('lower_cpu'), '4.2f'):>4s}     "
                       f"{_fmt(static / r['cpu'] if static and r.get('cpu') else None, '9.0f')} "
-                      f"{_fmt(r.get('read_cpu'), '5.2f')}"
+                      f"{_fmt(r.get('read_cpu'), '5.2f')} {_fmt(r.get('gc_after_cpu'), '8.2f')}"
                       + (f"  errors: {r['errors'][:1]}" if r["errors"] else ""))
 
 

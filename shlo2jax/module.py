@@ -299,8 +299,11 @@ class _Decoder:
         # ones included) gets an id >= start, and a value used here with a smaller id is a
         # capture (SSA dominance: what is used inside is defined before the region's op).
         start = self.next_id
-        args = tuple([self.new_id(a) for a in block.arguments])
-        arg_types = tuple([self.parse_type(a.type, op_name, location) for a in block.arguments])
+        arguments = list(block.arguments)  # (each item a Python object made per read)
+        args = tuple([self.new_id(a) for a in arguments])
+        cached = self.types.get
+        arg_types = tuple([cached(t) or self.parse_type(t, op_name, location)
+                           for t in [a.type for a in arguments]])
         self.carried.update(vid for vid, t in zip(args, arg_types) if _is_carried(t))
         ops, outputs = [], ()
         value_ids = self.value_ids

@@ -170,7 +170,7 @@ class Translator:
 
     def function_body(self, fdef: FunctionDef) -> Callable:
         def body(*args):
-            with gc_paused():
+            with gc_paused(), compat.pinned_traceback():
                 return tuple(evaluate(self, fdef.body, args, {}))
         # jax names the callee's lowered function after it; XLA's Shardy import reserves
         # `xla.sdy.*` names, so dots go.

@@ -24,7 +24,7 @@ import inspect
 
 import jax
 import numpy as np
-from jax._src import compiler, core, dispatch, xla_bridge
+from jax._src import compiler, core, dispatch, source_info_util, xla_bridge
 from jax._src import config as _config
 from jax._src import dtypes as _dtypes
 from jax._src import effects as _effects
@@ -87,6 +87,39 @@ _point("enable_x64")(lambda: f"{_enable_x64.__module__}.enable_x64")
 def enable_x64() -> contextlib.AbstractContextManager:
     """A context in which 64-bit types stay 64-bit (the user's `jax_enable_x64` left alone)."""
     return _enable_x64(True)
+
+
+# Every equation jax stages records where it was staged (`source_info_util.current()`: a
+# SourceInfo with the Python traceback, captured per equation unless the context holds one),
+# and lowering reads each one's innermost frame outside jax as its location (a cache of 64
+# tracebacks, so every fresh one is a miss). A translation stages tens of thousands from the
+# same few lines of shlo2jax, so one traceback, where the trace began (the caller's line), is
+# pinned for the whole trace: `current()` then hands out the context's SourceInfo as it is.
+_source_info_context = getattr(source_info_util, "_source_info_context", None)
+_point("pinned traceback")(lambda: "source_info_util._source_info_context"
+                           if _source_info_context is not None else "none (one per equation)")
+
+
+class pinned_traceback:
+    """Equations staged in this context record the traceback of where it was entered (the
+    name stacks jax pushes inside it are kept), unless an enclosing context pinned one
+    already; on a jax without the context, each equation captures its own as before.
+    Exceptions pass through unchanged (jax's `user_context` would chain one to them)."""
+    __slots__ = ("_previous",)
+
+    def __enter__(self):
+        context = _source_info_context
+        if context is None or context.context.traceback:
+            self._previous = None
+        else:
+            self._previous = context.context
+            context.context = source_info_util.current()
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            _source_info_context.context = self._previous
+        return False
 
 
 # The attributes of an operation: iterating `op.attributes` yields names (jaxlib >= 0.8) or

@@ -164,3 +164,33 @@ def test_lower_jaxpr_and_copied_lowerings_run_under_jit():
     np.testing.assert_allclose(jax.jit(ops.sqrt)(x), np.sqrt([0.0, 1.0, 4.0]))
     grad = jax.grad(lambda v: jnp.sum(ops.mul(v, v)))(x)
     np.testing.assert_allclose(grad, 2 * np.asarray(x))
+
+
+_THREE_OPS = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.tanh %x : tensor<4xf32>
+  %1 = stablehlo.add %0, %x : tensor<4xf32>
+  %2 = stablehlo.exponential %1 : tensor<4xf32>
+  return %2 : tensor<4xf32>
+}"""
+
+
+def test_a_translation_records_one_traceback_for_all_its_equations():
+    """Equations staged while a function's ops are translated share the traceback of where
+    the trace began (compat.pinned_traceback), where each captured its own (jax's lowering
+    reads each one's frames for its location); outside it jax captures one per equation."""
+    import shlo2jax
+    if compat._source_info_context is None:
+        pytest.skip("this jax keeps no source-info context: each equation has its own")
+    program = shlo2jax.load(_THREE_OPS)
+    jaxpr = jax.make_jaxpr(program)(np.ones(4, np.float32))
+    (call,) = jaxpr.eqns
+    inner = call.params["jaxpr"]
+    eqns = getattr(inner, "jaxpr", inner).eqns
+    assert [e.primitive.name for e in eqns] == ["tanh", "add", "exp_strong_zero"]
+    assert len({id(e.source_info.traceback) for e in eqns}) == 1
+    assert eqns[0].source_info.traceback is not None
+    plain = jax.make_jaxpr(lambda x: jnp.exp(jnp.tanh(x) + x))(np.ones(4, np.float32))
+    assert len({id(e.source_info.traceback) for e in plain.eqns}) == 3
+    with compat.pinned_traceback():
+        pinned = jax.make_jaxpr(lambda x: jnp.exp(jnp.tanh(x) + x))(np.ones(4, np.float32))
+    assert len({id(e.source_info.traceback) for e in pinned.eqns}) == 1
