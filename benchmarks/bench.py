@@ -733,6 +733,13 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _module_avals(fn) -> list:
+    """What the executable's jitted function takes: the module function's arguments (a
+    `jax.export` artifact's module may take fewer than its calls do: jax drops the unused)."""
+    from shlo2jax import signatures
+    return [signatures.aval(t) for t in fn.definition.input_types]
+
+
 def _translate(path, options):
     """-> (program, jax Lowered, phase timings) for the entry function, traced and lowered as
     its first call does (`Translated.__call__`: the collector paused from the trace through
@@ -747,7 +754,7 @@ def _translate(path, options):
     program = shlo2jax.load(path, **options)
     w1, c1 = time.perf_counter(), time.process_time()
     fn = program.entry
-    avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fn.in_avals]
+    avals = _module_avals(fn)
     with jax.enable_x64(True), gc_paused():
         traced = fn.executable.jitted.trace(*avals)
         w2, c2 = time.perf_counter(), time.process_time()
@@ -853,7 +860,7 @@ def step_direct_lowering(path, options, repeats):
     fn = program.entry
     lowering = fn.lowering
     c1 = time.process_time()
-    avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fn.in_avals]
+    avals = _module_avals(fn)
     with jax.enable_x64(True):
         lowered = fn.executable.jitted.trace(*avals).lower()
         lowered.as_text()
@@ -878,7 +885,7 @@ def step_direct_lowering_compile(path, options, repeats):
     fn = program.entry
     if fn.lowering != "direct":
         return {"dlc_note": fn.lowering_note}
-    avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fn.in_avals]
+    avals = _module_avals(fn)
     def compile_mine():
         jax.clear_caches()  # (jax keeps what it compiled: a new lowering, compiled again)
         with jax.enable_x64(True):

@@ -78,6 +78,13 @@ def _register_unary(names, fn):
 for _names, _fn in _UNARY.items():
     _register_unary(_names, _fn)
 
+# A `stablehlo.composite` named after one of these chlo ops stands for it (ops.composite), as
+# StableHLO's serialization writes a chlo op its portable form cannot hold (jax 0.12 exports
+# `chlo.erfc` so).
+registry.OP_COMPOSITES.update({name: _widened(fn) for names, fn in _UNARY.items()
+                               for name in names
+                               if name.startswith("chlo.") and name not in _REAL_ONLY})
+
 
 @register_op("chlo.conj")
 def conj(ctx, op, x):

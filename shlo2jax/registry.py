@@ -57,6 +57,10 @@ class TargetInfo:
 OP_RULES: dict[str, OpRule] = {}
 CUSTOM_CALL_RULES: dict[str, OpRule] = {}
 COMPOSITE_RULES: dict[str, Callable] = {}
+# Composite names that stand for an op the translation has a rule for (`chlo.erfc`: a chlo op
+# StableHLO's serialization wrote as a composite) -> that rule's function of the one operand
+# (filled by the op families; a user's register_composite comes first).
+OP_COMPOSITES: dict[str, Callable] = {}
 # Custom-call target -> its description (kept apart from the rule: a target may be
 # described in another module than the one registering it).
 TARGET_INFO: dict[str, TargetInfo] = {}

@@ -174,3 +174,41 @@ func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
     called = text.replace("func.call @used", "func.call @unused")
     with pytest.raises(shlo2jax.UnsupportedError, match="tpu_custom_call"):
         shlo2jax.load(called)
+
+
+# StableHLO's serialization writes a chlo op its portable form cannot hold as a composite of
+# the op's name, its decomposition the op's expansion (jax 0.12 exports `chlo.erfc` so); here
+# the expansion is a cruder one (1 - erf(x) through tanh), so that which ran can be told apart.
+_CHLO_ERFC = """
+func.func private @chlo.erfc.impl(%x: tensor<5xf32>) -> tensor<5xf32> {
+  %one = stablehlo.constant dense<1.0> : tensor<5xf32>
+  %k = stablehlo.constant dense<1.2> : tensor<5xf32>
+  %0 = stablehlo.multiply %x, %k : tensor<5xf32>
+  %1 = stablehlo.tanh %0 : tensor<5xf32>
+  %2 = stablehlo.subtract %one, %1 : tensor<5xf32>
+  func.return %2 : tensor<5xf32>
+}
+func.func @main(%x: tensor<5xf32>) -> tensor<5xf32> {
+  %0 = stablehlo.composite "chlo.erfc" %x {decomposition = @chlo.erfc.impl, version = VERSION : i32}
+      : (tensor<5xf32>) -> tensor<5xf32>
+  func.return %0 : tensor<5xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_chlo_composite_is_the_chlo_op_as_xla_recomposes_it(version):
+    """A version-1 composite named after a unary chlo op computes that op (lax.erfc: its
+    values, the producer's derivative, one equation), where XLA's compile recomposes it;
+    another version keeps its decomposition, which the spec defines it as."""
+    import jax
+    from jax import lax
+    program = shlo2jax.load(_CHLO_ERFC.replace("VERSION", str(version)))
+    x = np.linspace(-2.0, 2.0, 5, dtype=np.float32)
+    crude = lambda x: 1.0 - jax.numpy.tanh(1.2 * x)  # noqa: E731
+    want = lax.erfc if version == 1 else crude
+    np.testing.assert_allclose(program(x), want(x), rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(lambda x: program(x).sum())(x),
+                               jax.grad(lambda x: want(x).sum())(x), rtol=1e-5)
+    kinds = [e.primitive.name for e in jax.make_jaxpr(program)(x).eqns[0].params["jaxpr"].eqns]
+    assert kinds == (["erfc"] if version == 1 else ["jit"]), kinds
