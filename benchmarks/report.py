@@ -17,7 +17,8 @@ one markdown table. By default each benchmark runs in a quick mode (about 7 minu
           corpus artifact beside `jax.export.deserialize` + call, and the translation
           throughput (load + trace + lower) of bench.py's real programs of 50,000+ ops and its
           generated 62,000-op program (quick: `--small jax/mlp --large
-          generated,climate,fold,sampler,neural_ode --runs 3`)
+          generated,climate,fold,sampler,neural_ode --runs 6`: medians of 6 processes for
+          the small artifact, 3 for each large program)
   memory  benchmarks/memory.py: peak memory of load + first call with 1 GB of weights baked
           into a `jax.export` artifact and with 3 GB passed as arguments, per lowering and
           for `jax.export` (`--size-mb`/`--args-mb` for smaller cases)
@@ -59,7 +60,7 @@ PARTS = ("speed", "memory", "grads")
 REAL_PROGRAMS = ("climate", "fold", "sampler", "neural_ode")
 QUICK = {
     "speed": ["--small", "jax/mlp", "--large", "generated," + ",".join(REAL_PROGRAMS),
-              "--runs", "3"],
+              "--runs", "6"],
     "grads": ["--cases", "lm", "--runs", "3", "--calls", "10", "--seconds", "3"],
 }
 
@@ -277,15 +278,16 @@ def readme_block(results: dict) -> str:
                          + " times `jax.export`'s")
         real = [(ops, ops / seconds) for program, ops, seconds, _, _ in rows["large"]
                 if program in REAL_PROGRAMS]
+        thousands = lambda ops: f"{ops / 1000:.0f}k"  # noqa: E731
         if real:
-            facts.append(f"load + trace + lower of {len(real)} real programs of "
-                         f"{_range([o for o, _ in real], ',')} ops at "
-                         f"{_range([r for _, r in real], ',.0f')} ops/s")
-        for program, ops, seconds, _, cpu in rows["large"]:
+            facts.append(f"load + trace + lower at {_range([r for _, r in real], ',.0f')} ops/s "
+                         f"on {len(real)} real "
+                         f"{_range([o / 1000 for o, _ in real], '.0f')}k-op programs")
+        for program, ops, seconds, _, _ in rows["large"]:
             if program not in REAL_PROGRAMS:
-                facts.append(f"of a generated {ops:,}-op one at {ops / seconds:,.0f}" if real
-                             else f"load + trace + lower of a generated {ops:,}-op program at "
-                                  f"{ops / seconds:,.0f} ops/s")
+                facts.append(f"{ops / seconds:,.0f} on a generated {thousands(ops)}-op one"
+                             if real else f"load + trace + lower of a generated "
+                                          f"{thousands(ops)}-op program at {ops / seconds:,.0f} ops/s")
     memory = _part(results, "memory")
     if memory:
         cases = []
