@@ -22,13 +22,9 @@ class Translated:
 
     @functools.cached_property
     def jitted(self):
-        # keep_unused: the module's arguments are what it takes (an export's module has
-        # dropped its unused ones already), and jax's pruning of the unused ones at lowering is
-        # a dead-code pass over the whole traced program, loops' bodies included (jax 0.12:
-        # about 0.15 CPU s of a 52,000-op program of nested loops' 1.0 s lowering)
         fn = self.function
         return jax.jit(fn.taking_storage_integers(fn.program.translator.function_body(
-            fn.definition)), keep_unused=True)
+            fn.definition)))
 
     def __call__(self, *args) -> tuple:
         # 64-bit types run without the user enabling jax_enable_x64. The collector is paused
