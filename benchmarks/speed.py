@@ -560,6 +560,14 @@ def main(argv=None):
     _print(results, [label for label, _ in variants])
 
 
+def _against_export(row, labels):
+    """(label, its figures, its total over jax.export's or None) for each variant of a row."""
+    base = row["jax.export"].get("total")
+    for label in labels:
+        r = row[label]
+        yield label, r, (r["total"] / base if r.get("total") and base else None)
+
+
 def _print(results, labels):
     if results["small"]:
         print("time to first result, small corpus artifacts (medians of fresh processes, wall s;"
@@ -567,10 +575,7 @@ def _print(results, labels):
         print(f"{'entry':22s} {'variant':22s} {'import':>7s} {'load':>7s} {'first':>7s} "
               f"{'total':>7s} {'ratio':>6s} {'steady':>8s}")
         for entry, row in results["small"].items():
-            base = row["jax.export"].get("total")
-            for label in labels:
-                r = row[label]
-                ratio = r["total"] / base if r.get("total") and base else None
+            for label, r, ratio in _against_export(row, labels):
                 print(f"{entry:22s} {label:22s} {_fmt(r['import'], '7.3f')} {_fmt(r['load'], '7.3f')}"
                       f" {_fmt(r['first'], '7.3f')} {_fmt(r['total'], '7.3f')} {_fmt(ratio, '6.2f')}"
                       f" {_fmt(r['steady'] and r['steady'] * 1e3, '8.3f')}"
@@ -595,10 +600,7 @@ def _print(results, labels):
         print(f"{'program':22s} {'variant':22s} {'load':>7s} {'first':>8s} {'total':>8s} "
               f"{'ratio':>6s}")
         for program, row in results["first"].items():
-            base = row["jax.export"].get("total")
-            for label in labels:
-                r = row[label]
-                ratio = r["total"] / base if r.get("total") and base else None
+            for label, r, ratio in _against_export(row, labels):
                 print(f"{program:22s} {label:22s} {_fmt(r['load'], '7.2f')} "
                       f"{_fmt(r['first'], '8.2f')} {_fmt(r['total'], '8.2f')} "
                       f"{_fmt(ratio, '6.3f')}"
