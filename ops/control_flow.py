@@ -15,6 +15,7 @@ import numpy as np
 from shlo2jax import value_types as T
 from shlo2jax.gradients import LoopBoundWarning, custom_linear
 from shlo2jax.options import DEFAULT_LOOP_TRIPS
+from shlo2jax.primitives import counted_loop
 from shlo2jax.ops._common import (explicit_captures, forward_mode_only, ints, single_or_tuple,
                                   tangent_dtype)
 from shlo2jax.registry import register_op
@@ -614,12 +615,11 @@ def _fori_loop(body, init, k, start, bound):
     rest = tuple(init[:k]) + tuple(init[k + 1:])
 
     def step(i, carry):
-        args = carry[:k] + (lax.convert_element_type(i, counter_dtype),) + carry[k:]
-        outs = body(*args)
+        outs = body(*carry[:k], i, *carry[k:])
         return tuple(outs[:k]) + tuple(outs[k + 1:])
 
-    # Static Python bounds make lax.fori_loop a scan: reverse-mode AD works through it.
-    final = lax.fori_loop(start, bound, step, rest) if bound > start else rest
+    # reverse-differentiable (static bounds): its derivatives are a scan's
+    final = counted_loop(step, start, bound, rest, counter_dtype) if bound > start else rest
     counter = np.asarray(max(start, bound), dtype=counter_dtype)
     return final[:k] + (counter,) + final[k:]
 

@@ -1,6 +1,7 @@
 """Primitives lowering to StableHLO ops that lax offers only in a narrower form: a scatter with
-any update body over several operands, and `rng_bit_generator` with every state the spec
-allows. The op families bind them (ops/indexing.py, ops/random.py).
+any update body over several operands, `rng_bit_generator` with every state the spec
+allows, and a while loop of a known trip count that reverse mode differentiates. The op
+families bind them (ops/indexing.py, ops/random.py, ops/control_flow.py).
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ import functools
 
 import jax
 import numpy as np
-from jax.extend.core import Primitive
-from jax.interpreters import mlir
+from jax import lax
+from jax.extend.core import Literal, Primitive
+from jax.interpreters import ad, mlir
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo as hlo
 
@@ -92,3 +94,88 @@ def rng_bit_generator_primitive():
 
     mlir.register_lowering(prim, _lower)
     return prim
+
+
+def counted_loop(step, start: int, bound: int, carry, counter_dtype):
+    """`carry` after `carry = step(i, carry)` for i = start, ..., bound - 1 (start < bound; i
+    a scalar of `counter_dtype`, which holds both), as a while loop that reverse mode
+    differentiates: `step` is traced once, the loop lowers as the while loop it is, and its
+    derivatives are those of the scan of its trips (see `counted_loop_primitive`)."""
+    first, last, one = (np.asarray(n, counter_dtype) for n in (start, bound, 1))
+
+    leaves, tree = jax.tree_util.tree_flatten(tuple(carry))  # tokens are empty pytrees
+
+    def loop(*leaves):
+        carry = jax.tree_util.tree_unflatten(tree, leaves)
+        return jax.tree_util.tree_leaves(lax.while_loop(
+            lambda c: c[0] < last, lambda c: (c[0] + one, *step(c[0], c[1:])),
+            (first, *carry))[1:])
+
+    jaxpr, env = compat.trace_jaxpr(loop, leaves, "counted loop")
+    trips = bound - start
+    for eqn in jaxpr.eqns:  # the while loop (and whatever lax staged around it)
+        args = [v.val if isinstance(v, Literal) else env[v] for v in eqn.invars]
+        if eqn.primitive is compat.WHILE_P and not eqn.effects:
+            outs = counted_loop_primitive().bind(*args, trips=trips, **eqn.params)
+        elif eqn.primitive is compat.WHILE_P:  # ordered effects: the scan keeps their order
+            outs = _as_scan(args, trips=trips, **eqn.params)
+        else:
+            subfuns, params = eqn.primitive.get_bind_params(eqn.params)
+            outs = eqn.primitive.bind(*subfuns, *args, **params)
+        env.update(zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]))
+    return jax.tree_util.tree_unflatten(
+        tree, [v.val if isinstance(v, Literal) else env[v] for v in jaxpr.outvars])
+
+
+@functools.cache
+def counted_loop_primitive():
+    """jax's while loop (its operands and params: cond_jaxpr, body_jaxpr, cond_nconsts,
+    body_nconsts) known to run `trips` trips (a further param).
+
+    It evaluates and lowers as the while loop, and is differentiated (forward and reverse)
+    and batched as the scan of `trips` applications of the body, which is what
+    lax.fori_loop with static bounds stages. jax lowers such a scan by staging it again as
+    a while loop: about a millisecond per loop, a third of the lowering of a program of 240
+    counted loops; this primitive lowers straight to the loop, and pays for the scan only
+    when a derivative or a batch is taken.
+    """
+    prim = Primitive("shlo2jax_counted_loop")
+    prim.multiple_results = True
+    prim.def_impl(lambda *args, **params: jax.jit(functools.partial(prim.bind, **params))(*args))
+    prim.def_effectful_abstract_eval(
+        lambda *avals, trips, **params: compat.WHILE_P.abstract_eval(*avals, **params))
+    while_lowering = compat.lowering_rule(compat.WHILE_P)
+    mlir.register_lowering(prim, lambda ctx, *args, trips, **params:
+                           while_lowering(ctx, *args, **params))
+    ad.primitive_jvps[prim] = _counted_loop_jvp
+    compat.set_batching_rule(prim, _counted_loop_batch)
+    return prim
+
+
+def _as_scan(args, *, trips, cond_nconsts, body_nconsts, body_jaxpr, **_):
+    """The counted loop's results as the scan of its trips."""
+    consts = args[cond_nconsts:cond_nconsts + body_nconsts]
+    body = compat.jaxpr_as_fun(body_jaxpr)
+    carry = tuple(args[cond_nconsts + body_nconsts:])
+    return list(lax.scan(lambda c, _: (tuple(body(*consts, *c)), None), carry, None,
+                         length=trips)[0])
+
+
+def _counted_loop_jvp(primals, tangents, **params):
+    # only the inputs with a tangent are differentiated: the scan's JVP then carries no
+    # tangents for the others
+    moving = [type(t) is not ad.Zero for t in tangents]
+
+    def on_moving(*values):
+        values = iter(values)
+        return _as_scan([next(values) if m else p for p, m in zip(primals, moving)], **params)
+
+    outs, out_tangents = jax.jvp(on_moving, [p for p, m in zip(primals, moving) if m],
+                                 [t for t, m in zip(tangents, moving) if m])
+    return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) if t.dtype == jax.dtypes.float0
+                  else t for o, t in zip(outs, out_tangents)]
+
+
+def _counted_loop_batch(args, dims, **params):
+    outs = jax.vmap(lambda *a: _as_scan(a, **params), in_axes=tuple(dims))(*args)
+    return list(outs), [0] * len(outs)

@@ -25,13 +25,16 @@ import inspect
 import jax
 import numpy as np
 from jax._src import compiler, core, dispatch, source_info_util, xla_bridge
+from jax._src import linear_util as lu
 from jax._src import config as _config
 from jax._src import dtypes as _dtypes
 from jax._src import effects as _effects
 from jax._src.export import _export
 from jax._src.interpreters import ad, batching, mlir
+from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import linalg as lax_linalg
+from jax._src.lax.control_flow import loops as _loops
 from jax._src.lib import xla_client
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
@@ -316,6 +319,11 @@ _point("mlir._lowerings entries")(
     lambda: type(mlir._lowerings[lax_internal.add_p]).__name__)
 
 
+def lowering_rule(prim):
+    """`prim`'s default lowering rule, `rule(ctx, *args, **params)`."""
+    return _lowering_entry(mlir._lowerings[prim])[0]
+
+
 def copy_lowerings(source, prim) -> None:
     """Registers `source`'s lowering rules (the default and the platform-specific ones) as
     `prim`'s, with the same inlining."""
@@ -521,6 +529,31 @@ def compile_mlir_module(module_text, platform: str = "cpu", num_replicas: int = 
     return run
 
 
+# The primitive `lax.while_loop` binds: params cond_jaxpr, body_jaxpr (closed jaxprs),
+# cond_nconsts, body_nconsts; operands: cond's constants, body's, then the carry.
+WHILE_P = _loops.while_p
+jaxpr_as_fun = core.jaxpr_as_fun
+
+
+# What `pe.trace_to_jaxpr_dynamic` closed over comes back beside the jaxpr, bound to its
+# `constvars` (jax <= 0.11) or to its leading `invars` (jax 0.12, where every jaxpr is closed
+# and `constvars` is empty): [*constvars, *invars] pairs with [*consts, *args] in both.
+_point("staged jaxpr constants")(lambda: "leading invars (jaxprs closed)"
+                                 if not hasattr(core, "ClosedJaxpr") else "constvars")
+
+
+def trace_jaxpr(fn, args, name: str):
+    """(jaxpr, env): `fn(*args)` (a list of arrays) staged into a jaxpr as lax's control flow
+    stages a body, and `env` mapping the jaxpr's binders to their values (what it closed
+    over, which may be the enclosing trace's tracers, then `args`). Its debug info names no
+    argument: jax.make_jaxpr's reads every argument's name and source, about as long again
+    as staging a small loop."""
+    debug = lu.DebugInfo(name, name, None, None)
+    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(lu.wrap_init(fn, debug_info=debug),
+                                                 [core.typeof(a) for a in args])
+    return jaxpr, dict(zip([*jaxpr.constvars, *jaxpr.invars], [*consts, *args]))
+
+
 def set_batching_rule(prim, rule):
     """Registers `rule(args, dims, **params) -> (outs, out_dims)` as prim's vmap rule."""
     batching.primitive_batchers[prim] = rule
@@ -655,7 +688,8 @@ _INTERNALS = (
     (lax_internal, "_unbroadcast"), (lax_internal, "mul_p"), (lax_internal, "add_p"),
     (lax_internal, "_get_monoid_reducer"), (lax_internal, "_convert_element_type"),
     (lax_linalg, "geqrf"), (lax_linalg, "geqp3"), (mlir, "register_lowering"),
-    (mlir, "lower_fun"), (mlir, "merge_mlir_modules"), (mlir, "refine_polymorphic_shapes"),
+    (mlir, "lower_fun"), (mlir, "merge_mlir_modules"), (pe, "trace_to_jaxpr_dynamic"),
+    (lu, "wrap_init"), (lu, "DebugInfo"), (core, "jaxpr_as_fun"), (core, "typeof"), (mlir, "refine_polymorphic_shapes"),
     (mlir, "_platform_specific_lowerings"), (mlir, "make_ir_context"), (mlir, "TokenSet"),
     (batching, "primitive_batchers"), (ad, "defbilinear"), (dispatch, "apply_primitive"),
     (_export, "_module_to_bytecode"), (_export, "_CUSTOM_CALL_TARGETS_GUARANTEED_STABLE"),

@@ -1,0 +1,145 @@
+"""shlo2jax.primitives: the counted loop (a while loop of a known trip count, lowered as the
+loop and differentiated as the scan of its trips), checked against lax.fori_loop, the scan
+it stood for, under every transformation a user applies to a translated program. The
+scatter and rng_bit_generator primitives are checked by their ops (tests/ops/test_indexing.py,
+tests/ops/test_random.py).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+import shlo2jax
+from shlo2jax.primitives import counted_loop
+
+from _helpers import staged_jaxpr
+
+COUNTED = "shlo2jax_counted_loop"
+
+
+def _step(w):
+    """One trip of a small recurrent block: a float carry, a second one it feeds and an
+    integer one (which has no tangent)."""
+    def step(i, carry):
+        h, s, n = carry
+        return jnp.tanh(h * w[i] + s), s * 0.9 + h, n + i
+    return step
+
+
+def _reference(x, w):
+    return lax.fori_loop(1, 5, _step(w), (x, 2 * x, np.int32(3)))
+
+
+def _counted(x, w):
+    return counted_loop(_step(w), 1, 5, (x, 2 * x, np.int32(3)), np.dtype(np.int32))
+
+
+X, W = jnp.linspace(-1.0, 1.0, 3), jnp.linspace(0.5, 1.5, 6)
+
+
+def _floats(f):
+    return lambda x, w: jnp.sum(f(x, w)[0] ** 2) + jnp.sum(f(x, w)[1])
+
+
+def _primitives(jaxpr) -> list:
+    found = []
+    for eqn in jaxpr.eqns:
+        found.append(eqn.primitive.name)
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (list, tuple)) else [value]:
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    found += _primitives(inner)
+    return found
+
+
+def test_a_counted_loop_stages_one_while_loop_and_no_scan():
+    jaxpr = jax.make_jaxpr(_counted)(X, W).jaxpr
+    names = _primitives(jaxpr)
+    assert names.count(COUNTED) == 1 and "scan" not in names and "while" not in names
+    text = jax.jit(_counted).lower(X, W).as_text()
+    assert text.count("stablehlo.while") == 1
+    for got, want in zip(jax.jit(_counted)(X, W), _reference(X, W)):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("how", ["grad", "grad of jit", "jit of grad"])
+def test_reverse_mode_is_the_scans(how):
+    grad = {"grad": lambda f: jax.grad(_floats(f), argnums=(0, 1)),
+            "grad of jit": lambda f: jax.grad(_floats(jax.jit(f)), argnums=(0, 1)),
+            "jit of grad": lambda f: jax.jit(jax.grad(_floats(f), argnums=(0, 1)))}[how]
+    for got, want in zip(grad(_counted)(X, W), grad(_reference)(X, W)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_forward_mode_and_second_order_are_the_scans():
+    for transform in (jax.jacfwd, jax.hessian):
+        got = transform(_floats(jax.jit(_counted)))(X, W)
+        want = transform(_floats(_reference))(X, W)
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    _, tangents = jax.jvp(jax.jit(_counted), (X, W), (jnp.ones_like(X), jnp.zeros_like(W)))
+    _, expected = jax.jvp(_reference, (X, W), (jnp.ones_like(X), jnp.zeros_like(W)))
+    np.testing.assert_allclose(tangents[0], expected[0], rtol=1e-6)
+    assert tangents[2].dtype == jax.dtypes.float0  # the integer carry has none
+
+
+def test_a_batch_is_the_scans():
+    xs = jnp.stack([X, -X, 2 * X])
+    for got, want in zip(jax.vmap(jax.jit(_counted), (0, None))(xs, W),
+                         jax.vmap(_reference, (0, None))(xs, W)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    per_example = jax.vmap(jax.grad(_floats(jax.jit(_counted))), (0, None))(xs, W)
+    np.testing.assert_allclose(per_example, jax.vmap(jax.grad(_floats(_reference)), (0, None))(
+        xs, W), rtol=1e-6)
+
+
+def test_under_checkpoint_and_shard_map():
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("batch",))
+    for wrap in (jax.checkpoint,
+                 lambda f: jax.shard_map(f, mesh=mesh, in_specs=(P("batch"), P()),
+                                         out_specs=(P("batch"), P("batch"), P()))):
+        got = jax.jit(jax.grad(_floats(wrap(_counted))))(X, W)
+        np.testing.assert_allclose(got, jax.grad(_floats(_reference))(X, W), rtol=1e-6)
+
+
+def _program(trips: int):
+    """A StableHLO counted loop as jax exports fori_loop: `h = tanh(h * w[i] + h)`."""
+    return shlo2jax.load(f"""func.func @main(%h0: tensor<3xf32>, %w: tensor<{trips}xf32>)
+        -> tensor<3xf32> {{
+      %zero = stablehlo.constant dense<0> : tensor<i32>
+      %0:2 = stablehlo.while(%i = %zero, %h = %h0) : tensor<i32>, tensor<3xf32>
+      cond {{
+        %n = stablehlo.constant dense<{trips}> : tensor<i32>
+        %c = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        stablehlo.return %c : tensor<i1>
+      }} do {{
+        %one = stablehlo.constant dense<1> : tensor<i32>
+        %wi = stablehlo.dynamic_slice %w, %i, sizes = [1] : (tensor<{trips}xf32>, tensor<i32>) -> tensor<1xf32>
+        %ws = stablehlo.reshape %wi : (tensor<1xf32>) -> tensor<f32>
+        %wb = stablehlo.broadcast_in_dim %ws, dims = [] : (tensor<f32>) -> tensor<3xf32>
+        %m = stablehlo.multiply %h, %wb : tensor<3xf32>
+        %a = stablehlo.add %m, %h : tensor<3xf32>
+        %t = stablehlo.tanh %a : tensor<3xf32>
+        %next = stablehlo.add %i, %one : tensor<i32>
+        stablehlo.return %next, %t : tensor<i32>, tensor<3xf32>
+      }}
+      return %0#1 : tensor<3xf32>
+    }}""")
+
+
+def test_a_translated_counted_loop_is_one_and_differentiates_as_its_scan():
+    program, w = _program(4), W[:4]
+
+    def reference(h, w):
+        return lax.fori_loop(0, 4, lambda i, h: jnp.tanh(h * w[i] + h), h)
+
+    names = _primitives(staged_jaxpr(program, X, w))
+    assert COUNTED in names and "scan" not in names
+    np.testing.assert_allclose(program(X, w), reference(X, w), rtol=1e-6)
+    loss = lambda f: lambda h, w: jnp.sum(f(h, w) ** 2)  # noqa: E731
+    for got, want in zip(jax.grad(loss(program), argnums=(0, 1))(X, w),
+                         jax.grad(loss(reference), argnums=(0, 1))(X, w)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
