@@ -20,7 +20,8 @@ Real models of 50,000+ ops, exported with jax.export at bench time (weights are 
 Each step runs in a fresh child process (so peak memory is that step's own), reading bytecode
 written once before the first (as an installed package does):
   translate  load + translate + trace + lower to StableHLO text (XLA compile excluded), traced
-             and lowered as the first call does (the collector paused): wall and CPU seconds
+             and lowered as the first call does (the collector paused, the frame stack
+             headroom memory.with_stack_headroom gives): wall and CPU seconds
              (per phase: load, trace, lower), ops/s, peak RSS, the module's while loops,
              functions and constants, and "gc after", one full collection over what it left
              (a later collection's cost); then compiles it to summarise XLA's optimised HLO
@@ -743,23 +744,26 @@ def _module_avals(fn) -> list:
 def _translate(path, options):
     """-> (program, jax Lowered, phase timings) for the entry function, traced and lowered as
     its first call does (`Translated.__call__`: the collector paused from the trace through
-    the lowering); then `gc_after_s`, one full collection's seconds over what translating left
+    the lowering, on the frame stack headroom of `memory.with_stack_headroom`); then `gc_after_s`, one full collection's seconds over what translating left
     in the process, which a later collection pays (not part of the translation's figures)."""
     import gc
     import jax
     import shlo2jax
-    from shlo2jax.memory import gc_paused
+    from shlo2jax.memory import gc_paused, with_stack_headroom
     times = {}
     w0, c0 = time.perf_counter(), time.process_time()
     program = shlo2jax.load(path, **options)
     w1, c1 = time.perf_counter(), time.process_time()
     fn = program.entry
     avals = _module_avals(fn)
-    with jax.enable_x64(True), gc_paused():
+    def trace_and_lower():  # (on the stack a first call gives them: with_stack_headroom)
         traced = fn.executable.jitted.trace(*avals)
-        w2, c2 = time.perf_counter(), time.process_time()
+        marks = time.perf_counter(), time.process_time()
         lowered = traced.lower()
         lowered.as_text()
+        return marks, lowered
+    with jax.enable_x64(True), gc_paused():
+        (w2, c2), lowered = with_stack_headroom(trace_and_lower)
     w3, c3 = time.perf_counter(), time.process_time()
     gc.collect()
     times.update(load_s=w1 - w0, trace_s=w2 - w1, lower_s=w3 - w2, translate_s=w3 - w0,

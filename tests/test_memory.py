@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from shlo2jax.memory import gc_paused, on_fresh_stack_chunk, return_freed_memory
+from shlo2jax.memory import (gc_paused, on_fresh_stack_chunk, return_freed_memory,
+                             with_stack_headroom)
 
 
 def test_gc_paused_nests_and_respects_a_disabled_collector():
@@ -43,10 +44,11 @@ def test_return_freed_memory_runs_anywhere():
     return_freed_memory()
 
 
-def test_on_fresh_stack_chunk_returns_and_raises_what_the_call_does():
-    assert on_fresh_stack_chunk(divmod, 7, 2) == (3, 1)
+@pytest.mark.parametrize("run", [on_fresh_stack_chunk, with_stack_headroom])
+def test_on_a_fresh_stack_chunk_returns_and_raises_what_the_call_does(run):
+    assert run(divmod, 7, 2) == (3, 1)
     with pytest.raises(ZeroDivisionError):
-        on_fresh_stack_chunk(divmod, 1, 0)
+        run(divmod, 1, 0)
 
 
 def _leaf(n):
@@ -54,8 +56,9 @@ def _leaf(n):
 
 
 def _loop(calls):
-    for i in range(calls):
-        _leaf(i)
+    # called from C, as jax's safe_map and foreach call a lowering rule per equation: each
+    # call pushes its frame on its own (a Python loop's calls here map no chunk either way)
+    list(map(_leaf, range(calls)))
 
 
 def _at_depth(depth, fn, *args):
@@ -75,5 +78,23 @@ def test_a_loop_on_a_fresh_stack_chunk_maps_no_chunk_per_call():
     for depth in range(400):
         before = faults()
         _at_depth(depth, on_fresh_stack_chunk, _loop, calls)
+        worst = max(worst, faults() - before)
+    assert worst < calls // 10
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="counts the process's page faults (getrusage's ru_minflt, Linux)")
+def test_a_loop_nested_below_a_first_calls_headroom_maps_no_chunk_per_call():
+    # A loop run up to several chunks' worth of frames below the call, as jax's lowering runs
+    # a nested loop body's equations: on_fresh_stack_chunk's 16 KiB leave some of these
+    # depths crossing a chunk's end (a page fault per call), with_stack_headroom's 256 none.
+    import resource
+
+    def faults():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    calls, worst = 1000, 0
+    for nested in range(600):
+        before = faults()
+        with_stack_headroom(_at_depth, nested, _loop, calls)
         worst = max(worst, faults() - before)
     assert worst < calls // 10

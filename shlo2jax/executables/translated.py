@@ -10,7 +10,7 @@ import functools
 import jax
 
 from shlo2jax import compat
-from shlo2jax.memory import gc_paused
+from shlo2jax.memory import gc_paused, with_stack_headroom
 
 
 class Translated:
@@ -19,6 +19,7 @@ class Translated:
 
     def __init__(self, function):
         self.function = function
+        self.called = False
 
     @functools.cached_property
     def jitted(self):
@@ -31,5 +32,11 @@ class Translated:
         # for the whole trace, jax's building of the jaxpr after the body returned included
         # (its full passes over the trace's objects cost ~25% of a 50k-op trace, freeing
         # nothing); a call that only runs pays two flag flips.
+        # The first call on values, which traces, lowers and compiles, runs where jax's
+        # lowering loops cannot cross the end of a frame stack chunk
+        # (memory.with_stack_headroom); later ones go straight to the compiled call.
         with compat.enable_x64(), gc_paused():
-            return tuple(self.jitted(*args))
+            if self.called:
+                return tuple(self.jitted(*args))
+            self.called = not any(isinstance(a, jax.core.Tracer) for a in args)
+            return tuple(with_stack_headroom(self.jitted, *args))
