@@ -166,10 +166,13 @@ KINDS: dict = {
         'called_computations': frozenset({'array_v1', 'array_v1/string_v1'}),
         'error_message': frozenset({'string_v1'}),
         'has_side_effect': frozenset({'bool_v1'}),
+        'mhlo.backend_config': frozenset({'dict_v1', 'dict_v1/integer_v1<ui8>', 'dict_v1/key:string_v1'}),
+        'mhlo.frontend_attributes': frozenset({'dict_v1', 'dict_v1/key:string_v1', 'dict_v1/string_v1'}),
         'operand_layouts': frozenset({'array_v1', 'array_v1/tensor_v1<index>'}),
         'output_operand_aliases': frozenset({'array_v1', 'array_v1/output_operand_alias_v1'}),
         'result_layouts': frozenset({'array_v1', 'array_v1/tensor_v1<index>'}),
         'result_tilings': frozenset({'array_v1', 'array_v1/array_v1', 'array_v1/array_v1/tensor_v1<index>'}),
+        'sdy.sharding_rule': frozenset({'?#sdy.op_sharding_rule'}),
     },
     'vhlo.dot_general_v1': {
         'lhs_batching_dimensions': frozenset({'tensor_v1<i64>'}),

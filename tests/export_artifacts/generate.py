@@ -14,7 +14,8 @@ outputs `out<i>`, and, where a VJP ships, the gradient `grad<i>` of
 `manifest.json` lists each artifact with the flatbuffer serialization version and calling
 convention it carries, and the programs this jax could not export (with why). `sharded`
 (named shardings on a one-device mesh, serialized with their abstract mesh) is written by
-the writers from jax 0.11 on only (those before were run before it was added).
+the writers from jax 0.11 on only, `linsolve` (LAPACK's FFI calls) by those from 0.12 on
+(those before were run before they were added).
 
 jax 0.11 and 0.12 need Python >= 3.12 and write serialization version 12 themselves:
 
@@ -79,6 +80,10 @@ def sharded(a, b):
     return jnp.tanh(a) * b, jnp.sum(a)
 
 
+def linsolve(a, b):
+    return jnp.linalg.solve(a, b)
+
+
 PROGRAMS = {
     # name: (function, example inputs (a pytree), export options)
     "mlp": (mlp, ({"w1": _f32(3, 5), "b1": _f32(5), "w2": _f32(5, 2), "b2": _f32(2)},
@@ -91,6 +96,10 @@ PROGRAMS = {
     # named shardings on a one-device mesh (jax >= 0.9 serializes them with their abstract
     # mesh: schema version 6 on); written by the writers from jax 0.11 on only
     "sharded": (sharded, (_f32(4, 3), _f32(4, 3)), dict(vjp=True, sharded=True)),
+    # LAPACK's typed FFI calls (LU, triangular solves), whose attributes jax 0.12 writes as
+    # `mhlo.backend_config` dictionaries; written by the writers from jax 0.12 on only
+    "linsolve": (linsolve, (_f32(3, 3) + 3 * np.eye(3, dtype=np.float32), _f32(3)),
+                 dict(vjp=True, since=(0, 12))),
 }
 
 
@@ -158,8 +167,9 @@ def write(out_dir: str, extra_configs=()) -> None:
     manifest = {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "artifacts": {},
                 "not_exported": {}}
     v = tuple(int(p) for p in jax.__version__.split(".")[:2])
-    runs = [(name, name, {}) for name, (_, _, opts) in PROGRAMS.items()
-            if not opts.get("sharded") or v >= (0, 11)]
+    since = {name: opts.get("since", (0, 11) if opts.get("sharded") else (0, 0))
+             for name, (_, _, opts) in PROGRAMS.items()}
+    runs = [(name, name, {}) for name in PROGRAMS if v >= since[name]]
     runs += [(f"{name}_{suffix}", name, cfg) for suffix, name, cfg in extra_configs]
     for artifact, name, cfg in runs:
         fun, args, opts = PROGRAMS[name]

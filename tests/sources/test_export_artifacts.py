@@ -3,7 +3,8 @@ differentiate and vmap like the jax that wrote them, under every supported jax
 (tests/export_artifacts/: written by generate.py under jax 0.4.23 (serialization version 1,
 calling conventions 8 and 9), 0.4.30 and 0.5.3 (version 2, convention 9), 0.7.2 (version 2,
 convention 10), 0.8.3, 0.9.2 and 0.10.2 (version 3), 0.11.2 and 0.12.0.1 (version 12 and
-the writer's jax_version; also `sharded`: named shardings with an abstract mesh), and
+the writer's jax_version; also `sharded`: named shardings with an abstract mesh; 0.12.0.1
+also `linsolve`: LAPACK's FFI calls with their `mhlo.backend_config`), and
 `future/`: jax 0.10.2's serializer writing version 12).
 
 Each artifact is read by shlo2jax's flatbuffer reader alone (never `jax.export.deserialize`;
