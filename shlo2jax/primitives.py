@@ -101,6 +101,9 @@ def counted_loop(step, start: int, bound: int, carry, counter_dtype):
     a scalar of `counter_dtype`, which holds both), as a while loop that reverse mode
     differentiates: `step` is traced once, the loop lowers as the while loop it is, and its
     derivatives are those of the scan of its trips (see `counted_loop_primitive`)."""
+    if compat.jit_disabled():  # op by op, as jax.disable_jit asks: a Python loop
+        return lax.fori_loop(start, bound, lambda i, c: tuple(
+            step(lax.convert_element_type(i, counter_dtype), c)), tuple(carry))
     first, last, one = (np.asarray(n, counter_dtype) for n in (start, bound, 1))
 
     leaves, tree = jax.tree_util.tree_flatten(tuple(carry))  # tokens are empty pytrees

@@ -143,3 +143,12 @@ def test_a_translated_counted_loop_is_one_and_differentiates_as_its_scan():
     for got, want in zip(jax.grad(loss(program), argnums=(0, 1))(X, w),
                          jax.grad(loss(reference), argnums=(0, 1))(X, w)):
         np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_under_disable_jit_a_counted_loop_runs_op_by_op():
+    with jax.disable_jit():
+        for got, want in zip(_counted(X, W), _reference(X, W)):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+        program, w = _program(4), W[:4]
+        np.testing.assert_allclose(program(X, w), lax.fori_loop(
+            0, 4, lambda i, h: jnp.tanh(h * w[i] + h), X), rtol=1e-6)
