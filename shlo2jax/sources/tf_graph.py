@@ -25,8 +25,12 @@ def _tensorflow(what: str, why: str):
     try:
         import tensorflow as tf
     except ImportError:
+        tf = None
+    # (a folder named `tensorflow` on the path, a corpus's or a project's, imports as an empty
+    # namespace package where TensorFlow is not installed)
+    if getattr(tf, "__file__", None) is None:
         raise LoadError(f"{what}: {why}: shlo2jax reads such a graph through TensorFlow's "
-                        f"XLA bridge, and TensorFlow is not installed ({EXTRA})") from None
+                        f"XLA bridge, and TensorFlow is not installed ({EXTRA})")
     return tf
 
 

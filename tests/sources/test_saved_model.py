@@ -270,6 +270,22 @@ def test_a_graph_without_an_xla_call_module_takes_tensorflow(tmp_path, without_t
         shlo2jax.load(str(folder))
 
 
+def test_a_folder_named_tensorflow_is_not_tensorflow(tmp_path, monkeypatch):
+    # where TensorFlow is not installed, `import tensorflow` finds such a folder (tests/corpus
+    # has one) as an empty namespace package: the error is still that it is not installed
+    import importlib.util
+    spec = importlib.util.find_spec("tensorflow")
+    if spec is not None and spec.origin is not None:
+        pytest.skip("TensorFlow is installed here: its package is found before any folder")
+    (tmp_path / "on_path" / "tensorflow").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "on_path"))
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    folder = _copy("jax2tf_mlp", tmp_path)
+    _rename_op(folder, b"XlaCallModule", b"XlaCallModulf")
+    with pytest.raises(LoadError, match=r"TensorFlow is not installed"):
+        shlo2jax.load(str(folder))
+
+
 def _saved_model_pb(nodes, output: str) -> bytes:
     """A SavedModel whose `serving_default` maps input `x` (the Placeholder `x`) to output `y`
     (the tensor `output`), over the graph's `nodes`: (name, op, inputs)."""
