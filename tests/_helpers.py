@@ -42,6 +42,20 @@ def op_counts(text: str) -> dict:
     return counts
 
 
+def nested_primitives(jaxpr) -> list:
+    """The names of a jaxpr's primitives, one per equation, its nested jaxprs' (a loop's
+    body, a call's) included."""
+    found = []
+    for eqn in jaxpr.eqns:
+        found.append(eqn.primitive.name)
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (list, tuple)) else [value]:
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    found += nested_primitives(inner)
+    return found
+
+
 def staged_jaxpr(program, *args):
     """The jaxpr of the equations a program's translation stages (inside its own jit)."""
     import jax

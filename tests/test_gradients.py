@@ -12,6 +12,8 @@ from jax import lax
 
 from shlo2jax.gradients import dot_general
 
+from _helpers import nested_primitives
+
 # (lhs shape, rhs shape, dimension numbers)
 CASES = [
     ((6, 5), (5, 4), (((1,), (0,)), ((), ()))),                  # matmul
@@ -115,18 +117,7 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
 
 def _primitives(fn, x) -> set:
     """The primitives of the gradient's jaxpr, nested jaxprs (the program's jit) included."""
-    found = set()
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            found.add(eqn.primitive.name)
-            for value in eqn.params.values():
-                for sub in value if isinstance(value, (list, tuple)) else [value]:
-                    inner = getattr(sub, "jaxpr", sub)
-                    if hasattr(inner, "eqns"):
-                        walk(inner)
-    walk(jax.make_jaxpr(jax.grad(lambda x: jnp.sum(fn(x))))(x).jaxpr)
-    return found
+    return set(nested_primitives(jax.make_jaxpr(jax.grad(lambda x: jnp.sum(fn(x))))(x).jaxpr))
 
 
 @pytest.mark.parametrize("op", ["multiply", "divide"])

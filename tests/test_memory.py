@@ -61,6 +61,11 @@ def _loop(calls):
     list(map(_leaf, range(calls)))
 
 
+def _minor_faults() -> int:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _at_depth(depth, fn, *args):
     return fn(*args) if depth == 0 else _at_depth(depth - 1, fn, *args)
 
@@ -70,15 +75,11 @@ def _at_depth(depth, fn, *args):
 def test_a_loop_on_a_fresh_stack_chunk_maps_no_chunk_per_call():
     # From every caller depth over more than a chunk's worth of frames: where the loop's calls
     # crossed a chunk's end, each would map a fresh chunk (a page fault per call).
-    import resource
-
-    def faults():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     calls, worst = 2000, 0
     for depth in range(400):
-        before = faults()
+        before = _minor_faults()
         _at_depth(depth, on_fresh_stack_chunk, _loop, calls)
-        worst = max(worst, faults() - before)
+        worst = max(worst, _minor_faults() - before)
     assert worst < calls // 10
 
 
@@ -88,13 +89,9 @@ def test_a_loop_nested_below_a_first_calls_headroom_maps_no_chunk_per_call():
     # A loop run up to several chunks' worth of frames below the call, as jax's lowering runs
     # a nested loop body's equations: on_fresh_stack_chunk's 16 KiB leave some of these
     # depths crossing a chunk's end (a page fault per call), with_stack_headroom's 256 none.
-    import resource
-
-    def faults():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     calls, worst = 1000, 0
     for nested in range(600):
-        before = faults()
+        before = _minor_faults()
         with_stack_headroom(_at_depth, nested, _loop, calls)
-        worst = max(worst, faults() - before)
+        worst = max(worst, _minor_faults() - before)
     assert worst < calls // 10

@@ -15,7 +15,7 @@ from jax.sharding import PartitionSpec as P
 import shlo2jax
 from shlo2jax.primitives import counted_loop
 
-from _helpers import staged_jaxpr
+from _helpers import nested_primitives, staged_jaxpr
 
 COUNTED = "shlo2jax_counted_loop"
 
@@ -44,21 +44,9 @@ def _floats(f):
     return lambda x, w: jnp.sum(f(x, w)[0] ** 2) + jnp.sum(f(x, w)[1])
 
 
-def _primitives(jaxpr) -> list:
-    found = []
-    for eqn in jaxpr.eqns:
-        found.append(eqn.primitive.name)
-        for value in eqn.params.values():
-            for inner in value if isinstance(value, (list, tuple)) else [value]:
-                inner = getattr(inner, "jaxpr", inner)
-                if hasattr(inner, "eqns"):
-                    found += _primitives(inner)
-    return found
-
-
 def test_a_counted_loop_stages_one_while_loop_and_no_scan():
     jaxpr = jax.make_jaxpr(_counted)(X, W).jaxpr
-    names = _primitives(jaxpr)
+    names = nested_primitives(jaxpr)
     assert names.count(COUNTED) == 1 and "scan" not in names and "while" not in names
     text = jax.jit(_counted).lower(X, W).as_text()
     assert text.count("stablehlo.while") == 1
@@ -136,7 +124,7 @@ def test_a_translated_counted_loop_is_one_and_differentiates_as_its_scan():
     def reference(h, w):
         return lax.fori_loop(0, 4, lambda i, h: jnp.tanh(h * w[i] + h), h)
 
-    names = _primitives(staged_jaxpr(program, X, w))
+    names = nested_primitives(staged_jaxpr(program, X, w))
     assert COUNTED in names and "scan" not in names
     np.testing.assert_allclose(program(X, w), reference(X, w), rtol=1e-6)
     loss = lambda f: lambda h, w: jnp.sum(f(h, w) ** 2)  # noqa: E731

@@ -12,7 +12,7 @@ import shlo2jax.ops  # noqa: F401  (registers the built-in rules _needs looks up
 from shlo2jax import registry
 from shlo2jax import value_types as T
 
-from _helpers import staged_jaxpr, tensor
+from _helpers import nested_primitives, staged_jaxpr, tensor
 
 
 def _element(dtype):
@@ -181,19 +181,6 @@ def test_constant_starts_clamp_without_equations(index_type, starts):
     assert "dynamic_slice" in primitives and "clamp" not in primitives, primitives
 
 
-def _primitives(jaxpr) -> set:
-    """The primitives of a jaxpr, its nested jaxprs' (a scan's body, a call's) included."""
-    found = set()
-    for eqn in jaxpr.eqns:
-        found.add(eqn.primitive.name)
-        for value in eqn.params.values():
-            for inner in value if isinstance(value, (list, tuple)) else [value]:
-                inner = getattr(inner, "jaxpr", inner)
-                if hasattr(inner, "eqns"):
-                    found |= _primitives(inner)
-    return found
-
-
 @pytest.mark.parametrize("start, stop", [(0, 6), (2, 5)])
 def test_a_loop_index_in_range_slices_without_a_clamp(start, stop):
     """`w[i]` in a fori_loop (a stack's layer weights): the index is within [0, 5] by the
@@ -208,7 +195,7 @@ def test_a_loop_index_in_range_slices_without_a_clamp(start, stop):
     program = shlo2jax.load(exported.serialize())
     w, x = _data(np.float32, (6, 3)), _data(np.float32, (3,))
     np.testing.assert_allclose(program(w, x), x + w[start:stop].sum(0), rtol=1e-6)
-    primitives = _primitives(staged_jaxpr(program, w, x))
+    primitives = set(nested_primitives(staged_jaxpr(program, w, x)))
     assert "dynamic_slice" in primitives and "clamp" not in primitives, primitives
 
 
