@@ -323,7 +323,9 @@ def while_(ctx, op, *init):
         bound = _concrete_int(counted.bound, ctx.env)
         step = _concrete_int(counted.step, ctx.env)
         if start is not None and bound is not None and step == 1:
-            return single_or_tuple(op, _fori_loop(body, init, k, start, bound))
+            # what the body returns as it is given (a scan's stacked inputs and weights)
+            forwarded = [out == arg for out, arg in zip(body_region.outputs, body_region.args)]
+            return single_or_tuple(op, _fori_loop(body, init, k, start, bound, forwarded))
     captured, bind = explicit_captures(ctx, cond_region, body_region)
 
     def loop(captured, carry):
@@ -610,16 +612,18 @@ def checkpointed_repeat(step, carry, n: int):
     return lax.scan(lambda c, _: (block(c), None), carry, None, length=outer)[0]
 
 
-def _fori_loop(body, init, k, start, bound):
+def _fori_loop(body, init, k, start, bound, forwarded=()):
     counter_dtype = np.asarray(init[k]).dtype
     rest = tuple(init[:k]) + tuple(init[k + 1:])
+    forwarded = tuple(forwarded[:k]) + tuple(forwarded[k + 1:])
 
     def step(i, carry):
         outs = body(*carry[:k], i, *carry[k:])
         return tuple(outs[:k]) + tuple(outs[k + 1:])
 
     # reverse-differentiable (static bounds): its derivatives are a scan's
-    final = counted_loop(step, start, bound, rest, counter_dtype) if bound > start else rest
+    final = counted_loop(step, start, bound, rest, counter_dtype, forwarded) \
+        if bound > start else rest
     counter = np.asarray(max(start, bound), dtype=counter_dtype)
     return final[:k] + (counter,) + final[k:]
 

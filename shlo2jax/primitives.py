@@ -96,26 +96,61 @@ def rng_bit_generator_primitive():
     return prim
 
 
-def counted_loop(step, start: int, bound: int, carry, counter_dtype):
+def counted_loop(step, start: int, bound: int, carry, counter_dtype, forwarded=()):
     """`carry` after `carry = step(i, carry)` for i = start, ..., bound - 1 (start < bound; i
     a scalar of `counter_dtype`, which holds both), as a while loop that reverse mode
     differentiates: `step` is traced once, the loop lowers as the while loop it is, and its
-    derivatives are those of the scan of its trips (see `counted_loop_primitive`)."""
+    derivatives are those of the scan of its trips (see `counted_loop_primitive`).
+    `forwarded[j]` true: `step` returns carry[j] as it is given (a scan's stacked inputs,
+    a loop's weights), so the loop takes it as a constant of its body, not a carried value
+    (as lax.while_loop moves what its body forwards)."""
     if compat.jit_disabled():  # op by op, as jax.disable_jit asks: a Python loop
         return lax.fori_loop(start, bound, lambda i, c: tuple(
             step(lax.convert_element_type(i, counter_dtype), c)), tuple(carry))
     first, last, one = (np.asarray(n, counter_dtype) for n in (start, bound, 1))
+    carry = tuple(carry)
+    moving = [j for j in range(len(carry)) if not (j < len(forwarded) and forwarded[j])]
+    leaves, tree = jax.tree_util.tree_flatten(tuple(carry[j] for j in moving))  # (tokens: [])
 
-    leaves, tree = jax.tree_util.tree_flatten(tuple(carry))  # tokens are empty pytrees
+    def body(i, *leaves):
+        given = list(carry)  # (the forwarded ones: the enclosing trace's, constants here)
+        for j, value in zip(moving, jax.tree_util.tree_unflatten(tree, leaves)):
+            given[j] = value
+        outs = step(i, tuple(given))
+        return [lax.add(i, one), *jax.tree_util.tree_leaves(tuple(outs[j] for j in moving))]
+
+    args = [first, *leaves]
+    body_jaxpr, body_env = compat.trace_jaxpr(body, args, "counted loop body")
+    cond_jaxpr, cond_env = compat.trace_jaxpr(lambda i, *_: [lax.lt(i, last)], args,
+                                              "counted loop condition")
+    in_avals = [jax.typeof(a) for a in args]
+    if body_jaxpr.effects or cond_jaxpr.effects or \
+            [v.aval for v in body_jaxpr.outvars] != in_avals:
+        # (ordered effects keep their order in a scan; a weak type lax.while_loop promotes)
+        return _staged_by_while_loop(step, first, last, one, carry, bound - start)
+    body_jaxpr, body_consts = compat.closed_jaxpr(body_jaxpr, body_env, args)
+    cond_jaxpr, cond_consts = compat.closed_jaxpr(cond_jaxpr, cond_env, args)
+    outs = counted_loop_primitive().bind(
+        *cond_consts, *body_consts, *args, cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr,
+        cond_nconsts=len(cond_consts), body_nconsts=len(body_consts), trips=bound - start)
+    final = list(carry)
+    for j, value in zip(moving, jax.tree_util.tree_unflatten(tree, outs[1:])):
+        final[j] = value
+    return tuple(final)
+
+
+def _staged_by_while_loop(step, first, last, one, carry, trips: int) -> tuple:
+    """The counted loop as lax.while_loop stages it, its while equation then bound as the
+    counted loop (or, with ordered effects, as the scan of its trips)."""
+    leaves, tree = jax.tree_util.tree_flatten(carry)
 
     def loop(*leaves):
         carry = jax.tree_util.tree_unflatten(tree, leaves)
         return jax.tree_util.tree_leaves(lax.while_loop(
-            lambda c: c[0] < last, lambda c: (c[0] + one, *step(c[0], c[1:])),
+            lambda c: lax.lt(c[0], last), lambda c: (lax.add(c[0], one), *step(c[0], c[1:])),
             (first, *carry))[1:])
 
     jaxpr, env = compat.trace_jaxpr(loop, leaves, "counted loop")
-    trips = bound - start
     for eqn in jaxpr.eqns:  # the while loop (and whatever lax staged around it)
         args = [v.val if isinstance(v, Literal) else env[v] for v in eqn.invars]
         if eqn.primitive is compat.WHILE_P and not eqn.effects:

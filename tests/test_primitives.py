@@ -133,6 +133,90 @@ def test_a_translated_counted_loop_is_one_and_differentiates_as_its_scan():
         np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+def _counted_eqns(jaxpr) -> list:
+    eqns = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == COUNTED:
+            eqns.append(eqn)
+    return eqns
+
+
+def test_a_forwarded_carry_is_a_constant_of_the_loop_body():
+    # (what lax.while_loop makes of a value its body returns as it is given)
+    def counted(x, w):
+        return counted_loop(lambda i, c: (jnp.tanh(c[0] * c[1][i]), c[1]), 0, 4, (x, w),
+                            np.dtype(np.int32), forwarded=(False, True))
+
+    jaxpr = jax.make_jaxpr(counted)(X, W).jaxpr
+    (eqn,) = _counted_eqns(jaxpr)
+    assert eqn.params["body_nconsts"] == 1 and len(eqn.outvars) == 2  # (the counter, h)
+    reference = lambda x, w: lax.fori_loop(  # noqa: E731
+        0, 4, lambda i, c: (jnp.tanh(c[0] * c[1][i]), c[1]), (x, w))
+    got, want = jax.jit(counted)(X, W), reference(X, W)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    assert got[1] is W or np.array_equal(got[1], W)
+    loss = lambda f: lambda x, w: jnp.sum(f(x, w)[0] ** 2)  # noqa: E731
+    for got, want in zip(jax.grad(loss(counted), argnums=(0, 1))(X, W),
+                         jax.grad(loss(reference), argnums=(0, 1))(X, W)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_carry_whose_type_the_body_changes_is_promoted_as_lax_promotes_it():
+    # A weak-typed start value whose step returns a strong one: the loop is staged by
+    # lax.while_loop, which promotes it, and is still the one counted loop.
+    def counted(x):
+        return counted_loop(lambda i, c: (c[0] * x,), 0, 3, (jnp.asarray(1.0),),
+                            np.dtype(np.int32))[0]
+
+    x = jnp.float32(1.5)
+    assert jax.typeof(jnp.asarray(1.0)).weak_type and not jax.typeof(x).weak_type
+    names = nested_primitives(jax.make_jaxpr(counted)(x).jaxpr)
+    assert names.count(COUNTED) == 1 and "while" not in names
+    np.testing.assert_allclose(jax.jit(counted)(x), x ** 3, rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(counted)(x), 3 * x ** 2, rtol=1e-5)
+
+
+def _program_carrying_its_weights(trips: int):
+    """As `_program`, with the weights carried through the loop unchanged (as jax exports a
+    scan's stacked inputs) rather than captured."""
+    return shlo2jax.load(f"""func.func @main(%h0: tensor<3xf32>, %w0: tensor<{trips}xf32>)
+        -> tensor<3xf32> {{
+      %zero = stablehlo.constant dense<0> : tensor<i32>
+      %0:3 = stablehlo.while(%i = %zero, %h = %h0, %w = %w0)
+          : tensor<i32>, tensor<3xf32>, tensor<{trips}xf32>
+      cond {{
+        %n = stablehlo.constant dense<{trips}> : tensor<i32>
+        %c = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        stablehlo.return %c : tensor<i1>
+      }} do {{
+        %one = stablehlo.constant dense<1> : tensor<i32>
+        %wi = stablehlo.dynamic_slice %w, %i, sizes = [1] : (tensor<{trips}xf32>, tensor<i32>) -> tensor<1xf32>
+        %ws = stablehlo.reshape %wi : (tensor<1xf32>) -> tensor<f32>
+        %wb = stablehlo.broadcast_in_dim %ws, dims = [] : (tensor<f32>) -> tensor<3xf32>
+        %m = stablehlo.multiply %h, %wb : tensor<3xf32>
+        %a = stablehlo.add %m, %h : tensor<3xf32>
+        %t = stablehlo.tanh %a : tensor<3xf32>
+        %next = stablehlo.add %i, %one : tensor<i32>
+        stablehlo.return %next, %t, %w : tensor<i32>, tensor<3xf32>, tensor<{trips}xf32>
+      }}
+      return %0#1 : tensor<3xf32>
+    }}""")
+
+
+def test_a_translated_loop_takes_what_its_body_forwards_as_constants():
+    program, w = _program_carrying_its_weights(4), W[:4]
+    (eqn,) = _counted_eqns(staged_jaxpr(program, X, w))
+    assert eqn.params["body_nconsts"] >= 1 and len(eqn.outvars) == 2  # (the counter, h)
+    reference = _program(4)
+    np.testing.assert_array_equal(program(X, w), reference(X, w))
+    loss = lambda f: lambda h, w: jnp.sum(f(h, w) ** 2)  # noqa: E731
+    for got, want in zip(jax.grad(loss(program), argnums=(0, 1))(X, w),
+                         jax.grad(loss(reference), argnums=(0, 1))(X, w)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(jax.vmap(program, in_axes=(0, None))(jnp.stack([X, -X]), w),
+                               jnp.stack([reference(X, w), reference(-X, w)]), rtol=1e-6)
+
+
 def test_under_disable_jit_a_counted_loop_runs_op_by_op():
     with jax.disable_jit():
         for got, want in zip(_counted(X, W), _reference(X, W)):

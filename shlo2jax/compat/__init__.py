@@ -554,6 +554,21 @@ def trace_jaxpr(fn, args, name: str):
     return jaxpr, dict(zip([*jaxpr.constvars, *jaxpr.invars], [*consts, *args]))
 
 
+def closed_jaxpr(jaxpr, env: dict, args) -> tuple:
+    """(closed jaxpr, consts): `trace_jaxpr`'s jaxpr as a control-flow primitive's param takes
+    it, what it closed over taken as its leading arguments (`consts`, their values), `args`
+    then; as `lax.while_loop` passes its cond and body (jax <= 0.11: the constvars made
+    leading invars of a ClosedJaxpr with no constants; jax 0.12: the jaxpr as it is)."""
+    binders = [*jaxpr.constvars, *jaxpr.invars]
+    consts = [env[v] for v in binders[:len(binders) - len(args)]]
+    if _CLOSED_JAXPR is None:
+        return jaxpr, consts
+    return _CLOSED_JAXPR(pe.convert_constvars_jaxpr(jaxpr), ()), consts
+
+
+_CLOSED_JAXPR = getattr(core, "ClosedJaxpr", None)
+
+
 def set_batching_rule(prim, rule):
     """Registers `rule(args, dims, **params) -> (outs, out_dims)` as prim's vmap rule."""
     batching.primitive_batchers[prim] = rule
@@ -689,6 +704,7 @@ _INTERNALS = (
     (lax_internal, "_get_monoid_reducer"), (lax_internal, "_convert_element_type"),
     (lax_linalg, "geqrf"), (lax_linalg, "geqp3"), (mlir, "register_lowering"),
     (mlir, "lower_fun"), (mlir, "merge_mlir_modules"), (pe, "trace_to_jaxpr_dynamic"),
+    (pe, "convert_constvars_jaxpr"),
     (lu, "wrap_init"), (lu, "DebugInfo"), (core, "jaxpr_as_fun"), (core, "typeof"), (mlir, "refine_polymorphic_shapes"),
     (mlir, "_platform_specific_lowerings"), (mlir, "make_ir_context"), (mlir, "TokenSet"),
     (batching, "primitive_batchers"), (ad, "defbilinear"), (dispatch, "apply_primitive"),
