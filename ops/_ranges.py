@@ -451,6 +451,8 @@ def _constant_range(value) -> Range:
         return None
     if not (T.is_float(value.dtype) or T.is_integer(value.dtype) or value.dtype == np.bool_):
         return None
+    if not any(value.strides):  # (one element at every index: a splat)
+        value = value.reshape(-1)[:1]
     with np.errstate(all="ignore"):
         values = value.astype(np.float64)
     if np.isnan(values).any():

@@ -27,8 +27,11 @@ class Opaque(NamedTuple):
     text: str
 
 
-# Splat constants of more elements than this are decoded as a `Splat`, not an array.
+# Splat constants of more elements than this are decoded as a `Splat`, not an array; those of
+# more than SPLAT_VIEW_ELEMENTS (and no more than SPLAT_RECORD_ELEMENTS) as an array that is a
+# view of their one element.
 SPLAT_RECORD_ELEMENTS = 1 << 16
+SPLAT_VIEW_ELEMENTS = 256
 
 
 class Splat:
@@ -83,12 +86,30 @@ class Splat:
 
 
 def _splat_or_full(value, ttype: T.TensorType, splats: bool):
-    """A `Splat` of `value` over `ttype`'s shape where `splats` and the splat is large, else the
-    full array."""
-    if splats and ttype.quant is None and \
-            int(np.prod(ttype.shape, dtype=object)) > SPLAT_RECORD_ELEMENTS:
-        return Splat(np.asarray(value, dtype=ttype.dtype), ttype.shape)
+    """Where `splats` (a module's constant): a `Splat` of `value` over `ttype`'s shape where the
+    splat is large, else the splat's array, as a read-only view of its one element where it
+    has more than SPLAT_VIEW_ELEMENTS elements (`splat_view`); else the full array."""
+    if splats and ttype.quant is None:
+        size = int(np.prod(ttype.shape, dtype=object))
+        if size > SPLAT_RECORD_ELEMENTS:
+            return Splat(np.asarray(value, dtype=ttype.dtype), ttype.shape)
+        if size > SPLAT_VIEW_ELEMENTS:
+            return splat_view(value, ttype.shape, ttype.dtype)
     return np.full(ttype.shape, value, dtype=ttype.dtype)
+
+
+def splat_view(value, shape, dtype) -> np.ndarray:
+    """The array of `value` at every index of `shape`, as numpy broadcasts it: one element, no
+    fill (jax 0.12 writes an exact GELU's erfc as a composite whose decomposition holds 28
+    splats of the activations' shape: filling the sampler's 7,193 of them took a quarter of
+    its load). Read-only, as every constant of a program is; lax lowers it as the broadcast
+    of its one element."""
+    return np.broadcast_to(np.asarray(value, dtype=dtype), tuple(shape))
+
+
+def is_splat_view(value) -> bool:
+    """Whether the array `value` is one element seen at every index (`splat_view`)."""
+    return value.size > 1 and not any(value.strides)
 
 
 class ConstantSizeError(LoadError):
@@ -264,6 +285,8 @@ def _shape(flat: np.ndarray, ttype: T.TensorType, splats: bool = False) -> np.nd
     if flat.size == 1 and size != 1:
         if splats and ttype.quant is None and size > SPLAT_RECORD_ELEMENTS:
             return Splat(flat.reshape(()), shape)
+        if splats and ttype.quant is None and size > SPLAT_VIEW_ELEMENTS:
+            return splat_view(flat.reshape(()), shape, flat.dtype)
         return np.full(shape, flat.reshape(()), dtype=flat.dtype)
     if flat.size != size:
         raise ValueError(f"dense data has {flat.size} elements, {ttype} needs {size}")

@@ -391,7 +391,8 @@ class _Decoder:
         if blob is not None:
             self.resource_constants[op.index] = blob
         if name in _CONSTANTS and type(attrs.get("value")) is np.ndarray and \
-                attrs["value"].nbytes >= held_module.LARGE_CONSTANT_BYTES:
+                attrs["value"].nbytes >= held_module.LARGE_CONSTANT_BYTES and \
+                not attributes.is_splat_view(attrs["value"]):  # (one element: not large)
             self.large_constants.append((operation, op))
         if not carried and self.carried:  # a program with no such value skips the scan
             carried = not self.carried.isdisjoint(operands) or any(

@@ -186,6 +186,65 @@ def test_large_splat_every_element_type(element):
     assert "broadcast_in_dim" in lowered
 
 
+# More elements than attributes.SPLAT_VIEW_ELEMENTS, no more than SPLAT_RECORD_ELEMENTS: an
+# array that is a view of its one element.
+VIEW_SHAPE = (64, 1024)
+
+
+@pytest.mark.parametrize("element", INTEGERS + FLOATS + COMPLEX)
+def test_a_mid_size_splat_is_one_element_seen_at_every_index(element):
+    from jaxlib.mlir import ir
+    from shlo2jax.compat import make_ir_context
+    size = VIEW_SHAPE[0] * VIEW_SHAPE[1]
+    assert attributes.SPLAT_VIEW_ELEMENTS < size <= attributes.SPLAT_RECORD_ELEMENTS
+    text, values = literal_values(element)
+    splat = text[1:].split(",")[0].strip()
+    if T.is_complex(values.dtype):
+        splat = text[1:].split("),")[0].strip() + ")"
+    t = f"tensor<{VIEW_SHAPE[0]}x{VIEW_SHAPE[1]}x{element}>"
+    decoded = [attributes.dense_from_text(f"dense<{splat}>", T.parse_type(t), splats=True)]
+    if not T.is_complex(values.dtype):  # (the bindings read no complex splat: printed text)
+        with make_ir_context():
+            decoded.append(attributes.decode(ir.Attribute.parse(f"dense<{splat}> : {t}")))
+    for value in decoded:
+        assert type(value) is np.ndarray and value.shape == VIEW_SHAPE
+        assert attributes.is_splat_view(value) and not value.flags.writeable
+        assert_same_bits(np.ascontiguousarray(value), np.full(VIEW_SHAPE, values[0], values.dtype))
+    program = shlo2jax.load(f"""func.func @main() -> {t} {{
+      %0 = stablehlo.constant dense<{splat}> : {t}
+      return %0 : {t}
+    }}""")
+    assert_same_bits(program(), np.full(VIEW_SHAPE, values[0], values.dtype))
+
+
+def test_a_small_splat_is_a_full_array():
+    from jaxlib.mlir import ir
+    from shlo2jax.compat import make_ir_context
+    with make_ir_context():
+        value = attributes.decode(ir.Attribute.parse("dense<2.0> : tensor<16x16xf32>"))
+    assert 16 * 16 <= attributes.SPLAT_VIEW_ELEMENTS
+    assert type(value) is np.ndarray and value.flags.owndata and not attributes.is_splat_view(value)
+
+
+def test_a_splat_view_is_no_large_constant_and_the_analyses_read_it():
+    # max(x, -inf everywhere) is x (ops.elementwise._identity_of_bound): decided from the
+    # splat's elements, as from a full array; 256 KiB declared, one element held, so the
+    # program does not count it among the constants it outlines
+    t = f"tensor<{VIEW_SHAPE[0]}x{VIEW_SHAPE[1]}xf32>"
+    program = shlo2jax.load(f"""func.func @main(%x: {t}) -> {t} {{
+      %low = stablehlo.constant dense<0xFF800000> : {t}
+      %0 = stablehlo.maximum %x, %low : {t}
+      return %0 : {t}
+    }}""")
+    assert program.module.large_constants == []
+    import jax
+    x = np.linspace(-2, 2, VIEW_SHAPE[0] * VIEW_SHAPE[1], dtype=np.float32).reshape(VIEW_SHAPE)
+    names = [e.primitive.name for e in jax.make_jaxpr(program["main"])(x).jaxpr.eqns[0]
+             .params["jaxpr"].jaxpr.eqns]
+    assert "max" not in names, names
+    assert_same_bits(program(x), x)
+
+
 def test_short_constant_data_is_a_load_error_naming_the_op_and_size():
     text = f"""func.func @main() -> {HUGE} {{
       %c = stablehlo.constant dense_resource<blob1> : {HUGE}
