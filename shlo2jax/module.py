@@ -528,7 +528,8 @@ def _ops_of(region: Region):
 def _live_functions(functions: dict, ops_of: Optional[dict] = None) -> set:
     """The functions that can run: the public ones (all, when none is public) and every
     function their ops name (callees, bodies, ...), except a composite's decomposition when a
-    JAX implementation is registered for the composite's name. `ops_of`: {function name: its
+    JAX implementation is registered for the composite's name or the composite is a chlo op
+    (ops/composite.py). `ops_of`: {function name: its
     ops, nested ones included} where the decoder listed them (a flat list: the walk through
     nested regions' generators was most of the time)."""
     live = set()
@@ -543,7 +544,11 @@ def _live_functions(functions: dict, ops_of: Optional[dict] = None) -> set:
             attrs = op.attrs
             if not attrs or not isinstance(attrs, dict):
                 continue
-            replaced = op.name.endswith(".composite") and attrs.get("name") in COMPOSITE_RULES
+            # (a registered implementation, or the chlo op a composite stands for: decided
+            # when the op was prepared)
+            replaced = op.name.endswith(".composite") and (
+                attrs.get("name") in COMPOSITE_RULES
+                or getattr(op.params, "implementation", None) is not None)
             for key, value in attrs.items():
                 if key == "decomposition" and replaced:
                     continue

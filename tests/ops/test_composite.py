@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.special
 import pytest
 
 import shlo2jax
@@ -212,3 +213,15 @@ def test_a_chlo_composite_is_the_chlo_op_as_xla_recomposes_it(version):
                                jax.grad(lambda x: want(x).sum())(x), rtol=1e-5)
     kinds = [e.primitive.name for e in jax.make_jaxpr(program)(x).eqns[0].params["jaxpr"].eqns]
     assert kinds == (["erfc"] if version == 1 else ["jit"]), kinds
+
+
+def test_the_expansion_of_a_chlo_composite_is_not_reported():
+    # (its decomposition never runs: a problem in it is dormant, as in a function never called)
+    text = _CHLO_ERFC.replace("VERSION", "1").replace(
+        "%2 = stablehlo.subtract %one, %1 : tensor<5xf32>",
+        "%2 = stablehlo.custom_call @tpu_custom_call(%1) : (tensor<5xf32>) -> tensor<5xf32>")
+    program = shlo2jax.load(text)
+    assert program.module.problems == []
+    assert [p[0] for p in program.module.dormant_problems] == ["stablehlo.custom_call"]
+    x = np.linspace(-2, 2, 5, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(program(x)), scipy.special.erfc(x), rtol=1e-6)
