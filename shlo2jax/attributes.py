@@ -101,7 +101,7 @@ def _splat_or_full(value, ttype: T.TensorType, splats: bool):
 def splat_view(value, shape, dtype) -> np.ndarray:
     """The array of `value` at every index of `shape`, as numpy broadcasts it: one element, no
     fill (jax 0.12 writes an exact GELU's erfc as a composite whose decomposition holds 28
-    splats of the activations' shape: filling the sampler's 7,193 of them took a quarter of
+    splats of the activations' shape: filling the sampler's 7,193 of them took a third of
     its load). Read-only, as every constant of a program is; lax lowers it as the broadcast
     of its one element."""
     return np.broadcast_to(np.asarray(value, dtype=dtype), tuple(shape))
