@@ -33,6 +33,7 @@ import ml_dtypes
 import numpy as np
 
 from shlo2jax import value_types as T
+from shlo2jax.attributes import is_splat_view
 from shlo2jax.ops._common import enum_value, ints, op_names, reduce_body_op, value_type
 
 Range = Optional[tuple]  # (lo, hi) floats, or None: unknown
@@ -451,7 +452,7 @@ def _constant_range(value) -> Range:
         return None
     if not (T.is_float(value.dtype) or T.is_integer(value.dtype) or value.dtype == np.bool_):
         return None
-    if not any(value.strides):  # (one element at every index: a splat)
+    if is_splat_view(value):  # (one element at every index: its range is that element's)
         value = value.reshape(-1)[:1]
     with np.errstate(all="ignore"):
         values = value.astype(np.float64)

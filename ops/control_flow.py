@@ -144,6 +144,9 @@ class CountedLoop(NamedTuple):
     counter: int
     bound: tuple
     step: tuple
+    # per loop value: whether the body returns it as it is given (a scan's stacked inputs, a
+    # loop's weights), which the counted loop takes as a constant of its body
+    forwarded: tuple = ()
 
 
 class WhileParams(NamedTuple):
@@ -254,7 +257,8 @@ def _counted_loop(op):
     step = _constant_source(body, increment.operands[1])
     if step is None:
         return None
-    return CountedLoop(k, bound, step)
+    return CountedLoop(k, bound, step,
+                       tuple(out == arg for out, arg in zip(body.outputs, body.args)))
 
 
 def _concrete(source, env):
@@ -323,9 +327,8 @@ def while_(ctx, op, *init):
         bound = _concrete_int(counted.bound, ctx.env)
         step = _concrete_int(counted.step, ctx.env)
         if start is not None and bound is not None and step == 1:
-            # what the body returns as it is given (a scan's stacked inputs and weights)
-            forwarded = [out == arg for out, arg in zip(body_region.outputs, body_region.args)]
-            return single_or_tuple(op, _fori_loop(body, init, k, start, bound, forwarded))
+            return single_or_tuple(op, _fori_loop(body, init, k, start, bound,
+                                                  counted.forwarded))
     captured, bind = explicit_captures(ctx, cond_region, body_region)
 
     def loop(captured, carry):

@@ -85,17 +85,19 @@ class Splat:
         return f"Splat({self.value!r}, shape={self.shape})"
 
 
-def _splat_or_full(value, ttype: T.TensorType, splats: bool):
+def _splat_or_full(value, ttype: T.TensorType, splats: bool, dtype=None):
     """Where `splats` (a module's constant): a `Splat` of `value` over `ttype`'s shape where the
     splat is large, else the splat's array, as a read-only view of its one element where it
-    has more than SPLAT_VIEW_ELEMENTS elements (`splat_view`); else the full array."""
+    has more than SPLAT_VIEW_ELEMENTS elements (`splat_view`); else the full array. Elements
+    of `dtype` (default: the type's)."""
+    dtype = ttype.dtype if dtype is None else dtype
     if splats and ttype.quant is None:
         size = int(np.prod(ttype.shape, dtype=object))
         if size > SPLAT_RECORD_ELEMENTS:
-            return Splat(np.asarray(value, dtype=ttype.dtype), ttype.shape)
+            return Splat(np.asarray(value, dtype=dtype), ttype.shape)
         if size > SPLAT_VIEW_ELEMENTS:
-            return splat_view(value, ttype.shape, ttype.dtype)
-    return np.full(ttype.shape, value, dtype=ttype.dtype)
+            return splat_view(value, ttype.shape, dtype)
+    return np.full(ttype.shape, value, dtype=dtype)
 
 
 def splat_view(value, shape, dtype) -> np.ndarray:
@@ -283,11 +285,7 @@ def _shape(flat: np.ndarray, ttype: T.TensorType, splats: bool = False) -> np.nd
     shape = ttype.shape
     size = int(np.prod(shape, dtype=object))
     if flat.size == 1 and size != 1:
-        if splats and ttype.quant is None and size > SPLAT_RECORD_ELEMENTS:
-            return Splat(flat.reshape(()), shape)
-        if splats and ttype.quant is None and size > SPLAT_VIEW_ELEMENTS:
-            return splat_view(flat.reshape(()), shape, flat.dtype)
-        return np.full(shape, flat.reshape(()), dtype=flat.dtype)
+        return _splat_or_full(flat.reshape(()), ttype, splats, flat.dtype)
     if flat.size != size:
         raise ValueError(f"dense data has {flat.size} elements, {ttype} needs {size}")
     return flat.reshape(shape)

@@ -93,26 +93,32 @@ def test_under_checkpoint_and_shard_map():
         np.testing.assert_allclose(got, jax.grad(_floats(_reference))(X, W), rtol=1e-6)
 
 
-def _program(trips: int):
-    """A StableHLO counted loop as jax exports fori_loop: `h = tanh(h * w[i] + h)`."""
-    return shlo2jax.load(f"""func.func @main(%h0: tensor<3xf32>, %w: tensor<{trips}xf32>)
+def _program(trips: int, carried_weights: bool = False):
+    """A StableHLO counted loop as jax exports fori_loop: `h = tanh(h * w[i] + h)`; with
+    `carried_weights`, the weights carried through the loop unchanged (as jax exports a scan's
+    stacked inputs) rather than captured."""
+    w_type = f"tensor<{trips}xf32>"
+    carried, carried_type, returned = (
+        (", %w = %w0", f", {w_type}", ", %w") if carried_weights else ("", "", ""))
+    return shlo2jax.load(f"""func.func @main(%h0: tensor<3xf32>, %w{"0" if carried_weights else ""}: {w_type})
         -> tensor<3xf32> {{
       %zero = stablehlo.constant dense<0> : tensor<i32>
-      %0:2 = stablehlo.while(%i = %zero, %h = %h0) : tensor<i32>, tensor<3xf32>
+      %0:{3 if carried_weights else 2} = stablehlo.while(%i = %zero, %h = %h0{carried})
+          : tensor<i32>, tensor<3xf32>{carried_type}
       cond {{
         %n = stablehlo.constant dense<{trips}> : tensor<i32>
         %c = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
         stablehlo.return %c : tensor<i1>
       }} do {{
         %one = stablehlo.constant dense<1> : tensor<i32>
-        %wi = stablehlo.dynamic_slice %w, %i, sizes = [1] : (tensor<{trips}xf32>, tensor<i32>) -> tensor<1xf32>
+        %wi = stablehlo.dynamic_slice %w, %i, sizes = [1] : ({w_type}, tensor<i32>) -> tensor<1xf32>
         %ws = stablehlo.reshape %wi : (tensor<1xf32>) -> tensor<f32>
         %wb = stablehlo.broadcast_in_dim %ws, dims = [] : (tensor<f32>) -> tensor<3xf32>
         %m = stablehlo.multiply %h, %wb : tensor<3xf32>
         %a = stablehlo.add %m, %h : tensor<3xf32>
         %t = stablehlo.tanh %a : tensor<3xf32>
         %next = stablehlo.add %i, %one : tensor<i32>
-        stablehlo.return %next, %t : tensor<i32>, tensor<3xf32>
+        stablehlo.return %next, %t{returned} : tensor<i32>, tensor<3xf32>{carried_type}
       }}
       return %0#1 : tensor<3xf32>
     }}""")
@@ -134,11 +140,7 @@ def test_a_translated_counted_loop_is_one_and_differentiates_as_its_scan():
 
 
 def _counted_eqns(jaxpr) -> list:
-    eqns = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == COUNTED:
-            eqns.append(eqn)
-    return eqns
+    return [eqn for eqn in jaxpr.eqns if eqn.primitive.name == COUNTED]
 
 
 def test_a_forwarded_carry_is_a_constant_of_the_loop_body():
@@ -176,35 +178,8 @@ def test_a_carry_whose_type_the_body_changes_is_promoted_as_lax_promotes_it():
     np.testing.assert_allclose(jax.grad(counted)(x), 3 * x ** 2, rtol=1e-5)
 
 
-def _program_carrying_its_weights(trips: int):
-    """As `_program`, with the weights carried through the loop unchanged (as jax exports a
-    scan's stacked inputs) rather than captured."""
-    return shlo2jax.load(f"""func.func @main(%h0: tensor<3xf32>, %w0: tensor<{trips}xf32>)
-        -> tensor<3xf32> {{
-      %zero = stablehlo.constant dense<0> : tensor<i32>
-      %0:3 = stablehlo.while(%i = %zero, %h = %h0, %w = %w0)
-          : tensor<i32>, tensor<3xf32>, tensor<{trips}xf32>
-      cond {{
-        %n = stablehlo.constant dense<{trips}> : tensor<i32>
-        %c = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
-        stablehlo.return %c : tensor<i1>
-      }} do {{
-        %one = stablehlo.constant dense<1> : tensor<i32>
-        %wi = stablehlo.dynamic_slice %w, %i, sizes = [1] : (tensor<{trips}xf32>, tensor<i32>) -> tensor<1xf32>
-        %ws = stablehlo.reshape %wi : (tensor<1xf32>) -> tensor<f32>
-        %wb = stablehlo.broadcast_in_dim %ws, dims = [] : (tensor<f32>) -> tensor<3xf32>
-        %m = stablehlo.multiply %h, %wb : tensor<3xf32>
-        %a = stablehlo.add %m, %h : tensor<3xf32>
-        %t = stablehlo.tanh %a : tensor<3xf32>
-        %next = stablehlo.add %i, %one : tensor<i32>
-        stablehlo.return %next, %t, %w : tensor<i32>, tensor<3xf32>, tensor<{trips}xf32>
-      }}
-      return %0#1 : tensor<3xf32>
-    }}""")
-
-
 def test_a_translated_loop_takes_what_its_body_forwards_as_constants():
-    program, w = _program_carrying_its_weights(4), W[:4]
+    program, w = _program(4, carried_weights=True), W[:4]
     (eqn,) = _counted_eqns(staged_jaxpr(program, X, w))
     assert eqn.params["body_nconsts"] >= 1 and len(eqn.outvars) == 2  # (the counter, h)
     reference = _program(4)
