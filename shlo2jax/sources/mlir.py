@@ -121,7 +121,7 @@ def _parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str
             try:
                 vhlo = _is_vhlo(module)
                 escaped, unvouched = _check_printed(module, where, vhlo, to_file=verdict.safe,
-                                                    read_first=verdict.vhlo_dialects_only)
+                                                    read_first=verdict.readable_dialects_only)
             except UnicodeDecodeError as e:
                 # (a name the bindings hand back as text: an op's, in a string table whose
                 # strings need not be UTF-8, which made the verdict inconclusive)

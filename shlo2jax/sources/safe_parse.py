@@ -64,12 +64,12 @@ class Verdict:
     dialects: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     @property
-    def vhlo_dialects_only(self) -> bool:
-        """Whether the checked bytecode holds builtin and vhlo constructs only: else (a
-        sharding rule of another dialect on a custom call, say) the bytecode reading would not
-        vouch for it, and the module is printed without writing it first (~0.03 s on a
-        50k-op module)."""
-        return bool(self.dialects) and set(self.dialects) <= {b"builtin", b"vhlo"}
+    def readable_dialects_only(self) -> bool:
+        """Whether the checked bytecode holds builtin, vhlo and sdy constructs only (the
+        dialects the bytecode reading knows, `vhlo_bytecode_paths`): else (an attribute of
+        another dialect, say) that reading would not vouch for it, and the module is printed
+        without writing it first (~0.03 s on a 50k-op module)."""
+        return bool(self.dialects) and set(self.dialects) <= {b"builtin", b"vhlo", b"sdy"}
 
 
 SAFE = Verdict(True)
@@ -919,8 +919,8 @@ def printed_problem(module, vhlo_kinds: Optional[dict] = None, to_file: bool = F
     attributes (`vhlo.func_v1`'s own printer shows its name and type as a signature, and
     casts them blindly to print them). `to_file`: the module's strings are all UTF-8 (the
     bytecode check said so): a VHLO module is read from its bytecode (`vhlo_bytecode_paths`;
-    with `read_first`: see `Verdict.vhlo_dialects_only`), printed only where that reading does not
-    vouch for it, and then through a file (`_vhlo_printed`)."""
+    with `read_first`: see `Verdict.readable_dialects_only`), printed only where that
+    reading does not vouch for it, and then through a file (`_vhlo_printed`)."""
     if vhlo_kinds is not None and to_file and read_first:
         read = _vhlo_bytecode_read(module)
         if read is not None and _unknown_kind(read[0], vhlo_kinds) is None:
@@ -951,10 +951,10 @@ def printed_problem(module, vhlo_kinds: Optional[dict] = None, to_file: bool = F
 _PLAIN_NAME = re.compile(r"[\w$-][\w.$-]*")
 
 
-def vhlo_dialects_only(data: bytes) -> bool:
-    """`Verdict.vhlo_dialects_only` of a bytecode file that the check finds safe (False for
+def readable_dialects_only(data: bytes) -> bool:
+    """`Verdict.readable_dialects_only` of a bytecode file that the check finds safe (False for
     any other)."""
-    return check_bytecode(data).vhlo_dialects_only
+    return check_bytecode(data).readable_dialects_only
 
 
 def _vhlo_bytecode_read(module) -> Optional[tuple]:
@@ -1330,6 +1330,12 @@ _ATTRIBUTE_FREE_TYPES = frozenset(_VHLO_FLOATS) | frozenset(_VHLO_INTS) | {
     1, 8, 9, 20, 22, 23, 25, _VHLO_NONE}
 _BUILTIN_SCALARS = (2, 7, 8)  # string, unit, integer: the module's own attributes
 _ATTRIBUTE_NAME = re.compile(rb"[A-Za-z_][\w$.]*")  # (as MLIR prints a name unquoted)
+# sdy attributes that real artifacts hold on vhlo ops (a custom call's sharding rule, jax's
+# LAPACK calls; a function argument's sharding), by their code in the sdy dialect's bytecode
+# (shardy/dialect/sdy/ir/bytecode.td): a tensor sharding's three versions print alike
+_SDY_SHARDING_RULE, _SDY_MESH, _BUILTIN_FLAT_SYMBOL_REF = 10, 2, 4
+_SDY_KINDS = {_SDY_SHARDING_RULE: b"?#sdy.op_sharding_rule", 6: b"?#sdy.sharding",
+              15: b"?#sdy.sharding", 17: b"?#sdy.sharding"}
 
 
 class _BytecodeKinds:
@@ -1384,6 +1390,8 @@ class _BytecodeKinds:
     def kinds(self, index: int, prefix: bytes, out: set) -> None:
         """Adds the kind paths of attribute `index` to `out` (raises where it cannot)."""
         data = self.data
+        if self.sdy_kind(index, prefix, out):
+            return
         code, pos, end = self.encoding(index, b"vhlo")
         leaf = _VHLO_LEAVES.get(code)
         if leaf is not None:
@@ -1419,6 +1427,34 @@ class _BytecodeKinds:
             raise _Inconclusive(f"vhlo attribute code {code}")
         if pos != end:
             raise _Framing("an attribute does not end where its entry does")
+
+
+    def sdy_kind(self, index: int, prefix: bytes, out: set) -> bool:
+        """Adds the kind path of attribute `index` where it is one of the sdy attributes the
+        table holds, named as the printed form names a non-VHLO attribute (by its mnemonic;
+        what it holds is not walked there either); -> whether it was one."""
+        if index >= self.num_attrs:
+            raise _Framing("an attribute index past the attributes")
+        number, pos, end, custom = self.entries[index]
+        if not custom or self.dialects[number] != b"sdy":
+            return False
+        code, pos = _varint(self.data, pos)
+        kind = _SDY_KINDS.get(code)
+        if kind is None:
+            raise _Inconclusive(f"sdy attribute code {code}")
+        if code != _SDY_SHARDING_RULE:
+            # A sharding's mesh is read as any attribute (the others' parts are read as the
+            # kinds they must be, and MLIR's reader checks those): here it must be a symbol
+            # reference or a mesh, as the printer expects
+            mesh = _varint(self.data, pos)[0]
+            if mesh >= self.num_attrs:
+                raise _Framing("an attribute index past the attributes")
+            number, at, _, custom = self.entries[mesh]
+            if not custom or (self.dialects[number], _varint(self.data, at)[0]) not in (
+                    (b"builtin", _BUILTIN_FLAT_SYMBOL_REF), (b"sdy", _SDY_MESH)):
+                raise _Inconclusive("a sharding whose mesh is neither a symbol nor a mesh")
+        out.add(prefix + kind)
+        return True
 
 
 def _plain_types(kinds: _BytecodeKinds) -> bool:
