@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import binascii
 import io
+import math
 import mmap
 import os
 import re
@@ -55,7 +56,7 @@ class Splat:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=object))
+        return math.prod(self.shape)
 
     @property
     def itemsize(self) -> int:
@@ -92,7 +93,7 @@ def _splat_or_full(value, ttype: T.TensorType, splats: bool, dtype=None):
     of `dtype` (default: the type's)."""
     dtype = ttype.dtype if dtype is None else dtype
     if splats and ttype.quant is None:
-        size = int(np.prod(ttype.shape, dtype=object))
+        size = math.prod(ttype.shape)
         if size > SPLAT_RECORD_ELEMENTS:
             return Splat(np.asarray(value, dtype=dtype), ttype.shape)
         if size > SPLAT_VIEW_ELEMENTS:
@@ -121,7 +122,7 @@ class ConstantSizeError(LoadError):
 def _check_data_size(present: int, ttype: T.TensorType) -> None:
     """Refuses data of `present` bytes for `ttype` before anything the declared size is
     allocated."""
-    size = int(np.prod(ttype.shape, dtype=object))
+    size = math.prod(ttype.shape)
     needed = size * ttype.dtype.itemsize
     if present not in (needed, ttype.dtype.itemsize):
         raise ConstantSizeError(f"its data is {present} bytes, {ttype} declares {size} elements "
@@ -283,7 +284,7 @@ def _from_hex(hex_text, ttype: T.TensorType, splats: bool = False) -> np.ndarray
 
 def _shape(flat: np.ndarray, ttype: T.TensorType, splats: bool = False) -> np.ndarray:
     shape = ttype.shape
-    size = int(np.prod(shape, dtype=object))
+    size = math.prod(shape)
     if flat.size == 1 and size != 1:
         return _splat_or_full(flat.reshape(()), ttype, splats, flat.dtype)
     if flat.size != size:
@@ -434,7 +435,7 @@ def _resource_section(mlir_module) -> tuple:
 def _placeholder(ttype: T.TensorType, rng) -> np.ndarray:
     """placeholder_array, refused (a ConstantSizeError) where its declared size cannot be
     allocated: more bytes than the machine has, or a MemoryError."""
-    size = int(np.prod(ttype.shape, dtype=object))
+    size = math.prod(ttype.shape)
     needed = size * ttype.dtype.itemsize
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
