@@ -228,15 +228,17 @@ def _asm_entries(data: bytes, entries: list) -> list[bytes]:
 # error. The references are read from the encodings of the builtin dialect (locations,
 # arrays, dictionaries, symbol references, typed attributes, tensor and function types:
 # mlir/include/mlir/IR/BuiltinDialectBytecode.td; every module's locations are builtin, VHLO
-# keeps them) and of VHLO (its arrays, dictionaries, typed attributes, tensor, function and
-# quantized types: stablehlo/dialect/VhloBytecode.cpp). An entry of another dialect, a code
-# not listed, or an encoding that does not read within its entry adds no reference: the check
-# can only miss a cycle through it, never refuse a file without one.
+# keeps them), of VHLO (its arrays, dictionaries, typed attributes, tensor, function and
+# quantized types: stablehlo/dialect/VhloBytecode.cpp) and of Shardy (its attributes: jax's
+# LAPACK calls carry a sharding rule, whose operand mapping changed to name the rule made
+# jaxlib's reader loop). An entry of another dialect, a code not listed, or an encoding that
+# does not read within its entry adds no reference: the check can only miss a cycle through
+# it, never refuse a file without one.
 #
 # Each encoding, by its code, as the fields it starts with, up to its last reference: `a` an
 # attribute, `t` a type, `A`/`T` a list of them, `D` a list of (name, value) attribute pairs,
-# `s` a string index, `v` a varint, `L` a list of varints (a shape). Both dialects only
-# append codes ("the order of these codes must not be changed").
+# `s` a string index, `v` a varint, `L` a list of varints (a shape), `o` an optional
+# attribute. The dialects only append codes ("the order of these codes must not be changed").
 _BUILTIN_ATTRIBUTES = (
     "A",    # 0 ArrayAttr
     "D",    # 1 DictionaryAttr
@@ -284,9 +286,27 @@ _VHLO_TYPES = {1: "t", 8: "TT", 20: "Lt", 21: "aLt", 23: "T", 24: "vtt", 25: "t"
                30: "vtt", 42: "t"}  # complex, function, ranked tensor (with an encoding),
 #                                     tuple, quantized, unranked tensor, quantized per axis,
 #                                     future
+# Shardy's attributes (shardy/dialect/sdy/ir/bytecode.td; its only custom encodings are
+# attributes): `s` a string, `o` an optional attribute (0, or its index with the low bit set).
+# Real exports hold them on LAPACK custom calls (sharding rules) and sharded arguments.
+_SDY_ATTRIBUTES = {
+    0: "A",     # ManualAxesAttr (axis names)
+    2: "A",     # MeshAttr (its axes; device ids follow)
+    4: "so",    # AxisRefAttr (name, sub-axis info)
+    5: "A",     # DimensionShardingAttr (axes; closed, priority follow)
+    6: "aAA",   # TensorShardingAttr v1 (mesh or its name, dimensions, replicated axes)
+    7: "A",     # TensorShardingPerValueAttr v1
+    9: "A",     # TensorMappingAttr (dimension mappings)
+    10: "LAA",  # OpShardingRuleAttr (factor sizes, operand and result mappings; lists follow)
+    11: "A", 12: "A", 13: "A", 14: "A",  # axis ref lists, lists of them, all-to-all params
+    15: "aAAA",  # TensorShardingAttr v2 (and unreduced axes)
+    16: "A",     # TensorShardingPerValueAttr v2
+    17: "aAAA",  # TensorShardingAttr v3 (a reduction follows)
+}
 _REFERENCES = {  # dialect: ({attribute code: fields}, {type code: fields})
     b"builtin": (dict(enumerate(_BUILTIN_ATTRIBUTES)), dict(enumerate(_BUILTIN_TYPES))),
     b"vhlo": (_VHLO_ATTRIBUTES, _VHLO_TYPES),
+    b"sdy": (_SDY_ATTRIBUTES, {}),
 }
 _BUILTIN_NAMES = {0: "ArrayAttr", 1: "DictionaryAttr", 10: "CallSiteLoc", 11: "FileLineColLoc",
                   12: "FusedLoc", 13: "FusedLoc", 14: "NameLoc", 22: "FileLineColRange"}
@@ -354,6 +374,8 @@ def _references(data: bytes, pos: int, end: int, fields: str, num_attrs: int) ->
                 out.append(value)
             elif field == "t":
                 out.append(num_attrs + value)
+            elif field == "o" and value & 1:
+                out.append(value >> 1)
     return out
 
 
@@ -362,7 +384,7 @@ def _scalar_fields(table: dict, num_attrs: int) -> dict:
     what each adds to the varint it reads (None: not a reference): the fast path."""
     bases = {"a": 0, "t": num_attrs}
     return {code: tuple(bases.get(f) for f in fields)
-            if fields and not set(fields) & set("ATDL") else fields
+            if fields and not set(fields) & set("ATDLo") else fields
             for code, fields in table.items() if fields}
 
 

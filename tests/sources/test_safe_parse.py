@@ -592,7 +592,28 @@ def _cycles() -> dict:
     cases["a VHLO tensor type encoded by an attribute holding it"] = {
         holder: (_VHLO_TYPE_ATTR, [tensor - num_attrs]),
         tensor: (_VHLO_TENSOR_ENCODED, [holder, 0, element])}
-    return {what: _rewritten(data, entries, rewrites) for what, rewrites in cases.items()}
+    found = {what: _rewritten(data, entries, rewrites) for what, rewrites in cases.items()}
+    found["an sdy sharding rule holding itself"] = _sharding_rule_cycle()
+    return found
+
+
+QR = ROOT / "tests" / "corpus" / "jax" / "qr_cpu" / "exported.bin"
+_SDY_TENSOR_MAPPING, _SDY_SHARDING_RULE = 9, 10
+
+
+def _sharding_rule_cycle() -> bytes:
+    """qr_cpu's VHLO module with the first operand mapping of a LAPACK call's sharding rule
+    (an sdy TensorMappingAttr) rewritten to hold the rule itself in place of its dimension
+    mappings. Found as a byte mutant of qr_cuda's module (byte 823: 6 -> 2, a mapping's
+    reference now naming the rule), which jaxlib's reader went round without end."""
+    data = _inner(QR)
+    entries, num_attrs, codes = _table(data, b"sdy")
+    rule = min(i for i, code in codes.items() if code == _SDY_SHARDING_RULE)
+    _, start, end, _ = entries[rule]
+    mapping = safe_parse._references(data, safe_parse._varint(data, start)[1], end, "LAA",
+                                     num_attrs)[0]
+    assert codes[mapping] == _SDY_TENSOR_MAPPING
+    return _rewritten(data, entries, {mapping: (_SDY_TENSOR_MAPPING, [1, rule])})
 
 
 _CYCLE_PATHS = {  # what the error names, in order (the cycle's entries, its first again)
@@ -604,6 +625,7 @@ _CYCLE_PATHS = {  # what the error names, in order (the cycle's entries, its fir
     "a VHLO array holding itself": ["vhlo code 1", "vhlo code 1"],
     "a VHLO tensor type encoded by an attribute holding it": ["vhlo code 17", "vhlo code 21",
                                                               "vhlo code 17"],
+    "an sdy sharding rule holding itself": ["sdy code 9", "sdy code 10", "sdy code 9"],
 }
 
 
@@ -614,7 +636,8 @@ def test_entries_referring_to_one_another_in_a_cycle_are_a_framing_error(what):
     assert verdict.error and "refer to one another in a cycle" in verdict.error, verdict
     path = re.search(r"cycle \((.*)\);", verdict.error).group(1).split(" -> ")
     assert [next(k for k in ("NameLoc", "CallSiteLoc", "FusedLoc", "vhlo code 17",
-                             "vhlo code 21", "vhlo code 1") if k in step) for step in path] \
+                             "vhlo code 21", "vhlo code 1", "sdy code 10", "sdy code 9")
+                 if k in step) for step in path] \
         == _CYCLE_PATHS[what], verdict.error
     assert path[0] == path[-1]
 
@@ -689,7 +712,7 @@ def test_reference_cycles_are_load_errors_in_under_a_second():
 def test_jaxlib_loops_on_them():
     """What the check spares `load`: jaxlib's reader itself does not return on them."""
     for data in (_swapped_locations(), _symbol_ref_into_a_cycle(),
-                 _cycles()["a NameLoc in itself"]):
+                 _cycles()["a NameLoc in itself"], _sharding_rule_cycle()):
         parsed = safe_parse.parse_in_child(data, timeout=5)
         assert not parsed.ok and "ran past 5 s" in parsed.message, parsed
 
@@ -750,7 +773,7 @@ def test_an_encoding_the_check_does_not_know_adds_no_reference():
     data = b"\x7f\x03\x05" + b"\x1d\x03\x05"
     entries = [(0, 0, 3, 1), (0, 3, 6, 1)]
     assert safe_parse._reference_graph(data, 2, entries, [b"builtin"]) == {1: [1, 2]}
-    assert safe_parse._reference_graph(data, 2, entries, [b"sdy"]) == {}
+    assert safe_parse._reference_graph(data, 2, entries, [b"chlo"]) == {}
     as_text = [(0, 0, 3, 0), (0, 3, 6, 0)]  # (assembly text refers to no entry)
     assert safe_parse._reference_graph(data, 2, as_text, [b"builtin"]) == {}
 
