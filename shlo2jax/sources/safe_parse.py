@@ -567,7 +567,8 @@ def _mistyped_attribute(data: bytes, num_attrs: int, entries: list,
                         dialects: list) -> Optional[str]:
     """The first attribute entry whose type is not what its kind needs (a float attribute of
     a type that is no float, an integer attribute of one that is no integer, a dense tensor
-    constant whose data is neither its type's size nor one element's): in words; else None."""
+    constant of a scalar type or whose data is neither its type's size nor one element's): in
+    words; else None."""
     tables = {i: _TYPED_ATTRIBUTES[name] for i, name in enumerate(dialects)
               if name in _TYPED_ATTRIBUTES}
     if not tables:
@@ -590,7 +591,9 @@ def _mistyped_attribute(data: bytes, num_attrs: int, entries: list,
             return f"{what} is a float attribute of a {kind[0]} type"
         if need == "int" and kind[0] not in ("int", "index"):
             return f"{what} is an integer attribute of a {kind[0]} type"
-        if need == "dense" and kind[0] == "tensor" and pos < end:
+        if need == "dense" and kind[0] != "tensor":  # (a scalar type: nothing to hold data)
+            return f"{what} is a dense constant of {kind[0]} type, not a tensor"
+        if need == "dense" and pos < end:
             size, pos = _varint(data, pos)
             width = _element_bytes(kind[2])
             if width is None or any(d < 0 for d in kind[1]):

@@ -798,6 +798,25 @@ def test_a_dense_constant_shorter_than_its_type_is_a_framing_error():
         shlo2jax.load(bytes(module))
 
 
+NN_LSTM = ROOT / "tests" / "corpus" / "torch" / "nn_lstm" / "exported.bin"
+
+
+def test_a_dense_constant_of_a_scalar_type_is_a_framing_error():
+    """nn_lstm's VHLO module with 49 bytes zeroed at 1267 (`zero@1267+49` of `shlo2jax mutate
+    --kinds bytes --seed 54`, mutant 699): a `#vhlo.tensor_v1` whose type is now type #0, an
+    i1, and holds no data; jaxlib's reader dies on it (SIGSEGV on jaxlib 0.10.2 and 0.12.0.1,
+    in `ir.Module.parse`)."""
+    module = bytearray(_inner(NN_LSTM))
+    assert len(module) == 9501 and module[1266:1269] == b"\x1f\x0f\x31", \
+        "the corpus artifact changed: find the constant again"
+    module[1267:1267 + 49] = bytes(49)
+    verdict = safe_parse.check_bytecode(bytes(module))
+    assert verdict.error == ("corrupt MLIR bytecode: attribute #115 (vhlo code 15) is a dense "
+                             "constant of int type, not a tensor"), verdict
+    with pytest.raises(LoadError, match="dense constant of int type"):
+        shlo2jax.load(bytes(module))
+
+
 LINALG = ROOT / "tests" / "corpus" / "jax" / "linalg_cpu" / "exported.bin"
 
 
