@@ -115,8 +115,13 @@ def _parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str
             context.dialects["vhlo"]  # noqa: B018 - loaded, as the artifact reader loads it
             try:
                 module = ir.Module.parse(source)
-            except Exception:  # noqa: BLE001 - parse_mlir_unchecked reports it
-                module = None
+            except Exception as e:  # noqa: BLE001 - reported below
+                # jaxlib's reader refused it, and that is the answer: reading it again as an
+                # artifact (parse_mlir_unchecked) parses it again, and jaxlib 0.12's artifact
+                # reader ends the process on some modules its parse refuses (a release
+                # artifact's op given a region it may not have: SIGSEGV).
+                raise LoadError(f"cannot read MLIR bytecode{where}: "
+                                f"{_diagnostic(e, source_name)}") from None
         if module is not None:
             try:
                 vhlo = _is_vhlo(module)

@@ -22,3 +22,19 @@ def test_an_op_name_that_is_not_utf8_is_a_load_error():
     data[1890] = 0xE8
     with pytest.raises(LoadError, match="a dialect's or an op's name is not UTF-8"):
         shlo2jax.load(bytes(data))
+
+
+RELEASE_1_5 = ROOT / "tests" / "vhlo" / "stablehlo_legalize_to_vhlo.1_5_0.mlir.bc"
+
+
+def test_a_module_the_parse_refuses_is_not_read_again_as_an_artifact():
+    """StableHLO 1.5.0's release artifact with byte 7643 made 0xeb (`flip@7643` of `shlo2jax
+    mutate --kinds bytes --releases --count 1000 --seed 58`, mutant 829): a
+    `vhlo.collective_broadcast_v1` now holds a region. jaxlib's parse refuses it; reading it
+    again as a portable artifact, as the error path did, ended the process on jaxlib 0.12.0.1
+    (SIGSEGV in `deserialize_portable_artifact`). The parse's error is the answer."""
+    data = bytearray(RELEASE_1_5.read_bytes())
+    assert len(data) == 18842 and data[7643] == 0x05, "the release artifact changed"
+    data[7643] = 0xEB
+    with pytest.raises(LoadError, match="collective_broadcast_v1' op requires zero regions"):
+        shlo2jax.load(bytes(data))
