@@ -122,33 +122,32 @@ def _parse_mlir(source: Union[str, bytes], context: ir.Context, source_name: str
                 # artifact's op given a region it may not have: SIGSEGV).
                 raise LoadError(f"cannot read MLIR bytecode{where}: "
                                 f"{_diagnostic(e, source_name)}") from None
-        if module is not None:
-            try:
-                vhlo = _is_vhlo(module)
-                escaped, unvouched = _check_printed(module, where, vhlo, to_file=verdict.safe,
-                                                    read_first=verdict.readable_dialects_only)
-            except UnicodeDecodeError as e:
-                # (a name the bindings hand back as text: an op's, in a string table whose
-                # strings need not be UTF-8, which made the verdict inconclusive)
-                raise LoadError(f"cannot read MLIR{where}: corrupt MLIR bytecode: a dialect's "
-                                f"or an op's name is not UTF-8 ({e.reason})") from None
-            if not vhlo:
-                return module
-            if unvouched and verdict.safe:
-                # The conversion casts some attributes to the kinds it expects without
-                # checking them: one of another kind can end the process. Converted in a
-                # child first, a module that crashes it is reported instead.
-                _parse_in_child(source, source_name, unvouched)
-            converted = _to_stablehlo(module, source, context, source_name)
-            # A VHLO module prints its names as string values: where some string holds
-            # bytes outside ASCII, the converted module's names are checked again. Where
-            # none does, a second print and scan (~0.4 s on a 50k-op model) finds nothing
-            # (and a location in an attribute's place would have failed the conversion).
-            if escaped:
-                _check_printed(converted, where)
-            return converted
+        try:
+            vhlo = _is_vhlo(module)
+            escaped, unvouched = _check_printed(module, where, vhlo, to_file=verdict.safe,
+                                                read_first=verdict.readable_dialects_only)
+        except UnicodeDecodeError as e:
+            # (a name the bindings hand back as text: an op's, in a string table whose
+            # strings need not be UTF-8, which made the verdict inconclusive)
+            raise LoadError(f"cannot read MLIR{where}: corrupt MLIR bytecode: a dialect's "
+                            f"or an op's name is not UTF-8 ({e.reason})") from None
+        if not vhlo:
+            return module
+        if unvouched and verdict.safe:
+            # The conversion casts some attributes to the kinds it expects without
+            # checking them: one of another kind can end the process. Converted in a
+            # child first, a module that crashes it is reported instead.
+            _parse_in_child(source, source_name, unvouched)
+        converted = _to_stablehlo(module, source, context, source_name)
+        # A VHLO module prints its names as string values: where some string holds
+        # bytes outside ASCII, the converted module's names are checked again. Where
+        # none does, a second print and scan (~0.4 s on a 50k-op model) finds nothing
+        # (and a location in an attribute's place would have failed the conversion).
+        if escaped:
+            _check_printed(converted, where)
+        return converted
     module = parse_mlir_unchecked(source, context, source_name)
-    if isinstance(source, bytes) or not verdict.safe or "loc" in source:
+    if not verdict.safe or "loc" in source:
         _check_printed(module, where)
     # Else the printed form cannot show what the check looks for (~0.15 s on a 60k-op
     # program): text writes every location as `loc(...)` (a `#alias` is defined by one, and

@@ -289,15 +289,17 @@ _VHLO_TYPES = {1: "t", 8: "TT", 20: "Lt", 21: "aLt", 23: "T", 24: "vtt", 25: "t"
 # Shardy's attributes (shardy/dialect/sdy/ir/bytecode.td; its only custom encodings are
 # attributes): `s` a string, `o` an optional attribute (0, or its index with the low bit set).
 # Real exports hold them on LAPACK custom calls (sharding rules) and sharded arguments.
+_SDY_MESH, _SDY_SHARDING_RULE = 2, 10
 _SDY_ATTRIBUTES = {
     0: "A",     # ManualAxesAttr (axis names)
-    2: "A",     # MeshAttr (its axes; device ids follow)
+    _SDY_MESH: "A",  # MeshAttr (its axes; device ids follow)
     4: "so",    # AxisRefAttr (name, sub-axis info)
     5: "A",     # DimensionShardingAttr (axes; closed, priority follow)
     6: "aAA",   # TensorShardingAttr v1 (mesh or its name, dimensions, replicated axes)
     7: "A",     # TensorShardingPerValueAttr v1
     9: "A",     # TensorMappingAttr (dimension mappings)
-    10: "LAA",  # OpShardingRuleAttr (factor sizes, operand and result mappings; lists follow)
+    _SDY_SHARDING_RULE: "LAA",  # OpShardingRuleAttr (factor sizes, operand and result
+    #                             mappings; lists of factors follow)
     11: "A", 12: "A", 13: "A", 14: "A",  # axis ref lists, lists of them, all-to-all params
     15: "aAAA",  # TensorShardingAttr v2 (and unreduced axes)
     16: "A",     # TensorShardingPerValueAttr v2
@@ -1358,7 +1360,7 @@ _ATTRIBUTE_NAME = re.compile(rb"[A-Za-z_][\w$.]*")  # (as MLIR prints a name unq
 # sdy attributes that real artifacts hold on vhlo ops (a custom call's sharding rule, jax's
 # LAPACK calls; a function argument's sharding), by their code in the sdy dialect's bytecode
 # (shardy/dialect/sdy/ir/bytecode.td): a tensor sharding's three versions print alike
-_SDY_SHARDING_RULE, _SDY_MESH, _BUILTIN_FLAT_SYMBOL_REF = 10, 2, 4
+_BUILTIN_FLAT_SYMBOL_REF = 4
 _SDY_KINDS = {_SDY_SHARDING_RULE: b"?#sdy.op_sharding_rule", 6: b"?#sdy.sharding",
               15: b"?#sdy.sharding", 17: b"?#sdy.sharding"}
 
@@ -1371,14 +1373,22 @@ class _BytecodeKinds:
         self.data, self.num_attrs, self.entries = data, num_attrs, entries
         self.dialects, self.strings = dialects, strings
 
-    def encoding(self, index: int, dialect: bytes, attribute: bool = True) -> tuple:
-        """(code, position after it, end) of an attribute (else type) entry of `dialect`."""
+    def entry(self, index: int, attribute: bool = True) -> tuple:
+        """(dialect name or None where stored as text, code, position after it, end) of an
+        attribute (else type) entry."""
         if attribute and index >= self.num_attrs:
             raise _Framing("an attribute index past the attributes")
         number, pos, end, custom = self.entries[index if attribute else self.num_attrs + index]
-        if not custom or self.dialects[number] != dialect:
-            raise _Inconclusive("not an encoding read here")
+        if not custom:
+            return None, None, pos, end
         code, pos = _varint(self.data, pos)
+        return self.dialects[number], code, pos, end
+
+    def encoding(self, index: int, dialect: bytes, attribute: bool = True) -> tuple:
+        """(code, position after it, end) of an attribute (else type) entry of `dialect`."""
+        name, code, pos, end = self.entry(index, attribute)
+        if name != dialect:
+            raise _Inconclusive("not an encoding read here")
         return code, pos, end
 
     def dictionary(self, index: int) -> list:
@@ -1453,17 +1463,13 @@ class _BytecodeKinds:
         if pos != end:
             raise _Framing("an attribute does not end where its entry does")
 
-
     def sdy_kind(self, index: int, prefix: bytes, out: set) -> bool:
         """Adds the kind path of attribute `index` where it is one of the sdy attributes the
         table holds, named as the printed form names a non-VHLO attribute (by its mnemonic;
         what it holds is not walked there either); -> whether it was one."""
-        if index >= self.num_attrs:
-            raise _Framing("an attribute index past the attributes")
-        number, pos, end, custom = self.entries[index]
-        if not custom or self.dialects[number] != b"sdy":
+        name, code, pos, _ = self.entry(index)
+        if name != b"sdy":
             return False
-        code, pos = _varint(self.data, pos)
         kind = _SDY_KINDS.get(code)
         if kind is None:
             raise _Inconclusive(f"sdy attribute code {code}")
@@ -1471,11 +1477,7 @@ class _BytecodeKinds:
             # A sharding's mesh is read as any attribute (the others' parts are read as the
             # kinds they must be, and MLIR's reader checks those): here it must be a symbol
             # reference or a mesh, as the printer expects
-            mesh = _varint(self.data, pos)[0]
-            if mesh >= self.num_attrs:
-                raise _Framing("an attribute index past the attributes")
-            number, at, _, custom = self.entries[mesh]
-            if not custom or (self.dialects[number], _varint(self.data, at)[0]) not in (
+            if self.entry(_varint(self.data, pos)[0])[:2] not in (
                     (b"builtin", _BUILTIN_FLAT_SYMBOL_REF), (b"sdy", _SDY_MESH)):
                 raise _Inconclusive("a sharding whose mesh is neither a symbol nor a mesh")
         out.add(prefix + kind)
