@@ -48,12 +48,17 @@ MARKS = {
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `-m shared` must see the marker
 def pytest_collection_modifyitems(config, items):
-    """Adds the marks of MARKS, and marks `shared` every test whose behaviour depends on ../shared being beside the
+    """Adds the marks of MARKS, marks `shared` every test whose behaviour depends on ../shared being beside the
     checkout: those that take the `shared_dir` fixture (directly or through another
     fixture: `fixturenames` is the closure) and the notebooks (they fall back to examples/
-    without the shared models). .ci/run runs `-m shared` on a copy with no ../shared."""
+    without the shared models; .ci/run runs `-m shared` on a copy with no ../shared), and
+    puts the tests marked `long` first."""
     for item in items:
         for mark in MARKS.get(item.nodeid, ()):
             item.add_marker(mark)
         if "shared_dir" in getattr(item, "fixturenames", ()) or item.get_closest_marker("notebook"):
             item.add_marker(pytest.mark.shared)
+    # pytest-xdist hands out tests in collection order: a test of minutes collected last runs
+    # alone on one worker while the other has nothing left (the full suite's last 8 minutes
+    # in .ci/run, 2026-11-29); started first, the short ones fill in around it.
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -56,7 +56,9 @@ def _kind(block: Block) -> str:
 
 
 def _marks(block_list) -> list:
-    return ([pytest.mark.slow] if any(_kind(b) == "slow" for b in block_list) else []) + \
+    # (a slow snippet runs for minutes: long, so that it starts first)
+    return ([pytest.mark.slow, pytest.mark.long] if any(_kind(b) == "slow" for b in block_list)
+            else []) + \
         ([pytest.mark.shared] if any("../shared" in b.code for b in block_list) else [])
 
 

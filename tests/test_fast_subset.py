@@ -3,7 +3,8 @@ An op family is a public module of ops/ (or of ops/custom_calls/), or the quant/
 tests live at the path that mirrors it (FAMILY_TESTS, computed from the layout):
 ops/<family>.py -> tests/ops/test_<family>.py, ops/custom_calls/<family>.py ->
 tests/ops/custom_calls/test_<family>.py, quant/ -> tests/quant/. A new family without its
-test file fails here, as does marking slow every test of a family."""
+test file fails here, as does marking slow every test of a family. The tests of minutes
+(marked `long`) are collected before the others, so that `-n auto` starts them first."""
 
 import pathlib
 import subprocess
@@ -75,3 +76,17 @@ def test_every_family_has_a_test_outside_slow():
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     missing = uncovered(ids)
     assert not missing, f"no test outside `slow` for: {missing}"
+
+
+def test_long_tests_are_collected_first():
+    # (the release file named last: its long tests still come first)
+    files = ["tests/compat/test_compat.py", "tests/vhlo/test_release_artifacts.py"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+        cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    long = [i for i, node in enumerate(ids) if "_all_against_the_reference_interpreter" in node
+            or node.endswith("::test_release_artifacts_against_the_reference_interpreter")]
+    assert len(long) >= 2 and long == list(range(len(long))), ids[:8]
+    assert ids[len(long)].startswith(files[0])

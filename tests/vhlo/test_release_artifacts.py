@@ -162,6 +162,7 @@ def test_newer_release_subset_against_the_reference_interpreter(path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # (minutes: each runs the reference interpreter on a release's every function)
 @pytest.mark.parametrize("path", SUBSETS, ids=_name)
 def test_newer_release_subset_all_against_the_reference_interpreter(path):
     counts = _compare_all(_function_modules(shlo2jax.load(path.read_bytes(), strict=False)))
@@ -272,6 +273,7 @@ func.func @main(%x: tensor<1x4x3x1xf32>, %s: tensor<1x3x2x1xf32>, %init: tensor<
 
 
 @pytest.mark.slow
+@pytest.mark.long  # (minutes: each runs the reference interpreter on a release's every function)
 def test_release_artifacts_against_the_reference_interpreter():
     """Per release: functions, those that load, those that run here on seeded inputs, those
     the interpreter runs too, and those that agree. Functions repeat between releases: each
